@@ -1,0 +1,74 @@
+//! What a client is told: the RateLimit-* fields, Retry-After, and the
+//! problem+json body of a refusal. Rounding happens here, once.
+
+use crate::window::Quota;
+
+/// Whole seconds, rounded up; never 0 (Retry-After 0 is an invitation).
+pub fn seconds_up(ms: u64) -> u64 {
+    ms.div_ceil(1_000).max(1)
+}
+
+/// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
+pub fn quota_headers(q: &Quota) -> [(&'static str, String); 3] {
+    [
+        ("ratelimit-limit", q.limit.to_string()),
+        ("ratelimit-remaining", q.remaining.to_string()),
+        ("ratelimit-reset", seconds_up(q.reset_ms).to_string()),
+    ]
+}
+
+/// The headers of a 429: the quota of the refusing bound, and Retry-After
+/// equal to its reset.
+pub fn refusal_headers(q: &Quota) -> Vec<(&'static str, String)> {
+    let mut h: Vec<_> = quota_headers(q).into_iter().collect();
+    h.push(("retry-after", seconds_up(q.reset_ms).to_string()));
+    h.push(("content-type", "application/problem+json".to_string()));
+    h
+}
+
+/// A short RFC 9457 body naming the route and bound that refused.
+pub fn refusal_body(route: &str, bound: &str, q: &Quota) -> String {
+    let retry = seconds_up(q.reset_ms);
+    serde_json::json!({
+        "type": "about:blank",
+        "title": "Too Many Requests",
+        "status": 429,
+        "detail": format!("rate limit {route}/{bound} ({} per window) reached; retry in {retry} s", q.limit),
+        "route": route,
+        "bound": bound,
+        "retry_after": retry,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_and_is_never_zero() {
+        assert_eq!(seconds_up(0), 1);
+        assert_eq!(seconds_up(1), 1);
+        assert_eq!(seconds_up(1_000), 1);
+        assert_eq!(seconds_up(1_001), 2);
+    }
+
+    #[test]
+    fn refusal_carries_four_fields_consistent_with_each_other() {
+        let q = Quota {
+            limit: 5,
+            remaining: 0,
+            reset_ms: 12_345,
+        };
+        let h = refusal_headers(&q);
+        let get = |n: &str| h.iter().find(|(k, _)| *k == n).map(|(_, v)| v.as_str());
+        assert_eq!(get("ratelimit-limit"), Some("5"));
+        assert_eq!(get("ratelimit-remaining"), Some("0"));
+        assert_eq!(get("ratelimit-reset"), Some("13"));
+        assert_eq!(get("retry-after"), Some("13"));
+        let body: serde_json::Value = serde_json::from_str(&refusal_body("r", "b", &q)).unwrap();
+        assert_eq!(body["status"], 429);
+        assert_eq!(body["retry_after"], 13);
+        assert_eq!(body["bound"], "b");
+    }
+}

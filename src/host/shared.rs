@@ -1,0 +1,48 @@
+//! The Store over Envoy shared data, and the few host reads the filter needs,
+//! each returning a `Result` (the SDK's `Context` wrappers unwrap).
+
+use crate::store::{Store, StoreError, Versioned};
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::{LogLevel, MapType, Status};
+
+pub struct SharedData;
+
+impl Store for SharedData {
+    fn get(&self, key: &str) -> Result<Versioned, StoreError> {
+        hostcalls::get_shared_data(key).map_err(|s| StoreError(format!("get {key}: {s:?}")))
+    }
+
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
+        match hostcalls::set_shared_data(key, Some(value), cas) {
+            Ok(()) => Ok(true),
+            Err(Status::CasMismatch) => Ok(false),
+            Err(s) => Err(StoreError(format!("set {key}: {s:?}"))),
+        }
+    }
+}
+
+pub fn log(level: LogLevel, msg: &str) {
+    let _ = hostcalls::log(level, msg);
+}
+
+/// Milliseconds since the epoch from the host clock (0 if unavailable,
+/// which lands every request in one window: still bounded).
+pub fn now_ms() -> u64 {
+    hostcalls::get_current_time()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+pub fn property_string(path: Vec<&str>) -> Option<String> {
+    hostcalls::get_property(path)
+        .ok()
+        .flatten()
+        .and_then(|b| String::from_utf8(b).ok())
+}
+
+pub fn request_header(name: &str) -> Option<String> {
+    hostcalls::get_map_value(MapType::HttpRequestHeaders, name)
+        .ok()
+        .flatten()
+}

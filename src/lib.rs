@@ -1,0 +1,17 @@
+//! ratebound: sliding-window rate limits per caller for Envoy (proxy-wasm).
+//!
+//! Everything that decides is plain Rust that takes `now` as an argument;
+//! only `host` (compiled for wasm32) talks to Envoy.
+
+pub mod address;
+pub mod config;
+pub mod headers;
+pub mod lanes;
+pub mod limiter;
+pub mod plan;
+pub mod slots;
+pub mod store;
+pub mod window;
+
+#[cfg(target_arch = "wasm32")]
+mod host;

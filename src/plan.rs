@@ -1,0 +1,275 @@
+//! The compiled, immutable form of a configuration that the request path
+//! reads: route matchers, bounds with their rates, and fingerprints that say
+//! whether a route changed between two configurations.
+
+use crate::config::{bound_name, window_ms, Config, MatchConfig, Per, RouteConfig};
+use crate::window::Rate;
+use siphasher::sip::SipHasher13;
+use std::hash::{Hash, Hasher};
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub instance: String,
+    pub success_headers: bool,
+    pub routes: Vec<Route>,
+    /// Which request attributes any matcher reads, so the host reads only those.
+    pub needs: Needs,
+    /// Changes whenever anything in the configuration changes.
+    pub hash: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    pub route_name: bool,
+    pub host: bool,
+    pub path: bool,
+    pub method: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub name: String,
+    pub matcher: Matcher,
+    pub bounds: Vec<Bound>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Bound {
+    pub name: String,
+    pub per: Per,
+    pub rate: Rate,
+    /// Identity of this bound in this route as compiled: any change to the
+    /// route's matching or to any of its bounds gives every bound of the
+    /// route a new fingerprint, so its counters start again.
+    pub fingerprint: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Matcher {
+    route_name: Option<String>,
+    host: Option<String>,
+    path_prefix: Option<String>,
+    methods: Vec<String>,
+}
+
+/// The request attributes a matcher may look at.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestInfo<'a> {
+    pub route_name: Option<&'a str>,
+    pub host: Option<&'a str>,
+    /// The path, with or without its query string.
+    pub path: Option<&'a str>,
+    pub method: Option<&'a str>,
+}
+
+impl Matcher {
+    fn new(m: &MatchConfig) -> Matcher {
+        Matcher {
+            route_name: m.route_name.clone(),
+            host: m.host.as_ref().map(|h| h.to_ascii_lowercase()),
+            path_prefix: m.path_prefix.clone(),
+            methods: m.methods.clone(),
+        }
+    }
+
+    pub fn matches(&self, r: &RequestInfo) -> bool {
+        if let Some(want) = &self.route_name {
+            if r.route_name != Some(want.as_str()) {
+                return false;
+            }
+        }
+        if let Some(want) = &self.host {
+            if !r.host.is_some_and(|h| host_matches(want, h)) {
+                return false;
+            }
+        }
+        if let Some(prefix) = &self.path_prefix {
+            let path = r.path.unwrap_or("");
+            let path = path.split_once('?').map_or(path, |(p, _)| p);
+            if !path.starts_with(prefix.as_str()) {
+                return false;
+            }
+        }
+        if !self.methods.is_empty()
+            && !r
+                .method
+                .is_some_and(|m| self.methods.iter().any(|x| x == m))
+        {
+            return false;
+        }
+        true
+    }
+}
+
+/// `:authority` against a configured host: case-insensitive, and a host
+/// written without a port matches the authority on any port.
+fn host_matches(want: &str, authority: &str) -> bool {
+    if authority.eq_ignore_ascii_case(want) {
+        return true;
+    }
+    match authority.rsplit_once(':') {
+        Some((h, port)) if !want.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            h.eq_ignore_ascii_case(want)
+        }
+        _ => false,
+    }
+}
+
+/// Fixed keys: fingerprints must agree across workers, VMs and restarts.
+fn stable_hash(value: &impl Hash) -> u64 {
+    let mut h = SipHasher13::new_with_keys(0x7261_7465_626f_756e, 0x642d_6670_2d76_3031);
+    value.hash(&mut h);
+    h.finish()
+}
+
+fn route_fingerprint(r: &RouteConfig) -> u64 {
+    let m = &r.matching;
+    let bounds: Vec<_> = r
+        .bounds
+        .iter()
+        .enumerate()
+        .map(|(j, b)| (bound_name(b, j), b.per, b.limit, b.window.clone()))
+        .collect();
+    stable_hash(&(
+        &r.name,
+        (&m.route_name, &m.host, &m.path_prefix, &m.methods),
+        bounds,
+    ))
+}
+
+impl Plan {
+    /// Compiles a validated configuration.
+    pub fn compile(c: &Config) -> Plan {
+        let mut needs = Needs::default();
+        let routes = c
+            .routes
+            .iter()
+            .map(|r| {
+                let m = &r.matching;
+                needs.route_name |= m.route_name.is_some();
+                needs.host |= m.host.is_some();
+                needs.path |= m.path_prefix.is_some();
+                needs.method |= !m.methods.is_empty();
+                let route_fp = route_fingerprint(r);
+                Route {
+                    name: r.name.clone(),
+                    matcher: Matcher::new(m),
+                    bounds: r
+                        .bounds
+                        .iter()
+                        .enumerate()
+                        .map(|(j, b)| Bound {
+                            name: bound_name(b, j),
+                            per: b.per,
+                            rate: Rate {
+                                limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
+                                // Validated; the fallback is never reached.
+                                window_ms: window_ms(&b.window).unwrap_or(60_000),
+                            },
+                            fingerprint: stable_hash(&(route_fp, j)),
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        Plan {
+            instance: c.instance.clone(),
+            success_headers: c.success_headers,
+            routes,
+            needs,
+            hash: stable_hash(&format!("{c:?}")),
+        }
+    }
+
+    /// The first route whose matcher accepts the request.
+    pub fn route_for(&self, r: &RequestInfo) -> Option<usize> {
+        self.routes
+            .iter()
+            .position(|route| route.matcher.matches(r))
+    }
+
+    /// Every bound's fingerprint, in plan order.
+    pub fn fingerprints(&self) -> Vec<u64> {
+        self.routes
+            .iter()
+            .flat_map(|r| r.bounds.iter().map(|b| b.fingerprint))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+
+    fn plan(json: &str) -> Plan {
+        Plan::compile(&parse(json.as_bytes()).unwrap())
+    }
+
+    const TWO: &str = r#"{"routes":[
+        {"name":"a","match":{"route_name":"r1","path_prefix":"/a","methods":["GET"]},
+         "bounds":[{"per":"address","limit":5,"window":"PT1M"}]},
+        {"name":"b","match":{"host":"example.com"},
+         "bounds":[{"per":"route","limit":100,"window":"PT1M"}]},
+        {"name":"rest","bounds":[{"per":"route","limit":1,"window":"PT1S"}]}]}"#;
+
+    #[test]
+    fn first_matching_route_wins() {
+        let p = plan(TWO);
+        let req = |rn, host, path, m| RequestInfo {
+            route_name: rn,
+            host,
+            path,
+            method: m,
+        };
+        assert_eq!(
+            p.route_for(&req(Some("r1"), None, Some("/a/x?q=1"), Some("GET"))),
+            Some(0)
+        );
+        assert_eq!(
+            p.route_for(&req(Some("r1"), None, Some("/a"), Some("POST"))),
+            Some(2)
+        );
+        assert_eq!(
+            p.route_for(&req(Some("r2"), None, Some("/a"), Some("GET"))),
+            Some(2)
+        );
+        assert_eq!(
+            p.route_for(&req(None, Some("Example.COM:8080"), None, None)),
+            Some(1)
+        );
+        assert_eq!(
+            p.route_for(&req(None, Some("example.org"), None, None)),
+            Some(2)
+        );
+        // The query string is not part of the path.
+        assert_eq!(
+            p.route_for(&req(Some("r1"), None, Some("/x?/a"), Some("GET"))),
+            Some(2)
+        );
+        assert!(p.needs.route_name && p.needs.host && p.needs.path && p.needs.method);
+    }
+
+    #[test]
+    fn changing_a_route_changes_only_its_fingerprints() {
+        let p1 = plan(TWO);
+        let p2 = plan(&TWO.replace(r#""limit":100"#, r#""limit":200"#));
+        let (f1, f2) = (p1.fingerprints(), p2.fingerprints());
+        assert_eq!(f1[0], f2[0], "route a unchanged");
+        assert_ne!(f1[1], f2[1], "route b changed");
+        assert_eq!(f1[2], f2[2], "route rest unchanged");
+        assert_ne!(p1.hash, p2.hash);
+        // Same text, same fingerprints: they agree across workers.
+        assert_eq!(f1, plan(TWO).fingerprints());
+    }
+
+    #[test]
+    fn bounds_of_one_route_have_distinct_fingerprints() {
+        let p = plan(
+            r#"{"routes":[{"name":"a","bounds":[
+            {"per":"address","limit":5,"window":"PT1M"},{"per":"address","limit":5,"window":"PT1M","name":"x"}]}]}"#,
+        );
+        let f = p.fingerprints();
+        assert_ne!(f[0], f[1]);
+    }
+}

@@ -1,0 +1,495 @@
+//! Where one bound's counters live: a fixed set of reusable keys (a "lane").
+//!
+//! Shared-data keys can never be deleted, so a lane's key names never carry a
+//! caller, a time or a generation; those live in values. A lane has:
+//! - `{prefix}:o` — one counter: the whole route for `per: route`, the
+//!   shared overflow counter for keyed bounds;
+//! - `{prefix}:m` — the number of callers tracked (for the cap);
+//! - `{prefix}:{i}`, `i < buckets` — buckets of caller entries.
+//!
+//! A caller hashes to two buckets and lives in one of them (two-choice
+//! hashing keeps the fullest bucket near the mean, so a table sized for
+//! twice the cap never overflows a bucket before the cap is reached). Every
+//! value starts with the lane's tag: a value with another tag belongs to a
+//! bound that no longer exists and reads as empty, so no count is ever
+//! inherited by a different bound.
+
+use crate::store::{update, Store, StoreError};
+use crate::window::{Counts, Rate, Verdict};
+
+/// Size of a keyed lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Table {
+    pub buckets: usize,
+    pub per_bucket: usize,
+    /// At most this many callers are tracked at once.
+    pub cap: u32,
+}
+
+impl Table {
+    /// 10,000 callers in 1,250 buckets of 16: room for twice the cap.
+    pub const DEFAULT: Table = Table {
+        buckets: 1_250,
+        per_bucket: 16,
+        cap: 10_000,
+    };
+
+    /// Keys a keyed lane ever creates.
+    pub fn keys(&self) -> usize {
+        self.buckets + 2
+    }
+}
+
+/// One bound's storage, resolved at configure time.
+#[derive(Debug, Clone)]
+pub struct Lane {
+    pub tag: u32,
+    pub rate: Rate,
+    /// None for `per: route` (one counter, no buckets).
+    pub table: Option<Table>,
+    single_key: String,
+    meta_key: String,
+    bucket_keys: Vec<String>,
+}
+
+impl Lane {
+    pub fn new(prefix: &str, tag: u32, rate: Rate, table: Option<Table>) -> Lane {
+        let bucket_keys = match table {
+            Some(t) => (0..t.buckets).map(|i| format!("{prefix}:{i}")).collect(),
+            None => Vec::new(),
+        };
+        Lane {
+            tag,
+            rate,
+            table,
+            single_key: format!("{prefix}:o"),
+            meta_key: format!("{prefix}:m"),
+            bucket_keys,
+        }
+    }
+
+    /// Every key this lane uses, so they can be created ahead of use.
+    pub fn all_keys(&self) -> impl Iterator<Item = &str> {
+        let meta = self.table.map(|_| self.meta_key.as_str());
+        std::iter::once(self.single_key.as_str())
+            .chain(meta)
+            .chain(self.bucket_keys.iter().map(String::as_str))
+    }
+
+    fn buckets_of(&self, caller: u64) -> (usize, usize) {
+        let n = self.bucket_keys.len().max(1) as u64;
+        let a = caller % n;
+        let mut b = (caller.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15) % n;
+        if b == a {
+            b = (a + 1) % n;
+        }
+        (a as usize, b as usize)
+    }
+}
+
+// ---- value encodings (little endian, tag first) ----
+
+const ENTRY: usize = 24;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    caller: u64,
+    counts: Counts,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+fn tagged(tag: u32, value: Option<&[u8]>, len: usize) -> Option<&[u8]> {
+    match value {
+        Some(v) if v.len() >= 4 && u32_at(v, 0) == tag && (v.len() - 4) % len == 0 => Some(&v[4..]),
+        _ => None,
+    }
+}
+
+fn decode_counts(tag: u32, value: Option<&[u8]>) -> Counts {
+    match tagged(tag, value, 16) {
+        Some(b) if b.len() == 16 => Counts {
+            win: u64_at(b, 0),
+            cur: u32_at(b, 8),
+            prev: u32_at(b, 12),
+        },
+        _ => Counts::default(),
+    }
+}
+
+fn encode_counts(tag: u32, c: Counts) -> Vec<u8> {
+    let mut v = Vec::with_capacity(20);
+    v.extend_from_slice(&tag.to_le_bytes());
+    v.extend_from_slice(&c.win.to_le_bytes());
+    v.extend_from_slice(&c.cur.to_le_bytes());
+    v.extend_from_slice(&c.prev.to_le_bytes());
+    v
+}
+
+fn decode_live(tag: u32, value: Option<&[u8]>) -> u32 {
+    match tagged(tag, value, 4) {
+        Some(b) if b.len() == 4 => u32_at(b, 0),
+        _ => 0,
+    }
+}
+
+fn encode_live(tag: u32, live: u32) -> Vec<u8> {
+    let mut v = tag.to_le_bytes().to_vec();
+    v.extend_from_slice(&live.to_le_bytes());
+    v
+}
+
+fn decode_bucket(tag: u32, value: Option<&[u8]>) -> Vec<Entry> {
+    tagged(tag, value, ENTRY)
+        .map(|b| {
+            b.chunks_exact(ENTRY)
+                .map(|e| Entry {
+                    caller: u64_at(e, 0),
+                    counts: Counts {
+                        win: u64_at(e, 8),
+                        cur: u32_at(e, 16),
+                        prev: u32_at(e, 20),
+                    },
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn encode_bucket(tag: u32, entries: &[Entry]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + entries.len() * ENTRY);
+    v.extend_from_slice(&tag.to_le_bytes());
+    for e in entries {
+        v.extend_from_slice(&e.caller.to_le_bytes());
+        v.extend_from_slice(&e.counts.win.to_le_bytes());
+        v.extend_from_slice(&e.counts.cur.to_le_bytes());
+        v.extend_from_slice(&e.counts.prev.to_le_bytes());
+    }
+    v
+}
+
+// ---- the decision for one bound ----
+
+/// Where a request was (or would be) counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// The lane's single counter: the route, or the overflow of a keyed lane.
+    Single,
+    Bucket(usize),
+}
+
+/// A decision read from the store and the write that would record it.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub verdict: Verdict,
+    /// The caller is untracked and shares the overflow counter.
+    pub overflow: bool,
+    place: Place,
+    value: Vec<u8>,
+    cas: Option<u32>,
+    /// The write takes a free position: the tracked count must grow first
+    /// (the grown count and the cas it was read with).
+    reserve: Option<(Vec<u8>, Option<u32>)>,
+}
+
+/// What committing a prepared write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    Done(Undo),
+    /// Someone wrote in between: prepare again.
+    Stale,
+}
+
+/// Enough to take one counted request back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Undo {
+    place: Place,
+    caller: u64,
+    win: u64,
+}
+
+/// Reads the counters `caller` is counted in and decides one more request.
+/// Nothing is written.
+pub fn prepare<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    caller: u64,
+    now_ms: u64,
+) -> Result<Prepared, StoreError> {
+    let Some(table) = lane.table else {
+        return prepare_single(store, lane, now_ms, false);
+    };
+    let (a, b) = lane.buckets_of(caller);
+    let (va, ca) = store.get(&lane.bucket_keys[a])?;
+    let ea = decode_bucket(lane.tag, va.as_deref());
+    if let Some(p) = prepare_in(lane, a, ea.clone(), ca, caller, now_ms) {
+        return Ok(p);
+    }
+    let (vb, cb) = store.get(&lane.bucket_keys[b])?;
+    let eb = decode_bucket(lane.tag, vb.as_deref());
+    if let Some(p) = prepare_in(lane, b, eb.clone(), cb, caller, now_ms) {
+        return Ok(p);
+    }
+    // A new caller. Reclaim an expired entry first (the tracked count is
+    // unchanged), else take a free position if the cap allows, else overflow.
+    let win = lane.rate.window_of(now_ms);
+    let live = |es: &[Entry]| es.iter().filter(|e| !e.counts.expired(win)).count();
+    let mut candidates = [(a, ea, ca), (b, eb, cb)];
+    if live(&candidates[1].1) < live(&candidates[0].1) {
+        candidates.swap(0, 1);
+    }
+    for (i, entries, cas) in &candidates {
+        if let Some(pos) = entries.iter().position(|e| e.counts.expired(win)) {
+            let mut entries = entries.clone();
+            entries[pos] = Entry {
+                caller,
+                counts: Counts::default(),
+            };
+            return Ok(admit_new(lane, *i, entries, pos, *cas, None, now_ms));
+        }
+    }
+    let free = candidates
+        .iter()
+        .find(|(_, entries, _)| entries.len() < table.per_bucket);
+    if let Some((i, entries, cas)) = free {
+        let (meta, meta_cas) = store.get(&lane.meta_key)?;
+        let live = decode_live(lane.tag, meta.as_deref());
+        if live < table.cap {
+            let mut entries = entries.clone();
+            entries.push(Entry {
+                caller,
+                counts: Counts::default(),
+            });
+            let pos = entries.len() - 1;
+            return Ok(admit_new(
+                lane,
+                *i,
+                entries,
+                pos,
+                *cas,
+                Some((encode_live(lane.tag, live + 1), meta_cas)),
+                now_ms,
+            ));
+        }
+    }
+    prepare_single(store, lane, now_ms, true)
+}
+
+fn prepare_single<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    now_ms: u64,
+    overflow: bool,
+) -> Result<Prepared, StoreError> {
+    let (v, cas) = store.get(&lane.single_key)?;
+    let verdict = lane
+        .rate
+        .decide(decode_counts(lane.tag, v.as_deref()), now_ms);
+    let value = match verdict {
+        Verdict::Admit { counts, .. } => encode_counts(lane.tag, counts),
+        Verdict::Refuse { .. } => Vec::new(),
+    };
+    Ok(Prepared {
+        verdict,
+        overflow,
+        place: Place::Single,
+        value,
+        cas,
+        reserve: None,
+    })
+}
+
+/// The decision for `caller` if bucket `i` holds it.
+fn prepare_in(
+    lane: &Lane,
+    i: usize,
+    mut entries: Vec<Entry>,
+    cas: Option<u32>,
+    caller: u64,
+    now_ms: u64,
+) -> Option<Prepared> {
+    let pos = entries.iter().position(|e| e.caller == caller)?;
+    let verdict = lane.rate.decide(entries[pos].counts, now_ms);
+    let value = match verdict {
+        Verdict::Admit { counts, .. } => {
+            entries[pos].counts = counts;
+            encode_bucket(lane.tag, &entries)
+        }
+        Verdict::Refuse { .. } => Vec::new(),
+    };
+    Some(Prepared {
+        verdict,
+        overflow: false,
+        place: Place::Bucket(i),
+        value,
+        cas,
+        reserve: None,
+    })
+}
+
+fn admit_new(
+    lane: &Lane,
+    i: usize,
+    mut entries: Vec<Entry>,
+    pos: usize,
+    cas: Option<u32>,
+    reserve: Option<(Vec<u8>, Option<u32>)>,
+    now_ms: u64,
+) -> Prepared {
+    let verdict = lane.rate.decide(Counts::default(), now_ms);
+    if let Verdict::Admit { counts, .. } = verdict {
+        entries[pos].counts = counts;
+    }
+    Prepared {
+        verdict,
+        overflow: false,
+        place: Place::Bucket(i),
+        value: encode_bucket(lane.tag, &entries),
+        cas,
+        reserve,
+    }
+}
+
+impl Lane {
+    fn key(&self, place: Place) -> &str {
+        match place {
+            Place::Single => &self.single_key,
+            Place::Bucket(i) => &self.bucket_keys[i],
+        }
+    }
+}
+
+/// Records an admitted, prepared request with compare-and-swap.
+pub fn commit<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    caller: u64,
+    p: &Prepared,
+) -> Result<Committed, StoreError> {
+    let Verdict::Admit { counts, .. } = p.verdict else {
+        return Err(StoreError("refused requests are not committed".into()));
+    };
+    let undo = Undo {
+        place: p.place,
+        caller,
+        win: counts.win,
+    };
+    if let Some((grown, meta_cas)) = &p.reserve {
+        if !store.set(&lane.meta_key, grown, *meta_cas)? {
+            return Ok(Committed::Stale);
+        }
+        if !store.set(lane.key(p.place), &p.value, p.cas)? {
+            release(store, lane, 1)?;
+            return Ok(Committed::Stale);
+        }
+        return Ok(Committed::Done(undo));
+    }
+    if store.set(lane.key(p.place), &p.value, p.cas)? {
+        Ok(Committed::Done(undo))
+    } else {
+        Ok(Committed::Stale)
+    }
+}
+
+/// Takes back one request recorded by [`commit`] (a later bound refused).
+pub fn undo<S: Store + ?Sized>(store: &S, lane: &Lane, u: Undo) -> Result<(), StoreError> {
+    let take_back = |c: &mut Counts| {
+        if c.win == u.win && c.cur > 0 {
+            c.cur -= 1;
+            true
+        } else if c.win == u.win + 1 && c.prev > 0 {
+            c.prev -= 1;
+            true
+        } else {
+            false
+        }
+    };
+    update(store, lane.key(u.place), |v| match u.place {
+        Place::Single => {
+            let mut c = decode_counts(lane.tag, v);
+            (take_back(&mut c).then(|| encode_counts(lane.tag, c)), ())
+        }
+        Place::Bucket(_) => {
+            let mut entries = decode_bucket(lane.tag, v);
+            let changed = entries
+                .iter_mut()
+                .find(|e| e.caller == u.caller)
+                .is_some_and(|e| take_back(&mut e.counts));
+            (changed.then(|| encode_bucket(lane.tag, &entries)), ())
+        }
+    })
+}
+
+fn release<S: Store + ?Sized>(store: &S, lane: &Lane, n: u32) -> Result<(), StoreError> {
+    update(store, &lane.meta_key, |v| {
+        let live = decode_live(lane.tag, v);
+        (Some(encode_live(lane.tag, live.saturating_sub(n))), ())
+    })
+}
+
+/// Removes expired callers from buckets `range` and shrinks the tracked
+/// count to match. Returns how many were removed.
+pub fn sweep<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    range: std::ops::Range<usize>,
+    now_ms: u64,
+) -> Result<u32, StoreError> {
+    if lane.table.is_none() {
+        return Ok(0);
+    }
+    let win = lane.rate.window_of(now_ms);
+    let mut removed = 0u32;
+    for i in range.filter(|i| *i < lane.bucket_keys.len()) {
+        removed += update(store, &lane.bucket_keys[i], |v| {
+            let mut entries = decode_bucket(lane.tag, v);
+            let before = entries.len();
+            entries.retain(|e| !e.counts.expired(win));
+            let gone = (before - entries.len()) as u32;
+            ((gone > 0).then(|| encode_bucket(lane.tag, &entries)), gone)
+        })?;
+    }
+    if removed > 0 {
+        release(store, lane, removed)?;
+    }
+    Ok(removed)
+}
+
+/// Callers currently tracked (expired ones count until swept or reclaimed).
+pub fn tracked<S: Store + ?Sized>(store: &S, lane: &Lane) -> Result<u32, StoreError> {
+    Ok(decode_live(
+        lane.tag,
+        store.get(&lane.meta_key)?.0.as_deref(),
+    ))
+}
+
+/// The counts a caller currently holds (for tests and the CLI's inspection).
+pub fn peek<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    caller: u64,
+) -> Result<Option<Counts>, StoreError> {
+    if lane.table.is_none() {
+        return Ok(Some(decode_counts(
+            lane.tag,
+            store.get(&lane.single_key)?.0.as_deref(),
+        )));
+    }
+    let (a, b) = lane.buckets_of(caller);
+    for i in [a, b] {
+        let entries = decode_bucket(lane.tag, store.get(&lane.bucket_keys[i])?.0.as_deref());
+        if let Some(e) = entries.iter().find(|e| e.caller == caller) {
+            return Ok(Some(e.counts));
+        }
+    }
+    Ok(None)
+}

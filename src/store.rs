@@ -1,0 +1,149 @@
+//! The one door to counter storage: get and compare-and-swap set, with the
+//! semantics Envoy's shared data has (see ENVOY.md): an absent key reads as
+//! `(None, None)`, any set creates it, a stale cas is refused, keys are never
+//! deleted. [`MemStore`] implements the same semantics for native tests; the
+//! shared-data implementation lives in the host layer.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A value and the cas token to write it back with.
+pub type Versioned = (Option<Vec<u8>>, Option<u32>);
+
+pub trait Store {
+    fn get(&self, key: &str) -> Result<Versioned, StoreError>;
+    /// Writes `value` if `cas` is `None` or still current. `Ok(false)` on a
+    /// stale cas: read again and recompute.
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError>;
+}
+
+/// How many times one key's read-compute-write is retried on contention
+/// before the operation gives up with an error (and the request fails open).
+pub const CAS_RETRIES: usize = 32;
+
+/// Runs `f` on the current value of `key` and writes its result with
+/// compare-and-swap, retrying on contention. `f` returns the value to write
+/// (or `None` to write nothing) and the result to hand back.
+pub fn update<S: Store + ?Sized, T>(
+    store: &S,
+    key: &str,
+    mut f: impl FnMut(Option<&[u8]>) -> (Option<Vec<u8>>, T),
+) -> Result<T, StoreError> {
+    for _ in 0..CAS_RETRIES {
+        let (value, cas) = store.get(key)?;
+        let (new, out) = f(value.as_deref());
+        match new {
+            None => return Ok(out),
+            Some(v) => {
+                if store.set(key, &v, cas)? {
+                    return Ok(out);
+                }
+            }
+        }
+    }
+    Err(StoreError(format!(
+        "{key}: still contended after {CAS_RETRIES} compare-and-swap attempts"
+    )))
+}
+
+/// Creates `key` empty unless it exists, so that later writes to it can all
+/// be compare-and-swap (there is no atomic create-if-absent).
+pub fn ensure<S: Store + ?Sized>(store: &S, key: &str) -> Result<(), StoreError> {
+    match store.get(key)? {
+        (Some(_), _) => Ok(()),
+        (None, _) => store.set(key, &[], None).map(|_| ()),
+    }
+}
+
+/// In-memory store with Envoy's semantics: one global cas counter.
+#[derive(Default)]
+pub struct MemStore {
+    inner: RefCell<MemInner>,
+}
+
+#[derive(Default)]
+struct MemInner {
+    map: HashMap<String, (Vec<u8>, u32)>,
+    next_cas: u32,
+    /// Test hook: fail this many upcoming calls.
+    fail_next: usize,
+    /// Successful writes so far.
+    sets: usize,
+}
+
+impl MemStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn key_count(&self) -> usize {
+        self.inner.borrow().map.len()
+    }
+
+    pub fn keys(&self) -> Vec<String> {
+        self.inner.borrow().map.keys().cloned().collect()
+    }
+
+    /// Makes the next `n` calls fail, as a broken host would.
+    pub fn fail_next(&self, n: usize) {
+        self.inner.borrow_mut().fail_next = n;
+    }
+
+    /// Number of successful writes so far.
+    pub fn writes(&self) -> usize {
+        self.inner.borrow().sets
+    }
+
+    fn check_fail(inner: &mut MemInner) -> Result<(), StoreError> {
+        if inner.fail_next > 0 {
+            inner.fail_next -= 1;
+            return Err(StoreError("injected failure".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Store for MemStore {
+    fn get(&self, key: &str) -> Result<Versioned, StoreError> {
+        let mut inner = self.inner.borrow_mut();
+        Self::check_fail(&mut inner)?;
+        Ok(match inner.map.get(key) {
+            Some((v, cas)) => (Some(v.clone()), Some(*cas)),
+            None => (None, None),
+        })
+    }
+
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
+        let mut inner = self.inner.borrow_mut();
+        Self::check_fail(&mut inner)?;
+        if let (Some(want), Some((_, have))) = (cas, inner.map.get(key)) {
+            if want != *have {
+                return Ok(false);
+            }
+        }
+        // 0 means "no cas" at the proxy-wasm ABI: never hand it out.
+        inner.next_cas = inner.next_cas.wrapping_add(1).max(1);
+        let cas = inner.next_cas;
+        inner.map.insert(key.to_string(), (value.to_vec(), cas));
+        inner.sets += 1;
+        Ok(true)
+    }
+}
+
+impl<S: Store + ?Sized> Store for &S {
+    fn get(&self, key: &str) -> Result<Versioned, StoreError> {
+        (**self).get(key)
+    }
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
+        (**self).set(key, value, cas)
+    }
+}

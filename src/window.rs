@@ -1,0 +1,280 @@
+//! The two-window sliding estimate, as pure functions of (counts, now).
+//!
+//! `estimate = cur + prev × (1 − elapsed / window)`, windows aligned to the
+//! clock. Integer arithmetic throughout: a request is admitted when
+//! `(cur + 1)·w + prev·(w − e) ≤ limit·w`, which never rounds in the caller's
+//! favour.
+
+/// The counts of one key: the window they were last written in, that
+/// window's count and the one before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    pub win: u64,
+    pub cur: u32,
+    pub prev: u32,
+}
+
+impl Counts {
+    /// The same counts seen from window `win`: slid once, or emptied when
+    /// more than one window has passed. A key written in a later window
+    /// than `win` (another worker's clock a microsecond ahead) is kept as is.
+    pub fn at(self, win: u64) -> Counts {
+        if self.win >= win {
+            self
+        } else if self.win + 1 == win {
+            Counts {
+                win,
+                cur: 0,
+                prev: self.cur,
+            }
+        } else {
+            Counts {
+                win,
+                cur: 0,
+                prev: 0,
+            }
+        }
+    }
+
+    /// True when the counts no longer weigh on any estimate at window `win`:
+    /// the key can be reclaimed.
+    pub fn expired(self, win: u64) -> bool {
+        let c = self.at(win);
+        c.cur == 0 && c.prev == 0
+    }
+}
+
+/// A bound's arithmetic: `limit` requests per `window_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rate {
+    pub limit: u32,
+    pub window_ms: u64,
+}
+
+/// What a bound says about one more request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Admit; `counts` is what to store, `quota` what to tell the client.
+    Admit { counts: Counts, quota: Quota },
+    /// Refuse; nothing is stored.
+    Refuse { quota: Quota },
+}
+
+/// The figures a client is told (RateLimit-* headers), in milliseconds
+/// before rounding so the header layer decides rounding once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    pub limit: u32,
+    pub remaining: u32,
+    /// Until the next request would be admitted when `remaining` is 0,
+    /// otherwise until the current window ends and its count starts to slide out.
+    pub reset_ms: u64,
+}
+
+impl Rate {
+    pub fn window_of(&self, now_ms: u64) -> u64 {
+        now_ms / self.window_ms
+    }
+
+    /// Weighted count (in units of 1/w requests) of `c` at `now`, `c`
+    /// already slid to now's window.
+    fn weighted(&self, c: Counts, now_ms: u64) -> u128 {
+        let w = u128::from(self.window_ms);
+        let elapsed = self.elapsed(c, now_ms);
+        u128::from(c.cur) * w + u128::from(c.prev) * (w - elapsed)
+    }
+
+    /// Milliseconds into window `c.win` (0 when `c` is ahead of `now`).
+    fn elapsed(&self, c: Counts, now_ms: u64) -> u128 {
+        let start = c.win.saturating_mul(self.window_ms);
+        u128::from(now_ms.saturating_sub(start).min(self.window_ms))
+    }
+
+    fn capacity(&self) -> u128 {
+        u128::from(self.limit) * u128::from(self.window_ms)
+    }
+
+    /// Decides one more request against `stored` at `now`.
+    pub fn decide(&self, stored: Counts, now_ms: u64) -> Verdict {
+        let c = stored.at(self.window_of(now_ms));
+        let w = u128::from(self.window_ms);
+        let after = self.weighted(c, now_ms) + w;
+        if after <= self.capacity() {
+            let counts = Counts {
+                cur: c.cur.saturating_add(1),
+                ..c
+            };
+            let remaining = ((self.capacity() - after) / w) as u32;
+            let reset_ms = if remaining == 0 {
+                self.wait_ms(counts, now_ms)
+            } else {
+                self.window_end_ms(counts, now_ms)
+            };
+            Verdict::Admit {
+                counts,
+                quota: Quota {
+                    limit: self.limit,
+                    remaining,
+                    reset_ms,
+                },
+            }
+        } else {
+            Verdict::Refuse {
+                quota: Quota {
+                    limit: self.limit,
+                    remaining: 0,
+                    reset_ms: self.wait_ms(c, now_ms),
+                },
+            }
+        }
+    }
+
+    fn window_end_ms(&self, c: Counts, now_ms: u64) -> u64 {
+        (self.window_ms as u128 - self.elapsed(c, now_ms)) as u64
+    }
+
+    /// The shortest wait after which one more request would be admitted,
+    /// with `c` (slid to now's window) as the stored counts.
+    pub fn wait_ms(&self, c: Counts, now_ms: u64) -> u64 {
+        let w = u128::from(self.window_ms);
+        let e = self.elapsed(c, now_ms);
+        let limit = u128::from(self.limit);
+        let cur = u128::from(c.cur);
+        let prev = u128::from(c.prev);
+        // In this window: need prev·(w − e') ≤ (limit − cur − 1)·w.
+        if cur < limit {
+            let room = (limit - cur - 1) * w;
+            let e_min = if prev == 0 {
+                0
+            } else {
+                w.saturating_sub(room / prev)
+            };
+            if e_min < w {
+                return e_min.saturating_sub(e) as u64;
+            }
+        }
+        // Next window: cur becomes prev; need w + cur·(w − e'') ≤ limit·w.
+        let room = (limit - 1) * w;
+        let e_next = if cur == 0 {
+            0
+        } else {
+            w.saturating_sub(room / cur)
+        };
+        ((w - e) + e_next) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: u64 = 60_000;
+
+    fn rate(limit: u32, window_ms: u64) -> Rate {
+        Rate { limit, window_ms }
+    }
+
+    /// Runs requests at the given instants, returns how many were admitted.
+    fn admitted(r: &Rate, c: &mut Counts, times: impl IntoIterator<Item = u64>) -> u32 {
+        let mut n = 0;
+        for t in times {
+            if let Verdict::Admit { counts, .. } = r.decide(*c, t) {
+                *c = counts;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn admits_exactly_limit_in_one_window() {
+        let r = rate(5, MIN);
+        let mut c = Counts::default();
+        assert_eq!(admitted(&r, &mut c, (0..20).map(|i| 10 * MIN + i)), 5);
+    }
+
+    #[test]
+    fn regression_fixed_window_fault_at_the_boundary() {
+        // A burst of `limit` just before a boundary, then `limit` more just
+        // after it: a resetting bucket admits 2 × limit here.
+        let r = rate(100, MIN);
+        let mut c = Counts::default();
+        let boundary = 7 * MIN;
+        assert_eq!(
+            admitted(&r, &mut c, (0..100).map(|i| boundary - 100 + i)),
+            100
+        );
+        assert_eq!(admitted(&r, &mut c, (0..100).map(|i| boundary + i)), 0);
+    }
+
+    #[test]
+    fn quota_and_wait_when_refused() {
+        let r = rate(2, 10_000);
+        let mut c = Counts::default();
+        let t0 = 100_000; // start of a window
+        let Verdict::Admit { counts, quota } = r.decide(c, t0) else {
+            panic!()
+        };
+        assert_eq!((quota.remaining, quota.reset_ms), (1, 10_000));
+        c = counts;
+        let Verdict::Admit { counts, quota } = r.decide(c, t0 + 1_000) else {
+            panic!()
+        };
+        assert_eq!(quota.remaining, 0);
+        // Both requests are in this window; the next one fits when this
+        // window's count of 2 has slid to ≤ 1: halfway into the next window.
+        assert_eq!(quota.reset_ms, 9_000 + 5_000);
+        c = counts;
+        let Verdict::Refuse { quota } = r.decide(c, t0 + 2_000) else {
+            panic!()
+        };
+        assert_eq!(quota.reset_ms, 8_000 + 5_000);
+        // And the wait is exact: refused 1 ms before, admitted at.
+        let at = t0 + 2_000 + quota.reset_ms;
+        assert!(matches!(r.decide(c, at - 1), Verdict::Refuse { .. }));
+        assert!(matches!(r.decide(c, at), Verdict::Admit { .. }));
+    }
+
+    #[test]
+    fn limit_one_waits_for_the_previous_window_to_slide_out() {
+        let r = rate(1, 1_000);
+        let c = Counts {
+            win: 5,
+            cur: 1,
+            prev: 0,
+        };
+        let Verdict::Refuse { quota } = r.decide(c, 5_400) else {
+            panic!()
+        };
+        assert_eq!(quota.reset_ms, 600 + 1_000);
+    }
+
+    #[test]
+    fn counts_slide_and_expire() {
+        let c = Counts {
+            win: 10,
+            cur: 4,
+            prev: 3,
+        };
+        assert_eq!(c.at(10), c);
+        assert_eq!(
+            c.at(11),
+            Counts {
+                win: 11,
+                cur: 0,
+                prev: 4
+            }
+        );
+        assert_eq!(
+            c.at(12),
+            Counts {
+                win: 12,
+                cur: 0,
+                prev: 0
+            }
+        );
+        assert_eq!(c.at(9), c, "a key from a clock slightly ahead is kept");
+        assert!(!c.expired(11));
+        assert!(c.expired(12));
+    }
+}
