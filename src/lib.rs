@@ -11,6 +11,8 @@ pub mod limiter;
 pub mod plan;
 pub mod slots;
 pub mod store;
+#[cfg(any(test, feature = "selftest"))]
+pub mod store_suite;
 pub mod window;
 
 #[cfg(target_arch = "wasm32")]

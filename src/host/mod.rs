@@ -57,7 +57,11 @@ impl RootContext for Root {
             ),
         );
         #[cfg(feature = "selftest")]
-        crate::store_suite::report(&SharedData, |line| log(LogLevel::Info, line));
+        crate::store_suite::report(
+            &SharedData,
+            &format!("selftest{:x}", fresh_seed()[0]),
+            |line| log(LogLevel::Info, line),
+        );
         true
     }
 

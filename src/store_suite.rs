@@ -1,0 +1,404 @@
+//! One behaviour suite for every [`Store`]: run natively over [`MemStore`]
+//! by `cargo test`, and inside Envoy over real shared data by the module
+//! built with `--features selftest` (the e2e tests read its report).
+//!
+//! Each check uses its own key prefix, so the suite can run in a store that
+//! already holds other keys (shared data is never emptied).
+//!
+//! [`MemStore`]: crate::store::MemStore
+
+use crate::limiter::{Caller, Limiter};
+use crate::plan::Plan;
+use crate::slots::{self, Lane, Table};
+use crate::store::{update, Store, StoreError, Versioned};
+use crate::window::{Rate, Verdict};
+use std::cell::Cell;
+
+type Check = Result<(), String>;
+
+macro_rules! expect_eq {
+    ($a:expr, $b:expr) => {{
+        let (a, b) = ($a, $b);
+        if a != b {
+            return Err(format!(
+                "line {}: {} = {:?}, expected {:?}",
+                line!(),
+                stringify!($a),
+                a,
+                b
+            ));
+        }
+    }};
+}
+
+fn e(err: StoreError) -> String {
+    err.0
+}
+
+/// A store that lets another writer in between one read and the next
+/// write, `times` times: the compare-and-swap must notice and retry.
+struct Interfering<'a, S: Store + ?Sized> {
+    inner: &'a S,
+    times: Cell<usize>,
+    armed: Cell<Option<String>>,
+}
+
+impl<S: Store + ?Sized> Store for Interfering<'_, S> {
+    fn get(&self, key: &str) -> Result<Versioned, StoreError> {
+        let got = self.inner.get(key)?;
+        if self.times.get() > 0 {
+            self.armed.set(Some(key.to_string()));
+        }
+        Ok(got)
+    }
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
+        if let Some(k) = self.armed.take() {
+            if k == key {
+                self.times.set(self.times.get() - 1);
+                // The other writer: read-modify-write of the same key.
+                let (v, c) = self.inner.get(key)?;
+                let mut v = v.unwrap_or_default();
+                v.push(b'x');
+                self.inner.set(key, &v, c)?;
+            }
+        }
+        self.inner.set(key, value, cas)
+    }
+}
+
+fn absent_keys_read_empty_and_any_set_creates<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    let k = format!("{p}:a");
+    expect_eq!(s.get(&k).map_err(e)?, (None, None));
+    expect_eq!(s.set(&k, b"1", None).map_err(e)?, true);
+    let (v, cas) = s.get(&k).map_err(e)?;
+    expect_eq!(v.as_deref(), Some(&b"1"[..]));
+    if cas.is_none() {
+        return Err("an existing key must have a cas".into());
+    }
+    Ok(())
+}
+
+fn stale_cas_is_refused<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    let k = format!("{p}:b");
+    s.set(&k, b"1", None).map_err(e)?;
+    let (_, cas) = s.get(&k).map_err(e)?;
+    expect_eq!(s.set(&k, b"2", cas).map_err(e)?, true);
+    expect_eq!(s.set(&k, b"3", cas).map_err(e)?, false);
+    expect_eq!(s.get(&k).map_err(e)?.0, Some(b"2".to_vec()));
+    Ok(())
+}
+
+fn update_retries_until_its_write_lands<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    let k = format!("{p}:c");
+    s.set(&k, b"", None).map_err(e)?;
+    let racy = Interfering {
+        inner: s,
+        times: Cell::new(3),
+        armed: Cell::new(None),
+    };
+    let mut calls = 0;
+    update(&racy, &k, |v| {
+        calls += 1;
+        let mut v = v.unwrap_or_default().to_vec();
+        v.push(b'o');
+        (Some(v), ())
+    })
+    .map_err(e)?;
+    // Three interfering writes, each noticed; nothing lost.
+    expect_eq!(calls, 4);
+    let v = s.get(&k).map_err(e)?.0.unwrap_or_default();
+    expect_eq!(v.iter().filter(|b| **b == b'x').count(), 3);
+    expect_eq!(v.iter().filter(|b| **b == b'o').count(), 1);
+    Ok(())
+}
+
+fn small() -> Table {
+    Table {
+        buckets: 8,
+        per_bucket: 4,
+        cap: 12,
+    }
+}
+
+fn lane<S: Store + ?Sized>(
+    s: &S,
+    prefix: &str,
+    limit: u32,
+    table: Option<Table>,
+) -> Result<Lane, String> {
+    let l = Lane::new(
+        prefix,
+        7,
+        Rate {
+            limit,
+            window_ms: 10_000,
+        },
+        table,
+    );
+    for k in l.all_keys() {
+        crate::store::ensure(s, k).map_err(e)?;
+    }
+    Ok(l)
+}
+
+/// Decides and, when admitted, records one request.
+fn hit<S: Store + ?Sized>(s: &S, l: &Lane, caller: u64, now: u64) -> Result<bool, String> {
+    let p = slots::prepare(s, l, caller, now).map_err(e)?;
+    if let Verdict::Refuse { .. } = p.verdict {
+        return Ok(false);
+    }
+    match slots::commit(s, l, caller, &p).map_err(e)? {
+        slots::Committed::Done(_) => Ok(true),
+        slots::Committed::Stale => Err("unexpected contention".into()),
+    }
+}
+
+fn a_caller_gets_exactly_its_limit<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    let l = lane(s, &format!("{p}:d"), 3, Some(small()))?;
+    let t = 1_000_000;
+    let admitted = (0..10)
+        .filter(|i| hit(s, &l, 42, t + i).unwrap_or(false))
+        .count();
+    expect_eq!(admitted, 3);
+    // Another caller has its own budget.
+    expect_eq!(hit(s, &l, 43, t + 20)?, true);
+    // Two windows later the first one is admitted again.
+    expect_eq!(hit(s, &l, 42, t + 20_000)?, true);
+    Ok(())
+}
+
+fn callers_past_the_cap_share_the_overflow_counter<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    let l = lane(s, &format!("{p}:e"), 2, Some(small()))?;
+    let t = 2_000_000;
+    for caller in 0..12u64 {
+        let pr = slots::prepare(s, &l, caller * 7919, t).map_err(e)?;
+        expect_eq!(pr.overflow, false);
+        hit(s, &l, caller * 7919, t)?;
+    }
+    expect_eq!(slots::tracked(s, &l).map_err(e)?, 12);
+    // Full: newcomers are neither refused outright nor unbounded.
+    let p1 = slots::prepare(s, &l, 1_000_001, t).map_err(e)?;
+    expect_eq!(p1.overflow, true);
+    expect_eq!(hit(s, &l, 1_000_001, t)?, true);
+    expect_eq!(hit(s, &l, 1_000_002, t)?, true);
+    expect_eq!(hit(s, &l, 1_000_003, t)?, false);
+    expect_eq!(slots::tracked(s, &l).map_err(e)?, 12);
+    // Two windows on, expired callers are reclaimed before overflow.
+    let later = t + 20_000;
+    let p2 = slots::prepare(s, &l, 1_000_004, later).map_err(e)?;
+    expect_eq!(p2.overflow, false);
+    expect_eq!(hit(s, &l, 1_000_004, later)?, true);
+    // And a sweep forgets the rest.
+    let removed = slots::sweep(s, &l, 0..8, later).map_err(e)?;
+    expect_eq!(removed, 11);
+    expect_eq!(slots::tracked(s, &l).map_err(e)?, 1);
+    Ok(())
+}
+
+fn a_new_tag_starts_from_zero<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    let prefix = format!("{p}:f");
+    let old = lane(s, &prefix, 1, Some(small()))?;
+    let t = 3_000_000;
+    expect_eq!(hit(s, &old, 5, t)?, true);
+    expect_eq!(hit(s, &old, 5, t + 1)?, false);
+    // Same keys, another bound: nothing inherited.
+    let new = Lane::new(&prefix, 8, old.rate, old.table);
+    expect_eq!(hit(s, &new, 5, t + 2)?, true);
+    expect_eq!(slots::tracked(s, &new).map_err(e)?, 1);
+    Ok(())
+}
+
+fn limiter(s: &(impl Store + ?Sized), p: &str, bounds: &str) -> Result<Limiter, String> {
+    let json = format!(r#"{{"instance":"suite","routes":[{{"name":"r","bounds":[{bounds}]}}]}}"#);
+    let config = crate::config::parse(json.as_bytes()).map_err(|es| format!("{es:?}"))?;
+    let plan = Plan::compile(&config);
+    let mut lanes = Vec::new();
+    for (i, b) in plan.routes[0].bounds.iter().enumerate() {
+        let table = (b.per != crate::config::Per::Route).then_some(small());
+        let mut l = lane(s, &format!("{p}:{i}"), b.rate.limit, table)?;
+        l.rate = b.rate;
+        lanes.push(l);
+    }
+    Ok(Limiter::new(plan, vec![lanes], [1, 2]))
+}
+
+fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    let lim = limiter(
+        s,
+        &format!("{p}-g"),
+        r#"{"per":"route","limit":100,"window":"PT1M"},{"per":"address","limit":50,"window":"PT1M"},{"per":"address","limit":2,"window":"PT10S"}"#,
+    )?;
+    let a = Caller {
+        address: "10.0.0.1",
+    };
+    let t = 60_000 * 1_000;
+    for _ in 0..2 {
+        expect_eq!(lim.check(s, 0, &a, t).refused, None);
+    }
+    for _ in 0..5 {
+        expect_eq!(lim.check(s, 0, &a, t).refused.map(|r| r.0), Some(2));
+    }
+    // Bounds 0 and 1 saw two requests, not seven (plus one from elsewhere).
+    expect_eq!(
+        lim.check(
+            s,
+            0,
+            &Caller {
+                address: "10.0.0.2"
+            },
+            t
+        )
+        .refused,
+        None
+    );
+    let l0 = &lim.lanes[0][0];
+    expect_eq!(slots::peek(s, l0, 0).map_err(e)?.map(|c| c.cur), Some(3));
+    let l1 = &lim.lanes[0][1];
+    let key = lim.caller_key(crate::config::Per::Address, &a);
+    expect_eq!(slots::peek(s, l1, key).map_err(e)?.map(|c| c.cur), Some(2));
+    Ok(())
+}
+
+fn a_late_refusal_takes_back_earlier_bounds<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    // Bound 1's value changes between this request's read and its write
+    // (another worker admitted the caller's last request there): the
+    // re-read refuses, and bound 0's count is taken back.
+    let lim = limiter(
+        s,
+        &format!("{p}-h"),
+        r#"{"per":"route","limit":100,"window":"PT1M"},{"per":"route","limit":1,"window":"PT1M"}"#,
+    )?;
+    let t = 60_000 * 2_000;
+    let racy = RaceOnce {
+        inner: s,
+        key: format!("{p}-h:1:o"),
+        lim: &lim,
+        fired: Cell::new(false),
+    };
+    let d = lim.check(&racy, 0, &Caller::default(), t);
+    expect_eq!(racy.fired.get(), true);
+    expect_eq!(d.refused.map(|r| r.0), Some(1));
+    expect_eq!(
+        slots::peek(s, &lim.lanes[0][0], 0)
+            .map_err(e)?
+            .map(|c| c.cur),
+        Some(1)
+    );
+    expect_eq!(
+        slots::peek(s, &lim.lanes[0][1], 0)
+            .map_err(e)?
+            .map(|c| c.cur),
+        Some(1)
+    );
+    Ok(())
+}
+
+/// Before the first write to `key`, another worker's whole request runs.
+struct RaceOnce<'a, S: Store + ?Sized> {
+    inner: &'a S,
+    key: String,
+    lim: &'a Limiter,
+    fired: Cell<bool>,
+}
+
+impl<S: Store + ?Sized> Store for RaceOnce<'_, S> {
+    fn get(&self, key: &str) -> Result<Versioned, StoreError> {
+        self.inner.get(key)
+    }
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
+        if key == self.key && !self.fired.replace(true) {
+            let now = 60_000 * 2_000;
+            let d = self.lim.check(self.inner, 0, &Caller::default(), now);
+            if d.refused.is_some() {
+                return Err(StoreError("the other worker was refused".into()));
+            }
+        }
+        self.inner.set(key, value, cas)
+    }
+}
+
+type Test<S> = (&'static str, fn(&S, &str) -> Check);
+
+/// Runs every check; `prefix` keeps this run's keys apart from others.
+pub fn run<S: Store>(store: &S, prefix: &str) -> Vec<(&'static str, Check)> {
+    let tests: [Test<S>; 8] = [
+        (
+            "absent_keys_read_empty_and_any_set_creates",
+            absent_keys_read_empty_and_any_set_creates,
+        ),
+        ("stale_cas_is_refused", stale_cas_is_refused),
+        (
+            "update_retries_until_its_write_lands",
+            update_retries_until_its_write_lands,
+        ),
+        (
+            "a_caller_gets_exactly_its_limit",
+            a_caller_gets_exactly_its_limit,
+        ),
+        (
+            "callers_past_the_cap_share_the_overflow_counter",
+            callers_past_the_cap_share_the_overflow_counter,
+        ),
+        ("a_new_tag_starts_from_zero", a_new_tag_starts_from_zero),
+        (
+            "a_refused_request_is_counted_by_no_bound",
+            a_refused_request_is_counted_by_no_bound,
+        ),
+        (
+            "a_late_refusal_takes_back_earlier_bounds",
+            a_late_refusal_takes_back_earlier_bounds,
+        ),
+    ];
+    tests
+        .iter()
+        .map(|(name, f)| (*name, f(store, &format!("{prefix}-{name}"))))
+        .collect()
+}
+
+/// Runs the suite and reports one line per check plus a closing line
+/// `store suite: N passed, M failed`. Every VM of an Envoy shares the
+/// store, so each run needs its own `prefix`.
+pub fn report<S: Store>(store: &S, prefix: &str, mut log: impl FnMut(&str)) {
+    let results = run(store, prefix);
+    let failed = results.iter().filter(|(_, r)| r.is_err()).count();
+    for (name, r) in &results {
+        match r {
+            Ok(()) => log(&format!("store suite: ok {name}")),
+            Err(m) => log(&format!("store suite: FAILED {name}: {m}")),
+        }
+    }
+    log(&format!(
+        "store suite: {} passed, {failed} failed",
+        results.len() - failed
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemStore;
+
+    #[test]
+    fn the_suite_passes_on_the_in_memory_store() {
+        let store = MemStore::new();
+        for (name, r) in run(&store, "native") {
+            assert_eq!(r, Ok(()), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_suite_can_fail() {
+        // A store that loses writes must fail the suite.
+        struct Lossy(MemStore);
+        impl Store for Lossy {
+            fn get(&self, k: &str) -> Result<Versioned, StoreError> {
+                self.0.get(k)
+            }
+            fn set(&self, k: &str, v: &[u8], _: Option<u32>) -> Result<bool, StoreError> {
+                self.0.set(k, v, None)
+            }
+        }
+        let results = run(&Lossy(MemStore::new()), "lossy");
+        assert!(results.iter().any(|(_, r)| r.is_err()));
+    }
+}
