@@ -93,6 +93,19 @@ impl MemStore {
         self.inner.borrow().map.keys().cloned().collect()
     }
 
+    /// Every key and value, sorted: compare two to see what a call wrote.
+    pub fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<_> = self
+            .inner
+            .borrow()
+            .map
+            .iter()
+            .map(|(k, (v, _))| (k.clone(), v.clone()))
+            .collect();
+        all.sort();
+        all
+    }
+
     /// Makes the next `n` calls fail, as a broken host would.
     pub fn fail_next(&self, n: usize) {
         self.inner.borrow_mut().fail_next = n;

@@ -144,22 +144,15 @@ impl Rate {
         // In this window: need prev·(w − e') ≤ (limit − cur − 1)·w.
         if cur < limit {
             let room = (limit - cur - 1) * w;
-            let e_min = if prev == 0 {
-                0
-            } else {
-                w.saturating_sub(room / prev)
-            };
+            // No previous count: nothing to wait for in this window.
+            let e_min = room.checked_div(prev).map_or(0, |r| w.saturating_sub(r));
             if e_min < w {
                 return e_min.saturating_sub(e) as u64;
             }
         }
         // Next window: cur becomes prev; need w + cur·(w − e'') ≤ limit·w.
         let room = (limit - 1) * w;
-        let e_next = if cur == 0 {
-            0
-        } else {
-            w.saturating_sub(room / cur)
-        };
+        let e_next = room.checked_div(cur).map_or(0, |r| w.saturating_sub(r));
         ((w - e) + e_next) as u64
     }
 }

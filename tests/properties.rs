@@ -1,0 +1,337 @@
+//! Property tests of the pure core with a fake clock: the window estimate
+//! against an exact sliding log, the boundary fault, the slot table's
+//! invariants, and "a refused request writes nothing".
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use proptest::prelude::*;
+use ratebound::config::parse;
+use ratebound::limiter::{Caller, Limiter};
+use ratebound::plan::Plan;
+use ratebound::slots::{self, Lane, Table};
+use ratebound::store::{ensure, MemStore, Store};
+use ratebound::window::{Counts, Rate, Verdict};
+use std::collections::VecDeque;
+
+/// Deterministic generator for traces (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Exponential gap with the given mean.
+    fn gap(&mut self, mean_ms: f64) -> u64 {
+        (-(1.0 - self.unit()).ln() * mean_ms).round() as u64
+    }
+    /// Standard normal (Box-Muller).
+    fn normal(&mut self) -> f64 {
+        let u = self.unit().max(1e-12);
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
+    }
+}
+
+/// Errors of the estimate against an exact sliding log, per caller:
+/// - wrongly admitted: the exact count of admitted requests in the trailing
+///   window had already reached the limit;
+/// - wrongly refused: the caller's offered requests in the trailing window
+///   were under the limit (a compliant caller was refused).
+#[derive(Default)]
+struct Errors {
+    requests: usize,
+    wrongly_admitted: usize,
+    wrongly_refused: usize,
+}
+
+impl Errors {
+    fn replay(&mut self, rate: Rate, times: &[u64]) {
+        let w = rate.window_ms;
+        let mut c = Counts::default();
+        let mut admitted: VecDeque<u64> = VecDeque::new();
+        let mut offered: VecDeque<u64> = VecDeque::new();
+        for &t in times {
+            while admitted.front().is_some_and(|&x| x + w <= t) {
+                admitted.pop_front();
+            }
+            while offered.front().is_some_and(|&x| x + w <= t) {
+                offered.pop_front();
+            }
+            let compliant = (offered.len() as u32) < rate.limit;
+            offered.push_back(t);
+            self.requests += 1;
+            match rate.decide(c, t) {
+                Verdict::Admit { counts, .. } => {
+                    c = counts;
+                    if admitted.len() as u32 >= rate.limit {
+                        self.wrongly_admitted += 1;
+                    }
+                    admitted.push_back(t);
+                }
+                Verdict::Refuse { .. } => self.wrongly_refused += usize::from(compliant),
+            }
+        }
+    }
+    fn share(n: usize, of: usize) -> f64 {
+        n as f64 / of.max(1) as f64
+    }
+}
+
+fn poisson(rng: &mut Rng, start: u64, end: u64, mean_ms: f64) -> Vec<u64> {
+    let mut t = start;
+    std::iter::from_fn(|| {
+        t += rng.gap(mean_ms);
+        (t < end).then_some(t)
+    })
+    .collect()
+}
+
+/// Callers whose rates are log-normal around `median` × limit: most far
+/// below their limit, a tail above it (Cloudflare's "real traffic" shape).
+fn population(
+    seed: u64,
+    rate: Rate,
+    callers: usize,
+    windows: u64,
+    median: f64,
+    sigma: f64,
+) -> Errors {
+    let mut rng = Rng(seed);
+    let mut errors = Errors::default();
+    for _ in 0..callers {
+        let load = median * (sigma * rng.normal()).exp();
+        let mean = rate.window_ms as f64 / (f64::from(rate.limit) * load);
+        let start = 1_000 * rate.window_ms + rng.next() % rate.window_ms;
+        let times = poisson(&mut rng, start, start + windows * rate.window_ms, mean);
+        errors.replay(rate, &times);
+    }
+    errors
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    #[test]
+    fn on_realistic_traffic_at_most_one_percent_of_decisions_are_wrong(
+        seed in 1u64..u64::MAX,
+        limit in prop::sample::select(vec![10u32, 100, 500]),
+        window_s in prop::sample::select(vec![1u64, 60, 3_600]),
+    ) {
+        let rate = Rate { limit, window_ms: window_s * 1_000 };
+        let e = population(seed, rate, 2_000, 20, 0.05, 1.0);
+        let wrong = Errors::share(e.wrongly_admitted + e.wrongly_refused, e.requests);
+        prop_assert!(wrong <= 0.01, "{:.3}% of {} wrong", wrong * 100.0, e.requests);
+    }
+
+    #[test]
+    fn compliant_callers_are_not_refused_even_beside_heavy_abusers(
+        seed in 1u64..u64::MAX,
+        limit in prop::sample::select(vec![10u32, 100, 500]),
+    ) {
+        let rate = Rate { limit, window_ms: 60_000 };
+        let e = population(seed, rate, 2_000, 20, 0.05, 1.5);
+        let refused = Errors::share(e.wrongly_refused, e.requests);
+        prop_assert!(refused <= 0.01, "{:.3}% wrongly refused", refused * 100.0);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Regression (the fixed-window fault): a burst of `limit` just before a
+    /// window boundary is never followed by another `limit` just after it.
+    #[test]
+    fn a_burst_before_a_boundary_is_not_followed_by_another_after_it(
+        limit in 1u32..2_000,
+        window_ms in prop::sample::select(vec![1_000u64, 60_000, 3_600_000, 86_400_000]),
+        boundary in 1u64..1_000_000,
+        span_permille in 1u64..500,
+    ) {
+        let rate = Rate { limit, window_ms };
+        let b = boundary * window_ms;
+        let span = (window_ms * span_permille / 1_000).max(1);
+        let mut c = Counts::default();
+        let count = |c: &mut Counts, from: u64| {
+            (0..limit)
+                .filter(|i| {
+                    let t = from + u64::from(*i) * span / u64::from(limit);
+                    match rate.decide(*c, t) {
+                        Verdict::Admit { counts, .. } => { *c = counts; true }
+                        Verdict::Refuse { .. } => false,
+                    }
+                })
+                .count() as u64
+        };
+        prop_assert_eq!(count(&mut c, b - span), u64::from(limit));
+        let after = count(&mut c, b);
+        // Only what has slid out of the estimate: limit × span / window.
+        prop_assert!(after <= u64::from(limit) * span / window_ms, "{} after the boundary", after);
+        prop_assert!(after < u64::from(limit));
+    }
+
+    /// The wait a refusal announces is exact: refused just before, admitted at.
+    #[test]
+    fn retry_after_is_exact(
+        limit in 1u32..100,
+        window_ms in prop::sample::select(vec![1_000u64, 60_000]),
+        cur in 0u32..100,
+        prev in 0u32..100,
+        elapsed_permille in 0u64..1_000,
+    ) {
+        let rate = Rate { limit, window_ms };
+        let win = 1_000;
+        let c = Counts { win, cur: cur.min(limit), prev: prev.min(limit) };
+        let now = win * window_ms + window_ms * elapsed_permille / 1_000;
+        if let Verdict::Refuse { quota } = rate.decide(c, now) {
+            prop_assert!(quota.reset_ms > 0);
+            let at = now + quota.reset_ms;
+            let admitted = |t| matches!(rate.decide(c, t), Verdict::Admit { .. });
+            prop_assert!(admitted(at), "not admitted at the announced time");
+            prop_assert!(!admitted(at - 1), "admitted before the announced time");
+        }
+    }
+}
+
+// ---- the slot table ----
+
+const TABLE: Table = Table {
+    buckets: 8,
+    per_bucket: 4,
+    cap: 12,
+};
+
+fn lane(store: &MemStore, tag: u32) -> Lane {
+    let l = Lane::new(
+        "p:0",
+        tag,
+        Rate {
+            limit: 3,
+            window_ms: 1_000,
+        },
+        Some(TABLE),
+    );
+    for k in l.all_keys() {
+        ensure(store, k).unwrap();
+    }
+    l
+}
+
+/// Callers stored in each bucket (decoded from raw values: 4-byte tag,
+/// then 24-byte entries starting with the caller).
+fn bucket_callers(store: &MemStore) -> Vec<Vec<u64>> {
+    (0..TABLE.buckets)
+        .map(|i| {
+            let v = store
+                .get(&format!("p:0:{i}"))
+                .unwrap()
+                .0
+                .unwrap_or_default();
+            v.get(4..)
+                .unwrap_or_default()
+                .chunks_exact(24)
+                .map(|e| u64::from_le_bytes(e[..8].try_into().unwrap()))
+                .collect()
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn the_table_counts_what_it_holds_and_never_grows(
+        ops in prop::collection::vec((0u64..40, 0u64..700, prop::bool::weighted(0.05)), 1..400),
+    ) {
+        let store = MemStore::new();
+        let l = lane(&store, 9);
+        let keys = store.key_count();
+        prop_assert_eq!(keys, TABLE.keys());
+        let mut now = 50_000_000u64;
+        for (caller, dt, sweep) in ops {
+            now += dt;
+            let caller = caller.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            if sweep {
+                slots::sweep(&store, &l, 0..TABLE.buckets, now).unwrap();
+            }
+            let p = slots::prepare(&store, &l, caller, now).unwrap();
+            if let Verdict::Admit { .. } = p.verdict {
+                let done = slots::commit(&store, &l, caller, &p).unwrap();
+                prop_assert!(matches!(done, slots::Committed::Done(_)));
+            }
+            let held = bucket_callers(&store);
+            let all: Vec<u64> = held.iter().flatten().copied().collect();
+            let mut distinct = all.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            prop_assert_eq!(distinct.len(), all.len(), "a caller is held twice");
+            prop_assert_eq!(slots::tracked(&store, &l).unwrap() as usize, all.len());
+            prop_assert!(all.len() <= TABLE.cap as usize);
+            prop_assert!(held.iter().all(|b| b.len() <= TABLE.per_bucket));
+            prop_assert_eq!(store.key_count(), keys, "keys are never added");
+        }
+    }
+
+    #[test]
+    fn a_refused_request_writes_nothing(
+        limits in prop::collection::vec((1u64..6, prop::bool::ANY), 1..4),
+        reqs in prop::collection::vec((0u8..4, 0u64..400), 1..120),
+    ) {
+        let bounds: Vec<String> = limits
+            .iter()
+            .map(|(limit, route)| {
+                let per = if *route { "route" } else { "address" };
+                format!(r#"{{"per":"{per}","limit":{limit},"window":"PT1S"}}"#)
+            })
+            .collect();
+        let json = format!(r#"{{"routes":[{{"name":"r","bounds":[{}]}}]}}"#, bounds.join(","));
+        let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
+        let store = MemStore::new();
+        let lanes: Vec<Lane> = plan.routes[0]
+            .bounds
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let table = (b.per == ratebound::config::Per::Address).then_some(TABLE);
+                let l = Lane::new(&format!("p:{i}"), 1, b.rate, table);
+                for k in l.all_keys() {
+                    ensure(&store, k).unwrap();
+                }
+                l
+            })
+            .collect();
+        let lim = Limiter::new(plan, vec![lanes], [3, 4]);
+        let mut now = 7_000_000u64;
+        let mut refused = 0;
+        for (who, dt) in reqs {
+            now += dt;
+            let address = format!("10.0.0.{who}");
+            let before = store.snapshot();
+            let d = lim.check(&store, 0, &Caller { address: &address }, now);
+            prop_assert!(d.errors.is_empty());
+            if d.refused.is_some() {
+                refused += 1;
+                prop_assert_eq!(&store.snapshot(), &before);
+            } else {
+                prop_assert_ne!(&store.snapshot(), &before);
+            }
+        }
+        let _ = refused;
+    }
+}
+
+#[test]
+fn a_failing_store_fails_open_and_says_so() {
+    let json = r#"{"routes":[{"name":"r","bounds":[{"per":"route","limit":1,"window":"PT1S"}]}]}"#;
+    let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
+    let store = MemStore::new();
+    let l = Lane::new("f:0", 1, plan.routes[0].bounds[0].rate, None);
+    let lim = Limiter::new(plan, vec![vec![l]], [0, 0]);
+    store.fail_next(1);
+    let d = lim.check(&store, 0, &Caller::default(), 1_000);
+    assert!(d.refused.is_none());
+    assert_eq!(d.errors.len(), 1);
+}
