@@ -23,8 +23,117 @@ pub struct Config {
     /// Send RateLimit-* headers on admitted responses (most constrained bound).
     #[serde(default = "default_true")]
     pub success_headers: bool,
+    /// Where caller identities come from (verified sources only).
+    pub identity: Option<IdentityConfig>,
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
+}
+
+/// The sources of a caller's identity, consulted in this order: JWT,
+/// mTLS peer, trusted headers; the session resolve only when none of
+/// those named a user or token.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IdentityConfig {
+    pub jwt: Option<JwtSource>,
+    pub mtls: Option<MtlsSource>,
+    pub header: Option<HeaderSource>,
+    pub session: Option<SessionSource>,
+}
+
+/// Claims of a token verified by Envoy's `jwt_authn` (`payload_in_metadata`).
+/// Claim names may be nested with dots (`realm_access.roles`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct JwtSource {
+    /// `payload_in_metadata` of jwt_authn; Istio writes `payload`.
+    #[serde(default = "default_payload")]
+    pub metadata_key: String,
+    #[serde(default = "default_sub")]
+    pub user_claim: String,
+    pub org_claim: Option<String>,
+    /// A list claim, or a space-delimited string such as `scope`.
+    pub roles_claim: Option<String>,
+    /// The claim identifying the token itself (e.g. `jti`, `client_id`).
+    pub token_claim: Option<String>,
+}
+
+/// The mTLS peer: its URI SAN (a SPIFFE id) is the user.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MtlsSource {
+    /// Use the SPIFFE namespace (`/ns/NS/`) as the organisation.
+    #[serde(default)]
+    pub org_from_namespace: bool,
+}
+
+/// Headers set by an earlier, trusted filter. Envoy must strip them from
+/// clients; see the README ("Who is the caller?").
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderSource {
+    pub user: Option<String>,
+    pub org: Option<String>,
+    /// Comma- or space-separated.
+    pub roles: Option<String>,
+    pub token: Option<String>,
+}
+
+/// A call-out to a session service that turns a cookie or Authorization
+/// header into an identity. Answers are cached per credential.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSource {
+    /// Envoy cluster of the session service.
+    pub cluster: String,
+    #[serde(default = "default_session_path")]
+    pub path: String,
+    /// `:authority` of the call; the cluster name by default.
+    pub authority: Option<String>,
+    /// Name of the session cookie to forward.
+    pub cookie: Option<String>,
+    /// Forward the Authorization header.
+    #[serde(default = "default_true")]
+    pub authorization: bool,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default = "default_cache_ttl_s")]
+    pub cache_ttl_s: u64,
+    #[serde(default = "default_cache_entries")]
+    pub cache_entries: usize,
+    #[serde(default)]
+    pub on_error: OnError,
+}
+
+/// What a failed session resolve (timeout, 5xx, bad answer) means.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Treat the caller as anonymous (counted per address), and log.
+    #[default]
+    Anonymous,
+    /// Answer 503: nobody is let through unidentified.
+    Deny,
+}
+
+/// Who a bound is about: any listed grant matches; no grant means everybody.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct Access {
+    #[serde(default)]
+    pub roles: Vec<String>,
+    #[serde(default)]
+    pub orgs: Vec<String>,
+    #[serde(default)]
+    pub authenticated: bool,
+    #[serde(default)]
+    pub anonymous: bool,
+}
+
+impl Access {
+    pub fn is_everybody(&self) -> bool {
+        self.roles.is_empty() && self.orgs.is_empty() && !self.authenticated && !self.anonymous
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -55,6 +164,8 @@ pub struct MatchConfig {
 pub struct BoundConfig {
     pub name: Option<String>,
     pub per: Per,
+    #[serde(default)]
+    pub applies_to: Access,
     pub limit: u64,
     pub window: String,
 }
@@ -86,6 +197,24 @@ fn default_instance() -> String {
 }
 fn default_true() -> bool {
     true
+}
+fn default_payload() -> String {
+    "payload".to_string()
+}
+fn default_sub() -> String {
+    "sub".to_string()
+}
+fn default_session_path() -> String {
+    "/session".to_string()
+}
+fn default_timeout_ms() -> u64 {
+    200
+}
+fn default_cache_ttl_s() -> u64 {
+    30
+}
+fn default_cache_entries() -> usize {
+    10_000
 }
 
 /// One problem in a configuration: where it is and what would be valid.
@@ -174,6 +303,9 @@ fn validate(c: &Config) -> Vec<ConfigError> {
             "must be 1-64 characters of A-Z a-z 0-9 _ - (it prefixes shared-data keys and stats)",
         ));
     }
+    if let Some(id) = &c.identity {
+        validate_identity(id, &mut errors);
+    }
     let mut seen = std::collections::HashSet::new();
     for (i, r) in c.routes.iter().enumerate() {
         let at = format!("$.routes[{i}]");
@@ -223,18 +355,168 @@ fn validate(c: &Config) -> Vec<ConfigError> {
             if let Err(m) = window_ms(&b.window) {
                 errors.push(err(format!("{bt}.window"), m));
             }
-            if matches!(b.per, Per::User | Per::Token | Per::Org) {
+            validate_identity_needs(c.identity.as_ref(), b, &bt, &mut errors);
+        }
+    }
+    errors
+}
+
+fn validate_identity(id: &IdentityConfig, errors: &mut Vec<ConfigError>) {
+    let at = "$.identity";
+    if id.jwt.is_none() && id.mtls.is_none() && id.header.is_none() && id.session.is_none() {
+        errors.push(err(
+            at,
+            "names no source; give at least one of \"jwt\", \"mtls\", \"header\", \"session\"",
+        ));
+    }
+    if let Some(j) = &id.jwt {
+        let claims = [
+            ("metadata_key", Some(&j.metadata_key)),
+            ("user_claim", Some(&j.user_claim)),
+            ("org_claim", j.org_claim.as_ref()),
+            ("roles_claim", j.roles_claim.as_ref()),
+            ("token_claim", j.token_claim.as_ref()),
+        ];
+        for (field, value) in claims {
+            if value.is_some_and(|v| v.is_empty() || v.split('.').any(str::is_empty)) {
                 errors.push(err(
-                    format!("{bt}.per"),
-                    format!(
-                        "per {:?} needs a caller identity, and this build configures no identity source; use \"route\" or \"address\"",
-                        b.per.as_str()
-                    ),
+                    format!("{at}.jwt.{field}"),
+                    "must be a claim name, dotted for nested claims (e.g. \"realm_access.roles\")",
                 ));
             }
         }
     }
-    errors
+    if let Some(h) = &id.header {
+        let names = [
+            ("user", &h.user),
+            ("org", &h.org),
+            ("roles", &h.roles),
+            ("token", &h.token),
+        ];
+        if names.iter().all(|(_, v)| v.is_none()) {
+            errors.push(err(
+                format!("{at}.header"),
+                "names no header; set user, org, roles or token",
+            ));
+        }
+        for (field, value) in names {
+            if let Some(v) = value {
+                let ok = !v.is_empty()
+                    && !v.starts_with(':')
+                    && v.bytes().all(|b| {
+                        b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'
+                    });
+                if !ok {
+                    errors.push(err(
+                        format!("{at}.header.{field}"),
+                        format!("{v:?} is not a header name; write it in lower case, e.g. \"x-user-id\""),
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(sess) = &id.session {
+        let st = format!("{at}.session");
+        if sess.cluster.is_empty() {
+            errors.push(err(
+                format!("{st}.cluster"),
+                "must name the Envoy cluster of the session service",
+            ));
+        }
+        if !sess.path.starts_with('/') {
+            errors.push(err(
+                format!("{st}.path"),
+                format!("{:?} must start with '/'", sess.path),
+            ));
+        }
+        if sess.cookie.is_none() && !sess.authorization {
+            errors.push(err(
+                st.clone(),
+                "forwards no credential; set \"cookie\" or leave \"authorization\" true",
+            ));
+        }
+        if !(1..=10_000).contains(&sess.timeout_ms) {
+            errors.push(err(
+                format!("{st}.timeout_ms"),
+                "must be 1 to 10000 milliseconds",
+            ));
+        }
+        if sess.cache_ttl_s > 3_600 {
+            errors.push(err(
+                format!("{st}.cache_ttl_s"),
+                "must be 0 (no cache) to 3600 seconds",
+            ));
+        }
+        if !(1..=100_000).contains(&sess.cache_entries) {
+            errors.push(err(format!("{st}.cache_entries"), "must be 1 to 100000"));
+        }
+    }
+}
+
+/// A bound keyed on, or narrowed by, identity needs a source that gives it.
+fn validate_identity_needs(
+    id: Option<&IdentityConfig>,
+    b: &BoundConfig,
+    at: &str,
+    errors: &mut Vec<ConfigError>,
+) {
+    let needs_identity =
+        matches!(b.per, Per::User | Per::Token | Per::Org) || !b.applies_to.is_everybody();
+    let Some(id) = id else {
+        if needs_identity {
+            errors.push(err(
+                if b.applies_to.is_everybody() { format!("{at}.per") } else { format!("{at}.applies_to") },
+                "needs a caller identity, and \"identity\" configures no source; add \"identity\" (jwt, mtls, header or session) or use per \"route\"/\"address\" for everybody",
+            ));
+        }
+        return;
+    };
+    let session = id.session.is_some();
+    let jwt = id.jwt.as_ref();
+    let header = id.header.as_ref();
+    let gives_org = session
+        || jwt.is_some_and(|j| j.org_claim.is_some())
+        || header.is_some_and(|h| h.org.is_some())
+        || id.mtls.as_ref().is_some_and(|m| m.org_from_namespace);
+    let gives_token = session
+        || jwt.is_some_and(|j| j.token_claim.is_some())
+        || header.is_some_and(|h| h.token.is_some());
+    let gives_roles = session
+        || jwt.is_some_and(|j| j.roles_claim.is_some())
+        || header.is_some_and(|h| h.roles.is_some());
+    if b.per == Per::Org && !gives_org {
+        errors.push(err(
+            format!("{at}.per"),
+            "per \"org\" needs an organisation: set identity.jwt.org_claim, identity.header.org, identity.mtls.org_from_namespace or identity.session",
+        ));
+    }
+    if b.per == Per::Token && !gives_token {
+        errors.push(err(
+            format!("{at}.per"),
+            "per \"token\" needs a token id: set identity.jwt.token_claim, identity.header.token or identity.session",
+        ));
+    }
+    let a = &b.applies_to;
+    if !a.roles.is_empty() && !gives_roles {
+        errors.push(err(
+            format!("{at}.applies_to.roles"),
+            "no identity source gives roles: set identity.jwt.roles_claim, identity.header.roles or identity.session",
+        ));
+    }
+    if !a.orgs.is_empty() && !gives_org {
+        errors.push(err(
+            format!("{at}.applies_to.orgs"),
+            "no identity source gives an organisation: set identity.jwt.org_claim, identity.header.org, identity.mtls.org_from_namespace or identity.session",
+        ));
+    }
+    for (k, v) in a.roles.iter().chain(a.orgs.iter()).enumerate() {
+        if v.is_empty() {
+            errors.push(err(
+                format!("{at}.applies_to"),
+                format!("grant {k} is empty"),
+            ));
+        }
+    }
 }
 
 fn validate_match(m: &MatchConfig, at: &str, errors: &mut Vec<ConfigError>) {

@@ -6,9 +6,11 @@
 pub mod address;
 pub mod config;
 pub mod headers;
+pub mod identity;
 pub mod lanes;
 pub mod limiter;
 pub mod plan;
+pub mod session_cache;
 pub mod slots;
 pub mod store;
 #[cfg(any(test, feature = "selftest"))]

@@ -7,6 +7,7 @@
 //! A store error skips that bound (fail open) and is reported.
 
 use crate::config::Per;
+use crate::identity::Identity;
 use crate::plan::Plan;
 use crate::slots::{self, Committed, Lane, Prepared};
 use crate::store::{Store, StoreError, CAS_RETRIES};
@@ -27,6 +28,8 @@ pub struct Limiter {
 pub struct Caller<'a> {
     /// The client address (no port).
     pub address: &'a str,
+    /// Resolved only for routes whose bounds need it.
+    pub identity: Option<&'a Identity>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,79 +57,139 @@ pub struct Decision {
     pub errors: Vec<StoreError>,
 }
 
+/// A request part-way through its checks: bounds read and found to admit,
+/// nothing recorded yet. It may wait for an identity call-out; a counter
+/// that changed meanwhile is noticed by compare-and-swap at commit.
+pub struct Pending {
+    route: usize,
+    prepared: Vec<(usize, u64, Prepared)>,
+    errors: Vec<StoreError>,
+}
+
 impl Limiter {
     pub fn new(plan: Plan, lanes: Vec<Vec<Lane>>, seed: [u64; 2]) -> Limiter {
         Limiter { plan, lanes, seed }
     }
 
-    /// The key a caller is counted under for a bound of kind `per`. Keyed
+    /// The key a caller is counted under for a bound of kind `per`, keyed
     /// with the installation's seed so nobody can aim at another's slot.
+    /// A caller without the identity a user/org/token bound needs is
+    /// counted per address, under a key no identity can produce.
     pub fn caller_key(&self, per: Per, caller: &Caller) -> u64 {
-        let mut h = SipHasher13::new_with_keys(self.seed[0], self.seed[1]);
-        match per {
+        let id = caller.identity;
+        let value = match per {
             Per::Route => return 0,
-            Per::Address => h.write(b"address\0"),
-            Per::User | Per::Token | Per::Org => h.write(per.as_str().as_bytes()),
+            Per::Address => None,
+            Per::User => id.and_then(|i| i.user.as_deref()),
+            Per::Org => id.and_then(|i| i.org.as_deref()),
+            Per::Token => id.and_then(|i| i.token.as_deref()),
+        };
+        let mut h = SipHasher13::new_with_keys(self.seed[0], self.seed[1]);
+        h.write(per.as_str().as_bytes());
+        match value {
+            Some(v) => {
+                h.write_u8(1);
+                h.write(v.as_bytes());
+            }
+            None => {
+                h.write_u8(0);
+                h.write(caller.address.as_bytes());
+            }
         }
-        h.write(caller.address.as_bytes());
         h.finish()
     }
 
-    /// Decides one request on route `route` at `now_ms`.
-    pub fn check<S: Store + ?Sized>(
+    /// The installation's hashing keys (shared by every worker).
+    pub fn seed(&self) -> [u64; 2] {
+        self.seed
+    }
+
+    pub fn start(&self, route: usize) -> Pending {
+        Pending {
+            route,
+            prepared: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// The late (identity) bounds of `route` that apply to this caller.
+    pub fn late_bounds(&self, route: usize, caller: &Caller) -> Vec<usize> {
+        self.plan.routes.get(route).map_or_else(Vec::new, |r| {
+            r.late
+                .iter()
+                .copied()
+                .filter(|b| r.bounds[*b].applies_to.admits(caller.identity))
+                .collect()
+        })
+    }
+
+    /// Reads and decides `bounds` in order, stopping at the first that
+    /// refuses: then the refusal is returned and nothing has been written.
+    pub fn prepare<S: Store + ?Sized>(
         &self,
         store: &S,
-        route: usize,
+        pending: &mut Pending,
+        bounds: &[usize],
         caller: &Caller,
         now_ms: u64,
-    ) -> Decision {
-        let mut d = Decision::default();
-        let (Some(r), Some(lanes)) = (self.plan.routes.get(route), self.lanes.get(route)) else {
-            return d;
+    ) -> Option<Decision> {
+        let (Some(r), Some(lanes)) = (
+            self.plan.routes.get(pending.route),
+            self.lanes.get(pending.route),
+        ) else {
+            return None;
         };
-        let keys: Vec<u64> = r
-            .bounds
-            .iter()
-            .map(|b| self.caller_key(b.per, caller))
-            .collect();
-
-        // Phase 1: read and decide; stop at the first refusal.
-        let mut prepared: Vec<Option<Prepared>> = Vec::with_capacity(lanes.len());
-        for (i, lane) in lanes.iter().enumerate() {
-            match slots::prepare(store, lane, keys[i], now_ms) {
+        for &i in bounds {
+            let (Some(bound), Some(lane)) = (r.bounds.get(i), lanes.get(i)) else {
+                continue;
+            };
+            let key = self.caller_key(bound.per, caller);
+            match slots::prepare(store, lane, key, now_ms) {
                 Ok(p) => {
                     if let Verdict::Refuse { quota } = p.verdict {
-                        d.refused = Some((i, quota));
-                        d.events.push(BoundEvent {
-                            bound: i,
-                            event: Event::Refused,
-                            overflow: p.overflow,
+                        return Some(Decision {
+                            refused: Some((i, quota)),
+                            tightest: None,
+                            events: vec![BoundEvent {
+                                bound: i,
+                                event: Event::Refused,
+                                overflow: p.overflow,
+                            }],
+                            errors: std::mem::take(&mut pending.errors),
                         });
-                        return d;
                     }
-                    prepared.push(Some(p));
+                    pending.prepared.push((i, key, p));
                 }
-                Err(e) => {
-                    d.errors.push(e);
-                    prepared.push(None);
-                }
+                Err(e) => pending.errors.push(e),
             }
         }
+        None
+    }
 
-        // Phase 2: record in order; undo on a late refusal.
-        let mut done = Vec::with_capacity(lanes.len());
-        for (i, p) in prepared.into_iter().enumerate() {
-            let Some(mut p) = p else { continue };
-            let lane = &lanes[i];
-            let (mut recorded, mut failed) = (false, false);
+    /// Records the request in every prepared bound, in order. Should a
+    /// bound refuse after all (another worker took the last place since it
+    /// was read), the bounds already recorded are taken back.
+    pub fn commit<S: Store + ?Sized>(&self, store: &S, pending: Pending, now_ms: u64) -> Decision {
+        let mut d = Decision {
+            errors: pending.errors,
+            ..Decision::default()
+        };
+        let Some(lanes) = self.lanes.get(pending.route) else {
+            return d;
+        };
+        let mut done = Vec::with_capacity(pending.prepared.len());
+        for (i, key, mut p) in pending.prepared {
+            let Some(lane) = lanes.get(i) else { continue };
+            let mut outcome = Err(StoreError(format!(
+                "bound {i}: contended past {CAS_RETRIES} attempts"
+            )));
             for _ in 0..CAS_RETRIES {
-                match slots::commit(store, lane, keys[i], &p) {
+                match slots::commit(store, lane, key, &p) {
                     Ok(Committed::Done(u)) => {
-                        done.push((i, u, p));
-                        recorded = true;
+                        outcome = Ok(u);
                         break;
                     }
-                    Ok(Committed::Stale) => match slots::prepare(store, lane, keys[i], now_ms) {
+                    Ok(Committed::Stale) => match slots::prepare(store, lane, key, now_ms) {
                         Ok(fresh) => {
                             if let Verdict::Refuse { quota } = fresh.verdict {
                                 for (j, u, _) in &done {
@@ -135,33 +198,29 @@ impl Limiter {
                                     }
                                 }
                                 d.refused = Some((i, quota));
-                                d.events.push(BoundEvent {
+                                d.events = vec![BoundEvent {
                                     bound: i,
                                     event: Event::Refused,
                                     overflow: fresh.overflow,
-                                });
+                                }];
                                 return d;
                             }
                             p = fresh;
                         }
                         Err(e) => {
-                            d.errors.push(e);
-                            failed = true;
+                            outcome = Err(e);
                             break;
                         }
                     },
                     Err(e) => {
-                        d.errors.push(e);
-                        failed = true;
+                        outcome = Err(e);
                         break;
                     }
                 }
             }
-            if !recorded && !failed {
-                d.errors.push(StoreError(format!(
-                    "bound {}: contended past {CAS_RETRIES} attempts",
-                    r.bounds[i].name
-                )));
+            match outcome {
+                Ok(u) => done.push((i, u, p)),
+                Err(e) => d.errors.push(e),
             }
         }
         for (i, _, p) in &done {
@@ -171,14 +230,164 @@ impl Limiter {
                     event: Event::Allowed,
                     overflow: p.overflow,
                 });
-                let tighter = d
-                    .tightest
-                    .is_none_or(|(_, t)| quota.remaining < t.remaining);
-                if tighter {
+                if d.tightest
+                    .is_none_or(|(_, t)| quota.remaining < t.remaining)
+                {
                     d.tightest = Some((*i, quota));
                 }
             }
         }
         d
+    }
+
+    /// Decides one request on route `route` at `now_ms`, all phases at
+    /// once (the identity, if any, already in `caller`).
+    pub fn check<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        route: usize,
+        caller: &Caller,
+        now_ms: u64,
+    ) -> Decision {
+        let Some(r) = self.plan.routes.get(route) else {
+            return Decision::default();
+        };
+        let mut pending = self.start(route);
+        if let Some(refused) = self.prepare(store, &mut pending, &r.early, caller, now_ms) {
+            return refused;
+        }
+        let late = self.late_bounds(route, caller);
+        if let Some(refused) = self.prepare(store, &mut pending, &late, caller, now_ms) {
+            return refused;
+        }
+        self.commit(store, pending, now_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use crate::slots::Table;
+    use crate::store::{ensure, MemStore};
+
+    const SMALL: Table = Table {
+        buckets: 16,
+        per_bucket: 4,
+        cap: 32,
+    };
+
+    fn limiter(store: &MemStore, json: &str) -> Limiter {
+        let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
+        let lanes = plan
+            .routes
+            .iter()
+            .enumerate()
+            .map(|(r, route)| {
+                route
+                    .bounds
+                    .iter()
+                    .enumerate()
+                    .map(|(b, bound)| {
+                        let table = (bound.per != Per::Route).then_some(SMALL);
+                        let l = Lane::new(&format!("t:{r}.{b}"), 1, bound.rate, table);
+                        for k in l.all_keys() {
+                            ensure(store, k).unwrap();
+                        }
+                        l
+                    })
+                    .collect()
+            })
+            .collect();
+        Limiter::new(plan, lanes, [11, 12])
+    }
+
+    fn user(name: &str, roles: &[&str]) -> Identity {
+        Identity {
+            user: Some(name.into()),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            ..Identity::default()
+        }
+    }
+
+    fn admitted(lim: &Limiter, s: &MemStore, who: &Caller, n: usize) -> usize {
+        (0..n)
+            .filter(|i| lim.check(s, 0, who, 120_000 + *i as u64).refused.is_none())
+            .count()
+    }
+
+    const TIERS: &str = r#"{"identity":{"header":{"user":"x-user","roles":"x-roles"}},
+        "routes":[{"name":"api","bounds":[
+          {"name":"partner","per":"user","applies_to":{"roles":["partner"]},"limit":5,"window":"PT1M"},
+          {"name":"trial","per":"user","applies_to":{"roles":["trial"]},"limit":2,"window":"PT1M"}]}]}"#;
+
+    #[test]
+    fn roles_make_pricing_tiers_without_naming_anyone() {
+        let s = MemStore::new();
+        let lim = limiter(&s, TIERS);
+        let (alice, bob, carol) = (
+            user("alice", &["partner"]),
+            user("bob", &["trial"]),
+            user("carol", &[]),
+        );
+        let at = |id| Caller {
+            address: "10.0.0.1",
+            identity: Some(id),
+        };
+        assert_eq!(admitted(&lim, &s, &at(&alice), 10), 5);
+        assert_eq!(admitted(&lim, &s, &at(&bob), 10), 2);
+        // Nobody bounds carol: narrowed rules leave everyone else open.
+        assert_eq!(admitted(&lim, &s, &at(&carol), 10), 10);
+        // Refusals name the tier that refused.
+        let d = lim.check(&s, 0, &at(&bob), 130_000);
+        assert_eq!(d.refused.map(|r| r.0), Some(1));
+    }
+
+    #[test]
+    fn anonymous_callers_are_counted_per_address_apart_from_any_user() {
+        let s = MemStore::new();
+        let lim = limiter(
+            &s,
+            r#"{"identity":{"header":{"user":"x-user"}},"routes":[{"name":"a","bounds":[
+                {"per":"user","limit":2,"window":"PT1M"}]}]}"#,
+        );
+        let anon = |a| Caller {
+            address: a,
+            identity: None,
+        };
+        assert_eq!(admitted(&lim, &s, &anon("10.0.0.1"), 5), 2);
+        assert_eq!(admitted(&lim, &s, &anon("10.0.0.2"), 5), 2);
+        // A user whose name is that address has a budget of its own.
+        let named = user("10.0.0.1", &[]);
+        let as_user = Caller {
+            address: "10.0.0.1",
+            identity: Some(&named),
+        };
+        assert_eq!(admitted(&lim, &s, &as_user, 5), 2);
+        assert_ne!(
+            lim.caller_key(Per::User, &as_user),
+            lim.caller_key(Per::User, &anon("10.0.0.1"))
+        );
+    }
+
+    #[test]
+    fn bounds_without_identity_are_checked_first() {
+        let s = MemStore::new();
+        let lim = limiter(
+            &s,
+            r#"{"identity":{"header":{"user":"x-user"}},"routes":[{"name":"a","bounds":[
+                {"name":"u","per":"user","limit":1,"window":"PT1M"},
+                {"name":"addr","per":"address","limit":1,"window":"PT1M"}]}]}"#,
+        );
+        let r = &lim.plan.routes[0];
+        assert_eq!((r.early.clone(), r.late.clone()), (vec![1], vec![0]));
+        let id = user("u1", &[]);
+        let c = Caller {
+            address: "10.0.0.9",
+            identity: Some(&id),
+        };
+        assert!(lim.check(&s, 0, &c, 1_000).refused.is_none());
+        // Both are exhausted; the address bound refuses, as it is checked first.
+        assert_eq!(lim.check(&s, 0, &c, 1_001).refused.map(|r| r.0), Some(1));
     }
 }

@@ -2,7 +2,9 @@
 //! reads: route matchers, bounds with their rates, and fingerprints that say
 //! whether a route changed between two configurations.
 
-use crate::config::{bound_name, window_ms, Config, MatchConfig, Per, RouteConfig};
+use crate::config::{
+    bound_name, window_ms, Access, Config, IdentityConfig, MatchConfig, Per, RouteConfig,
+};
 use crate::window::Rate;
 use siphasher::sip::SipHasher13;
 use std::hash::{Hash, Hasher};
@@ -14,6 +16,7 @@ pub struct Plan {
     pub routes: Vec<Route>,
     /// Which request attributes any matcher reads, so the host reads only those.
     pub needs: Needs,
+    pub identity: Option<IdentityConfig>,
     /// Changes whenever anything in the configuration changes.
     pub hash: u64,
 }
@@ -31,12 +34,20 @@ pub struct Route {
     pub name: String,
     pub matcher: Matcher,
     pub bounds: Vec<Bound>,
+    /// Bounds that need no identity, checked first: before any identity
+    /// is resolved, before the body, before the upstream.
+    pub early: Vec<usize>,
+    /// Bounds keyed on or narrowed by identity, checked once it is known.
+    pub late: Vec<usize>,
+    /// Some bound is keyed on the client address (fallbacks included).
+    pub needs_address: bool,
 }
 
 #[derive(Debug, Clone)]
 pub struct Bound {
     pub name: String,
     pub per: Per,
+    pub applies_to: Access,
     pub rate: Rate,
     /// Identity of this bound in this route as compiled: any change to the
     /// route's matching or to any of its bounds gives every bound of the
@@ -128,13 +139,28 @@ fn route_fingerprint(r: &RouteConfig) -> u64 {
         .bounds
         .iter()
         .enumerate()
-        .map(|(j, b)| (bound_name(b, j), b.per, b.limit, b.window.clone()))
+        .map(|(j, b)| {
+            (
+                bound_name(b, j),
+                b.per,
+                &b.applies_to,
+                b.limit,
+                b.window.clone(),
+            )
+        })
         .collect();
     stable_hash(&(
         &r.name,
         (&m.route_name, &m.host, &m.path_prefix, &m.methods),
         bounds,
     ))
+}
+
+impl Bound {
+    /// Keyed on, or narrowed by, who the caller is.
+    pub fn needs_identity(&self) -> bool {
+        matches!(self.per, Per::User | Per::Token | Per::Org) || !self.applies_to.is_everybody()
+    }
 }
 
 impl Plan {
@@ -151,24 +177,31 @@ impl Plan {
                 needs.path |= m.path_prefix.is_some();
                 needs.method |= !m.methods.is_empty();
                 let route_fp = route_fingerprint(r);
+                let bounds: Vec<Bound> = r
+                    .bounds
+                    .iter()
+                    .enumerate()
+                    .map(|(j, b)| Bound {
+                        name: bound_name(b, j),
+                        per: b.per,
+                        applies_to: b.applies_to.clone(),
+                        rate: Rate {
+                            limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
+                            // Validated; the fallback is never reached.
+                            window_ms: window_ms(&b.window).unwrap_or(60_000),
+                        },
+                        fingerprint: stable_hash(&(route_fp, j)),
+                    })
+                    .collect();
+                let (early, late) = (0..bounds.len()).partition(|j| !bounds[*j].needs_identity());
                 Route {
                     name: r.name.clone(),
                     matcher: Matcher::new(m),
-                    bounds: r
-                        .bounds
-                        .iter()
-                        .enumerate()
-                        .map(|(j, b)| Bound {
-                            name: bound_name(b, j),
-                            per: b.per,
-                            rate: Rate {
-                                limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
-                                // Validated; the fallback is never reached.
-                                window_ms: window_ms(&b.window).unwrap_or(60_000),
-                            },
-                            fingerprint: stable_hash(&(route_fp, j)),
-                        })
-                        .collect(),
+                    // user/org/token bounds fall back to the address.
+                    needs_address: bounds.iter().any(|b| b.per != Per::Route),
+                    bounds,
+                    early,
+                    late,
                 }
             })
             .collect();
@@ -177,6 +210,7 @@ impl Plan {
             success_headers: c.success_headers,
             routes,
             needs,
+            identity: c.identity.clone(),
             hash: stable_hash(&format!("{c:?}")),
         }
     }

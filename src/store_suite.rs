@@ -230,6 +230,7 @@ fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -
     )?;
     let a = Caller {
         address: "10.0.0.1",
+        identity: None,
     };
     let t = 60_000 * 1_000;
     for _ in 0..2 {
@@ -244,7 +245,8 @@ fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -
             s,
             0,
             &Caller {
-                address: "10.0.0.2"
+                address: "10.0.0.2",
+                identity: None,
             },
             t
         )

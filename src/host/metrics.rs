@@ -1,5 +1,6 @@
 //! Envoy stats: per route and bound, `allowed`, `refused`, `overflow`
-//! (counters) and `tracked` (gauge); `store_errors` for the instance.
+//! (counters) and `tracked` (gauge); per instance `store_errors`,
+//! `identity_errors`, `session_calls`, `session_cache_hits`.
 //! Names are `ratebound.<instance>.<route>.<bound>.<stat>` (Envoy shows
 //! them under `wasmcustom.`); their number is fixed by the configuration,
 //! never by the traffic.
@@ -20,6 +21,9 @@ struct BoundIds {
 pub struct Metrics {
     bounds: Vec<Vec<BoundIds>>,
     store_errors: Option<u32>,
+    identity_errors: Option<u32>,
+    session_calls: Option<u32>,
+    session_cache_hits: Option<u32>,
 }
 
 fn define(kind: MetricType, name: &str) -> Option<u32> {
@@ -47,9 +51,13 @@ impl Metrics {
                     .collect()
             })
             .collect();
+        let counter = |name: &str| define(MetricType::Counter, &format!("{base}.{name}"));
         Metrics {
             bounds,
-            store_errors: define(MetricType::Counter, &format!("{base}.store_errors")),
+            store_errors: counter("store_errors"),
+            identity_errors: counter("identity_errors"),
+            session_calls: counter("session_calls"),
+            session_cache_hits: counter("session_cache_hits"),
         }
     }
 
@@ -81,6 +89,18 @@ impl Metrics {
 
     pub fn store_error(&self) {
         inc(self.store_errors);
+    }
+
+    pub fn identity_error(&self) {
+        inc(self.identity_errors);
+    }
+
+    pub fn session_call(&self) {
+        inc(self.session_calls);
+    }
+
+    pub fn session_cache_hit(&self) {
+        inc(self.session_cache_hits);
     }
 }
 

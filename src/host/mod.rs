@@ -1,15 +1,19 @@
 //! The thin layer over proxy-wasm: reads what the plan needs from Envoy,
 //! hands it to the pure core, and turns decisions into replies and stats.
 
+mod identity;
 mod metrics;
 mod shared;
 
 use crate::address::strip_port;
 use crate::config;
+use crate::config::{OnError, SessionSource};
 use crate::headers;
+use crate::identity::{self as id_decode, Identity};
 use crate::lanes;
-use crate::limiter::{Caller, Limiter};
+use crate::limiter::{Caller, Decision, Limiter, Pending};
 use crate::plan::{Plan, RequestInfo};
+use crate::session_cache::{credential_key, SessionCache};
 use crate::slots::{self, Lane, Table};
 use crate::store::ensure;
 use crate::window::Quota;
@@ -18,6 +22,7 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType};
 use shared::{log, now_ms, property_string, request_header, SharedData};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -38,10 +43,11 @@ struct Root {
     ticks: u64,
 }
 
-/// A configuration in force: the limiter and its stats.
+/// A configuration in force: the limiter, its stats, the session cache.
 struct Active {
     limiter: Limiter,
     metrics: Metrics,
+    sessions: RefCell<SessionCache>,
 }
 
 impl Context for Root {}
@@ -124,6 +130,7 @@ impl RootContext for Root {
             active: self.active.clone(),
             success: None,
             refused: false,
+            waiting: None,
         }))
     }
 
@@ -171,9 +178,14 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
         all.push(lanes_of_route);
     }
     let metrics = Metrics::define(&plan);
+    let sessions = match plan.identity.as_ref().and_then(|i| i.session.as_ref()) {
+        Some(s) => SessionCache::new(s.cache_entries, s.cache_ttl_s * 1_000),
+        None => SessionCache::new(1, 0),
+    };
     Ok(Active {
         limiter: Limiter::new(plan, all, dir.seed),
         metrics,
+        sessions: RefCell::new(sessions),
     })
 }
 
@@ -190,16 +202,174 @@ struct Request {
     success: Option<Quota>,
     /// This filter sent the local reply: its response path adds nothing.
     refused: bool,
+    /// Waiting for the session service.
+    waiting: Option<Waiting>,
 }
 
-impl Context for Request {}
+/// A request paused for its session resolve: early bounds already read.
+struct Waiting {
+    route: usize,
+    pending: Pending,
+    address: String,
+    identity: Identity,
+    credential: u128,
+}
+
+impl Request {
+    fn refuse(&mut self, active: &Active, route: usize, d: &Decision) -> Action {
+        let Some((b, quota)) = d.refused else {
+            return Action::Continue;
+        };
+        let plan = &active.limiter.plan;
+        let (route_name, bound_name) = match plan.routes.get(route) {
+            Some(r) => (
+                r.name.as_str(),
+                r.bounds.get(b).map_or("", |x| x.name.as_str()),
+            ),
+            None => ("", ""),
+        };
+        let h = headers::refusal_headers(&quota);
+        let body = headers::refusal_body(route_name, bound_name, &quota);
+        let pairs: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.refused = true;
+        if let Err(s) = hostcalls::send_http_response(429, pairs, Some(body.as_bytes())) {
+            log(
+                LogLevel::Error,
+                &format!("ratebound could not send 429: {s:?}"),
+            );
+            self.refused = false;
+            return Action::Continue;
+        }
+        Action::Pause
+    }
+
+    /// Records stats and errors of a decision; refuses or lets it through.
+    fn conclude(&mut self, active: &Active, route: usize, d: Decision) -> Action {
+        active.metrics.record(route, &d.events);
+        for e in &d.errors {
+            active.metrics.store_error();
+            log(
+                LogLevel::Warn,
+                &format!("ratebound: store error, bound skipped: {e}"),
+            );
+        }
+        if d.refused.is_some() {
+            return self.refuse(active, route, &d);
+        }
+        if active.limiter.plan.success_headers {
+            self.success = d.tightest.map(|(_, q)| q);
+        }
+        Action::Continue
+    }
+
+    /// Checks the identity bounds, then records the request everywhere.
+    fn finish(
+        &mut self,
+        active: &Active,
+        route: usize,
+        mut pending: Pending,
+        address: &str,
+        id: &Identity,
+    ) -> Action {
+        let lim = &active.limiter;
+        let caller = Caller {
+            address,
+            identity: Some(id),
+        };
+        let now = now_ms();
+        let late = lim.late_bounds(route, &caller);
+        if let Some(refused) = lim.prepare(&SharedData, &mut pending, &late, &caller, now) {
+            return self.conclude(active, route, refused);
+        }
+        let d = lim.commit(&SharedData, pending, now);
+        self.conclude(active, route, d)
+    }
+
+    /// The credential the session service is asked about, if any.
+    fn credential(session: &SessionSource) -> Option<(&'static str, String)> {
+        if let Some(name) = &session.cookie {
+            if let Some(v) = request_header("cookie")
+                .as_deref()
+                .and_then(|c| id_decode::cookie(c, name))
+            {
+                return Some(("cookie", format!("{name}={v}")));
+            }
+        }
+        if session.authorization {
+            if let Some(v) = request_header("authorization").filter(|v| !v.is_empty()) {
+                return Some(("authorization", v));
+            }
+        }
+        None
+    }
+}
+
+impl Context for Request {
+    fn on_http_call_response(&mut self, _: u32, _: usize, body_size: usize, _: usize) {
+        let (Some(active), Some(w)) = (self.active.clone(), self.waiting.take()) else {
+            return;
+        };
+        let Some(session) = active
+            .limiter
+            .plan
+            .identity
+            .as_ref()
+            .and_then(|i| i.session.as_ref())
+        else {
+            return;
+        };
+        let status = hostcalls::get_map_value(MapType::HttpCallResponseHeaders, ":status")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let answer = match status.as_str() {
+            "200" => hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size)
+                .ok()
+                .flatten()
+                .ok_or_else(|| "empty session answer".to_string())
+                .and_then(|b| id_decode::from_session_answer(&b)),
+            // Not signed in: a valid answer, and anonymous.
+            "401" | "403" | "404" => Ok(Identity::default()),
+            other => Err(format!("session service answered {other:?}")),
+        };
+        let mut id = w.identity;
+        match answer {
+            Ok(found) => {
+                if let Ok(mut cache) = active.sessions.try_borrow_mut() {
+                    cache.insert(w.credential, found.clone(), now_ms());
+                }
+                id.merge(found);
+            }
+            Err(e) => {
+                active.metrics.identity_error();
+                log(
+                    LogLevel::Warn,
+                    &format!("ratebound session resolve failed: {e}"),
+                );
+                if session.on_error == OnError::Deny {
+                    self.refused = true;
+                    let _ = hostcalls::send_http_response(
+                        503,
+                        vec![("content-type", "text/plain")],
+                        Some(b"identity could not be resolved\n"),
+                    );
+                    return;
+                }
+            }
+        }
+        if self.finish(&active, w.route, w.pending, &w.address, &id) == Action::Continue {
+            let _ = hostcalls::resume_http_request();
+        }
+    }
+}
 
 impl HttpContext for Request {
     fn on_http_request_headers(&mut self, _: usize, _: bool) -> Action {
         let Some(active) = self.active.clone() else {
             return Action::Continue;
         };
-        let plan = &active.limiter.plan;
+        let lim = &active.limiter;
+        let plan = &lim.plan;
         let needs = plan.needs;
         let route_name = needs
             .route_name
@@ -222,45 +392,96 @@ impl HttpContext for Request {
             return Action::Continue;
         }
         let source = route
-            .bounds
-            .iter()
-            .any(|b| b.per == config::Per::Address)
+            .needs_address
             .then(|| property_string(vec!["source", "address"]))
             .flatten()
             .unwrap_or_default();
-        let caller = Caller {
-            address: strip_port(&source),
+        let address = strip_port(&source);
+
+        // Phase 1: bounds that need no identity, before anything is resolved.
+        let mut pending = lim.start(r);
+        let anonymous = Caller {
+            address,
+            identity: None,
         };
-        let d = active.limiter.check(&SharedData, r, &caller, now_ms());
-        active.metrics.record(r, &d.events);
-        for e in &d.errors {
-            active.metrics.store_error();
-            log(
-                LogLevel::Warn,
-                &format!(
-                    "ratebound route {}: store error, bound skipped: {e}",
-                    route.name
-                ),
-            );
+        if let Some(refused) = lim.prepare(
+            &SharedData,
+            &mut pending,
+            &route.early,
+            &anonymous,
+            now_ms(),
+        ) {
+            return self.conclude(&active, r, refused);
         }
-        if let Some((b, quota)) = d.refused {
-            let h = headers::refusal_headers(&quota);
-            let body = headers::refusal_body(&route.name, &route.bounds[b].name, &quota);
-            let pairs: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            self.refused = true;
-            if let Err(s) = hostcalls::send_http_response(429, pairs, Some(body.as_bytes())) {
-                log(
-                    LogLevel::Error,
-                    &format!("ratebound could not send 429: {s:?}"),
-                );
-                return Action::Continue;
+        let Some(identity_config) = plan.identity.as_ref().filter(|_| !route.late.is_empty())
+        else {
+            let d = lim.commit(&SharedData, pending, now_ms());
+            return self.conclude(&active, r, d);
+        };
+
+        // Phase 2: who is calling, then the bounds that depend on it.
+        let mut id = identity::resolve(identity_config);
+        if let (false, Some(session)) = (id.authenticated(), identity_config.session.as_ref()) {
+            if let Some((header, value)) = Self::credential(session) {
+                let key = credential_key(lim.seed(), &value);
+                let cached = active
+                    .sessions
+                    .try_borrow()
+                    .ok()
+                    .and_then(|c| c.get(key, now_ms()).cloned());
+                match cached {
+                    Some(found) => {
+                        active.metrics.session_cache_hit();
+                        id.merge(found);
+                    }
+                    None => {
+                        active.metrics.session_call();
+                        let authority = session.authority.as_deref().unwrap_or(&session.cluster);
+                        let call = hostcalls::dispatch_http_call(
+                            &session.cluster,
+                            vec![
+                                (":method", "GET"),
+                                (":path", &session.path),
+                                (":authority", authority),
+                                (header, &value),
+                            ],
+                            None,
+                            vec![],
+                            Duration::from_millis(session.timeout_ms),
+                        );
+                        match call {
+                            Ok(_) => {
+                                self.waiting = Some(Waiting {
+                                    route: r,
+                                    pending,
+                                    address: address.to_string(),
+                                    identity: id,
+                                    credential: key,
+                                });
+                                return Action::Pause;
+                            }
+                            Err(s) => {
+                                active.metrics.identity_error();
+                                log(
+                                    LogLevel::Warn,
+                                    &format!("ratebound session call failed: {s:?}"),
+                                );
+                                if session.on_error == OnError::Deny {
+                                    self.refused = true;
+                                    let _ = hostcalls::send_http_response(
+                                        503,
+                                        vec![("content-type", "text/plain")],
+                                        Some(b"identity could not be resolved\n"),
+                                    );
+                                    return Action::Pause;
+                                }
+                            }
+                        }
+                    }
+                }
             }
-            return Action::Pause;
         }
-        if plan.success_headers {
-            self.success = d.tightest.map(|(_, q)| q);
-        }
-        Action::Continue
+        self.finish(&active, r, pending, address, &id)
     }
 
     fn on_http_response_headers(&mut self, _: usize, _: bool) -> Action {

@@ -1,0 +1,281 @@
+//! Who the caller is, as far as bounds care: decoded from values the host
+//! hands over (JWT claims, the mTLS peer, trusted headers, a session answer).
+//! Nothing here reads from the host; it only interprets bytes.
+
+use crate::config::Access;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub user: Option<String>,
+    pub org: Option<String>,
+    /// The id of the credential used (never the secret itself).
+    pub token: Option<String>,
+    pub roles: Vec<String>,
+}
+
+impl Identity {
+    /// A verified principal was named.
+    pub fn authenticated(&self) -> bool {
+        self.user.is_some() || self.token.is_some()
+    }
+
+    /// Fills what `self` lacks from `other` (earlier sources win); roles add up.
+    pub fn merge(&mut self, other: Identity) {
+        self.user = self.user.take().or(other.user);
+        self.org = self.org.take().or(other.org);
+        self.token = self.token.take().or(other.token);
+        for r in other.roles {
+            if !self.roles.contains(&r) {
+                self.roles.push(r);
+            }
+        }
+    }
+}
+
+impl Access {
+    /// Any listed grant matches; no grant means everybody.
+    pub fn admits(&self, who: Option<&Identity>) -> bool {
+        if self.is_everybody() {
+            return true;
+        }
+        let authenticated = who.is_some_and(Identity::authenticated);
+        (self.authenticated && authenticated)
+            || (self.anonymous && !authenticated)
+            || who.is_some_and(|w| {
+                w.roles.iter().any(|r| self.roles.contains(r))
+                    || w.org.as_ref().is_some_and(|o| self.orgs.contains(o))
+            })
+    }
+}
+
+/// A claim or header value as text: empty values name nobody. Numbers
+/// arrive as 8-byte little-endian f64 (integers are printed without ".0").
+pub fn text(bytes: &[u8]) -> Option<String> {
+    if bytes.is_empty() {
+        return None;
+    }
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        if !s.chars().any(char::is_control) {
+            let s = s.trim();
+            return (!s.is_empty()).then(|| s.to_string());
+        }
+    }
+    if bytes.len() == 8 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(bytes);
+        let f = f64::from_le_bytes(a);
+        if f.is_finite() {
+            return Some(if f.fract() == 0.0 && f.abs() < 1e15 {
+                format!("{}", f as i64)
+            } else {
+                format!("{f}")
+            });
+        }
+    }
+    None
+}
+
+/// A list of roles from whatever shape the source used: a JSON array, a
+/// space- or comma-delimited string (`scope`), or proxy-wasm pairs.
+pub fn roles(bytes: &[u8]) -> Vec<String> {
+    if let Some(pairs) = pairs(bytes) {
+        return pairs
+            .into_iter()
+            .flat_map(|(k, v)| [k, v])
+            .filter(|s| !s.is_empty())
+            .collect();
+    }
+    let Ok(s) = std::str::from_utf8(bytes) else {
+        return Vec::new();
+    };
+    if let Ok(list) = serde_json::from_str::<Vec<serde_json::Value>>(s) {
+        return list
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+    }
+    s.split([' ', ','])
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// proxy-wasm map encoding: count, then (key length, value length) pairs,
+/// then each key and value followed by a NUL.
+fn pairs(bytes: &[u8]) -> Option<Vec<(String, String)>> {
+    let word = |at: usize| -> Option<usize> {
+        let b = bytes.get(at..at + 4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    let n = word(0)?;
+    if n == 0 || n > 1_000 {
+        return None;
+    }
+    let mut sizes = Vec::with_capacity(n);
+    for i in 0..n {
+        sizes.push((word(4 + 8 * i)?, word(8 + 8 * i)?));
+    }
+    let mut at = 4 + 8 * n;
+    let mut out = Vec::with_capacity(n);
+    for (k, v) in sizes {
+        let key = bytes.get(at..at + k)?;
+        at += k + 1;
+        let value = bytes.get(at..at + v)?;
+        at += v + 1;
+        out.push((
+            String::from_utf8_lossy(key).into_owned(),
+            String::from_utf8_lossy(value).into_owned(),
+        ));
+    }
+    (at == bytes.len()).then_some(out)
+}
+
+/// The identity of an mTLS peer from its URI SAN (`spiffe://td/ns/NS/sa/SA`).
+pub fn from_spiffe(uri: &str, org_from_namespace: bool) -> Identity {
+    let org = org_from_namespace
+        .then(|| {
+            let mut parts = uri.split('/');
+            parts
+                .find(|p| *p == "ns")
+                .and(parts.next())
+                .map(str::to_string)
+        })
+        .flatten()
+        .filter(|o| !o.is_empty());
+    Identity {
+        user: (!uri.is_empty()).then(|| uri.to_string()),
+        org,
+        ..Identity::default()
+    }
+}
+
+/// The session service's answer: `{"user", "org", "roles", "token_id"}`,
+/// every field optional. Anything else is an error.
+pub fn from_session_answer(body: &[u8]) -> Result<Identity, String> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        user: Option<String>,
+        org: Option<String>,
+        #[serde(default)]
+        roles: Vec<String>,
+        token_id: Option<String>,
+    }
+    let a: Answer = serde_json::from_slice(body).map_err(|e| format!("session answer: {e}"))?;
+    let some = |s: Option<String>| s.filter(|s| !s.is_empty());
+    Ok(Identity {
+        user: some(a.user),
+        org: some(a.org),
+        token: some(a.token_id),
+        roles: a.roles,
+    })
+}
+
+/// The value of one cookie in a `Cookie` header.
+pub fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+    header.split(';').find_map(|kv| {
+        let (k, v) = kv.trim().split_once('=')?;
+        (k == name && !v.is_empty()).then_some(v)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(user: Option<&str>, org: Option<&str>, roles: &[&str]) -> Identity {
+        Identity {
+            user: user.map(str::to_string),
+            org: org.map(str::to_string),
+            token: None,
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn access_matches_any_grant_and_empty_means_everybody() {
+        let partner = Access {
+            roles: vec!["partner".into()],
+            ..Access::default()
+        };
+        let alice = who(Some("alice"), Some("acme"), &["partner"]);
+        let bob = who(Some("bob"), None, &["trial"]);
+        assert!(partner.admits(Some(&alice)));
+        assert!(!partner.admits(Some(&bob)));
+        assert!(!partner.admits(None));
+        assert!(Access::default().admits(None));
+        let anon = Access {
+            anonymous: true,
+            ..Access::default()
+        };
+        assert!(anon.admits(None) && anon.admits(Some(&Identity::default())));
+        assert!(!anon.admits(Some(&bob)));
+        let acme_or_authn = Access {
+            orgs: vec!["acme".into()],
+            authenticated: true,
+            ..Access::default()
+        };
+        assert!(acme_or_authn.admits(Some(&bob)));
+        assert!(acme_or_authn.admits(Some(&who(None, Some("acme"), &[]))));
+        assert!(!acme_or_authn.admits(None));
+    }
+
+    #[test]
+    fn roles_come_in_every_shape() {
+        assert_eq!(roles(br#"["a","b"]"#), ["a", "b"]);
+        assert_eq!(roles(b"read write  admin"), ["read", "write", "admin"]);
+        assert_eq!(roles(b"a,b"), ["a", "b"]);
+        // pairs: 1 pair, key "0" value "x"
+        let mut p = 1u32.to_le_bytes().to_vec();
+        p.extend(1u32.to_le_bytes());
+        p.extend(1u32.to_le_bytes());
+        p.extend(b"0\0x\0");
+        assert_eq!(roles(&p), ["0", "x"]);
+        assert!(roles(&[0xff, 0xfe]).is_empty());
+    }
+
+    #[test]
+    fn claim_text_handles_strings_and_numbers() {
+        assert_eq!(text(b"alice"), Some("alice".into()));
+        assert_eq!(text(b""), None);
+        assert_eq!(text(&42.0f64.to_le_bytes()), Some("42".into()));
+        assert_eq!(text(&1.5f64.to_le_bytes()), Some("1.5".into()));
+    }
+
+    #[test]
+    fn spiffe_ids_name_the_workload_and_optionally_its_namespace() {
+        let id = from_spiffe("spiffe://td/ns/shop/sa/web", true);
+        assert_eq!(id.user.as_deref(), Some("spiffe://td/ns/shop/sa/web"));
+        assert_eq!(id.org.as_deref(), Some("shop"));
+        assert_eq!(from_spiffe("spiffe://td/ns/shop/sa/web", false).org, None);
+        assert!(!from_spiffe("", true).authenticated());
+    }
+
+    #[test]
+    fn session_answers_parse_or_fail_clearly() {
+        let id = from_session_answer(
+            br#"{"user":"u1","org":"acme","roles":["partner"],"token_id":"t9"}"#,
+        )
+        .unwrap();
+        assert_eq!(id.user.as_deref(), Some("u1"));
+        assert_eq!(id.token.as_deref(), Some("t9"));
+        assert_eq!(from_session_answer(b"{}").unwrap(), Identity::default());
+        assert!(from_session_answer(b"<html>").is_err());
+    }
+
+    #[test]
+    fn cookies_are_found_by_name() {
+        assert_eq!(cookie("a=1; session=xyz; b=2", "session"), Some("xyz"));
+        assert_eq!(cookie("sessionx=1", "session"), None);
+        assert_eq!(cookie("session=", "session"), None);
+    }
+
+    #[test]
+    fn earlier_sources_win_and_roles_add_up() {
+        let mut a = who(Some("jwt-user"), None, &["x"]);
+        a.merge(who(Some("header-user"), Some("org"), &["x", "y"]));
+        assert_eq!(a.user.as_deref(), Some("jwt-user"));
+        assert_eq!(a.org.as_deref(), Some("org"));
+        assert_eq!(a.roles, ["x", "y"]);
+    }
+}
