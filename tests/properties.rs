@@ -310,7 +310,7 @@ proptest! {
             now += dt;
             let address = format!("10.0.0.{who}");
             let before = store.snapshot();
-            let d = lim.check(&store, 0, &Caller { address: &address }, now);
+            let d = lim.check(&store, 0, &Caller { address: &address, identity: None }, now);
             prop_assert!(d.errors.is_empty());
             if d.refused.is_some() {
                 refused += 1;
