@@ -233,6 +233,8 @@ pub fn parse(bytes: &[u8]) -> Result<Config, Vec<ConfigError>> {
 fn json_path(serde_path: &str) -> String {
     if serde_path == "." || serde_path.is_empty() {
         "$".to_string()
+    } else if serde_path.starts_with('[') {
+        format!("${serde_path}")
     } else {
         format!("$.{serde_path}")
     }
@@ -480,5 +482,8 @@ mod tests {
         assert!(parse(deep.as_bytes()).is_err());
         assert!(parse(&vec![b' '; MAX_CONFIG_BYTES + 1]).is_err());
         assert!(parse(b"{} {}").is_err());
+        // A top-level array: the path is `$[0]`, not `$.[0]`.
+        let e = errors("[[[[1]]]]");
+        assert!(e[0].starts_with("$[0]: "), "{e:?}");
     }
 }

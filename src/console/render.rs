@@ -37,7 +37,7 @@ pub fn text(e: &Explanation) -> String {
 
 fn route(out: &mut String, r: &RouteRow) {
     let _ = writeln!(out, "route {:?}  {}", r.name, r.path);
-    wrap(out, "  takes ", &r.matches);
+    wrap(out, "  takes ", "    ", &r.matches);
     for w in &r.warnings {
         warning(out, "  ", w, true);
     }
@@ -71,20 +71,19 @@ fn warning(out: &mut String, indent: &str, w: &Warning, with_path: bool) {
     } else {
         format!("{indent}{}[{}]: ", w.level.as_str(), w.code.as_str())
     };
-    wrap(out, &head, &w.message);
+    wrap(out, &head, &format!("{indent}  "), &w.message);
 }
 
 /// Writes `head` then `text`, wrapped at word boundaries to [`WIDTH`], the
-/// continuation lines indented under the head.
-fn wrap(out: &mut String, head: &str, text: &str) {
-    let hang = " ".repeat(head.chars().count());
+/// continuation lines starting with `hang`.
+fn wrap(out: &mut String, head: &str, hang: &str, text: &str) {
     let mut line = head.to_string();
     let mut empty = true;
     for word in text.split(' ') {
         if !empty && line.chars().count() + 1 + word.chars().count() > WIDTH {
             out.push_str(line.trim_end());
             out.push('\n');
-            line = hang.clone();
+            line = hang.to_string();
             empty = true;
         }
         if !empty {
@@ -114,14 +113,14 @@ mod tests {
     #[test]
     fn long_lines_are_wrapped_under_their_head() {
         let mut out = String::new();
-        wrap(&mut out, "  note: ", &"word ".repeat(40));
+        wrap(&mut out, "  note: ", "    ", &"word ".repeat(40));
         for l in out.lines() {
             assert!(l.chars().count() <= WIDTH, "{l:?}");
         }
         assert!(out
             .lines()
             .nth(1)
-            .is_some_and(|l| l.starts_with("        word")));
+            .is_some_and(|l| l.starts_with("    word")));
     }
 
     #[test]

@@ -44,6 +44,16 @@ pub fn window(window_ms: u64) -> String {
     )
 }
 
+/// A count in a window: "5 a minute", "20 every 10 seconds".
+pub fn rate(limit: u64, window_ms: u64) -> String {
+    let w = window(window_ms);
+    if w.starts_with("a ") || w.starts_with("an ") {
+        format!("{} {w}", number(limit))
+    } else {
+        format!("{} every {w}", number(limit))
+    }
+}
+
 /// What the counter is keyed on, as it is said after the rate.
 pub fn per(per: Per) -> &'static str {
     match per {
@@ -58,7 +68,7 @@ pub fn per(per: Per) -> &'static str {
 /// A bound in one phrase: "5 a minute per client address", with the
 /// audience after a comma when the bound is narrowed.
 pub fn bound(limit: u64, window_ms: u64, key: Per, audience: Option<&str>) -> String {
-    let mut s = format!("{} {} {}", number(limit), window(window_ms), per(key));
+    let mut s = format!("{} {}", rate(limit, window_ms), per(key));
     if let Some(who) = audience {
         s.push_str(", for ");
         s.push_str(who);
@@ -68,20 +78,20 @@ pub fn bound(limit: u64, window_ms: u64, key: Per, audience: Option<&str>) -> St
 
 /// The cluster reading of a bound: counters live on each node.
 pub fn per_node(limit: u64, window_ms: u64, key: Per, nodes: Option<u32>) -> String {
-    let rate = format!("{} {}", window(window_ms), per(key));
+    let key = per(key);
     match nodes {
         Some(1) => format!(
-            "per node: on 1 node up to {} {rate} through the installation",
-            number(limit)
+            "per node: on 1 node up to {} {key} through the installation",
+            rate(limit, window_ms)
         ),
         Some(n) => format!(
-            "per node: on {n} nodes up to {n} × {} = {} {rate} through the installation",
+            "per node: on {n} nodes up to {n} × {} = {} {key} through the installation",
             number(limit),
-            number(limit.saturating_mul(u64::from(n)))
+            rate(limit.saturating_mul(u64::from(n)), window_ms)
         ),
         None => format!(
-            "per node: each Envoy node counts on its own, so N nodes admit up to N × {} {rate} through the installation",
-            number(limit)
+            "per node: each Envoy node counts on its own, so N nodes admit up to N × {} {key} through the installation",
+            rate(limit, window_ms)
         ),
     }
 }
@@ -149,6 +159,21 @@ mod tests {
         assert_eq!(
             bound(1_000, 60_000, Per::User, Some("anyone holding partner")),
             "1,000 a minute per user, for anyone holding partner"
+        );
+    }
+
+    #[test]
+    fn counts_in_windows_that_are_not_one_unit_say_every() {
+        assert_eq!(rate(5, 60_000), "5 a minute");
+        assert_eq!(rate(1_000, 3_600_000), "1,000 an hour");
+        assert_eq!(rate(20, 10_000), "20 every 10 seconds");
+        assert_eq!(
+            bound(90, 90_000, Per::Address, None),
+            "90 every 90 seconds per client address"
+        );
+        assert_eq!(
+            per_node(90, 90_000, Per::Address, Some(2)),
+            "per node: on 2 nodes up to 2 × 90 = 180 every 90 seconds per client address through the installation"
         );
     }
 
