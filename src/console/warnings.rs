@@ -146,7 +146,10 @@ impl BoundFacts {
     /// so the same windows and the same weights), always estimates at least
     /// as much; with a limit no higher it refuses whenever `other` would.
     /// Windows of different lengths weigh their two windows differently and
-    /// prove nothing either way, so they are never compared.
+    /// prove nothing either way, so they are never compared. Two keyed
+    /// bounds on the same key see the same admitted requests of the same
+    /// callers, so their tables track (and overflow) alike; a `route` bound
+    /// counts the route's every request, the overflow counters' included.
     fn dominates(&self, other: &BoundFacts) -> bool {
         self.rate.window_ms == other.rate.window_ms
             && self.rate.limit <= other.rate.limit
