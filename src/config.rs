@@ -6,6 +6,20 @@
 use serde::Deserialize;
 use std::fmt;
 
+/// What `valid_name` accepts, for the JSON Schema.
+#[cfg(not(target_arch = "wasm32"))]
+const NAME_PATTERN: &str = "^[A-Za-z0-9_-]{1,64}$";
+/// A superset of what [`window_ms`] parses, for the JSON Schema: `P`, then
+/// weeks alone, or days and a `T` part with hours, minutes, seconds (the
+/// parser also takes signs, exponents and decimal commas). Years and months
+/// are refused by both. The range (one second to one day) is checked by the
+/// parser only.
+#[cfg(not(target_arch = "wasm32"))]
+const WINDOW_PATTERN: &str = r"^P(?:N+W|(?:N+D)?(?:T(?:N+H)?(?:N+M)?(?:N+S)?)?)$";
+/// One number of a window, as the pattern above spells it.
+#[cfg(not(target_arch = "wasm32"))]
+const WINDOW_NUMBER: &str = "[-+0-9.,eE]";
+
 /// Largest accepted configuration, so a hostile file cannot make us allocate
 /// without bound before we even look at it.
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
@@ -13,18 +27,28 @@ pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 const MIN_WINDOW_MS: u64 = 1_000;
 const MAX_WINDOW_MS: u64 = 86_400_000;
 
+/// The configuration of a ratebound filter (Envoy `configuration`, Istio
+/// `pluginConfig`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(
+    not(target_arch = "wasm32"),
+    schemars(title = "ratebound filter configuration")
+)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Prefix of every shared-data key. Two filter configurations that share
     /// an Envoy `vm_id` must use different instances.
     #[serde(default = "default_instance")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
     pub instance: String,
     /// Send RateLimit-* headers on admitted responses (most constrained bound).
     #[serde(default = "default_true")]
     pub success_headers: bool,
     /// Where caller identities come from (verified sources only).
     pub identity: Option<IdentityConfig>,
+    /// Routes in order: a request is counted by the first route that matches
+    /// it, and by every bound of that route.
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
 }
@@ -33,6 +57,7 @@ pub struct Config {
 /// mTLS peer, trusted headers; the session resolve only when none of
 /// those named a user or token.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct IdentityConfig {
     pub jwt: Option<JwtSource>,
@@ -44,6 +69,7 @@ pub struct IdentityConfig {
 /// Claims of a token verified by Envoy's `jwt_authn` (`payload_in_metadata`).
 /// Claim names may be nested with dots (`realm_access.roles`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct JwtSource {
     /// `payload_in_metadata` of jwt_authn; Istio writes `payload`.
@@ -60,6 +86,7 @@ pub struct JwtSource {
 
 /// The mTLS peer: its URI SAN (a SPIFFE id) is the user.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MtlsSource {
     /// Use the SPIFFE namespace (`/ns/NS/`) as the organisation.
@@ -70,6 +97,7 @@ pub struct MtlsSource {
 /// Headers set by an earlier, trusted filter. Envoy must strip them from
 /// clients; see the README ("Who is the caller?").
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HeaderSource {
     pub user: Option<String>,
@@ -82,6 +110,7 @@ pub struct HeaderSource {
 /// A call-out to a session service that turns a cookie or Authorization
 /// header into an identity. Answers are cached per credential.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionSource {
     /// Envoy cluster of the session service.
@@ -107,6 +136,7 @@ pub struct SessionSource {
 
 /// What a failed session resolve (timeout, 5xx, bad answer) means.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum OnError {
     /// Treat the caller as anonymous (counted per address), and log.
@@ -118,6 +148,7 @@ pub enum OnError {
 
 /// Who a bound is about: any listed grant matches; no grant means everybody.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, Hash)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Access {
     #[serde(default)]
@@ -136,51 +167,133 @@ impl Access {
     }
 }
 
+/// A set of requests (its `match`) and the bounds they are counted against.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
+    /// Unique among routes; names the route's stats.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
     pub name: String,
+    /// Which requests the route takes; every condition given must hold, and
+    /// an empty match takes every request.
     #[serde(default, rename = "match")]
     pub matching: MatchConfig,
+    /// Every bound applies: the first one exceeded refuses.
     #[serde(default)]
     pub bounds: Vec<BoundConfig>,
 }
 
+/// Conditions on a request; omitted ones accept anything.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MatchConfig {
     /// Envoy's route `name` (the `xds.route_name` property).
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
     pub route_name: Option<String>,
-    /// Exact `:authority`.
+    /// Exact `:authority`, case-insensitive; without a port it matches any port.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
     pub host: Option<String>,
     /// Prefix of the path, query string excluded.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^/")))]
     pub path_prefix: Option<String>,
+    /// HTTP methods in capitals; empty means any method.
     #[serde(default)]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(inner(pattern("^[A-Z]+$"))))]
     pub methods: Vec<String>,
 }
 
+/// A bound: at most `limit` requests per `window`, counted per `per`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BoundConfig {
+    /// Unique in its route; names the bound's stats. Defaults to `b0`, `b1`, …
+    /// by position.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
     pub name: Option<String>,
+    /// What the counter is keyed on: one counter per distinct value.
     pub per: Per,
+    /// Who the bound is about; empty means everybody.
     #[serde(default)]
     pub applies_to: Access,
+    /// Requests admitted per window, per counter.
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        schemars(range(min = 1, max = 4_294_967_295u64))
+    )]
     pub limit: u64,
+    /// An ISO-8601 duration from one second to one day: `PT1S`, `PT10S`,
+    /// `PT1M`, `PT1H`, `P1D`.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(window_pattern())))]
     pub window: String,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Hash)]
+/// What a bound's counter is keyed on.
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq, Hash)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Per {
+    /// One counter for the whole route.
     Route,
+    /// One counter per client address.
     Address,
+    /// One counter per user (needs an identity).
     User,
+    /// One counter per API token (needs an identity).
     Token,
+    /// One counter per organisation (needs an identity).
     Org,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
+fn window_pattern() -> String {
+    WINDOW_PATTERN.replace('N', WINDOW_NUMBER)
+}
+
+impl BoundConfig {
+    /// True when the bound counts every caller (`applies_to` is empty).
+    pub fn applies_to_everybody(&self) -> bool {
+        self.applies_to.is_everybody()
+    }
+
+    /// Who the bound is about, in words ("anyone holding partner"), or
+    /// `None` when it applies to everybody.
+    pub fn audience(&self) -> Option<String> {
+        let a = &self.applies_to;
+        if a.is_everybody() {
+            return None;
+        }
+        let mut who = Vec::new();
+        if !a.roles.is_empty() {
+            who.push(format!("anyone holding {}", a.roles.join(" or ")));
+        }
+        if !a.orgs.is_empty() {
+            who.push(format!("anyone in {}", a.orgs.join(" or ")));
+        }
+        if a.authenticated {
+            who.push("any signed-in caller".to_string());
+        }
+        if a.anonymous {
+            who.push("any anonymous caller".to_string());
+        }
+        Some(who.join(", or "))
+    }
+
+    /// True when the bound can only be checked once the caller's identity is
+    /// known: it is keyed on one, or narrowed to some callers.
+    pub fn needs_identity(&self) -> bool {
+        self.per.needs_identity() || !self.applies_to_everybody()
+    }
+}
+
 impl Per {
+    /// True for the keys only an identity provides (user, token, org).
+    pub fn needs_identity(self) -> bool {
+        matches!(self, Per::User | Per::Token | Per::Org)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Per::Route => "route",
@@ -273,6 +386,8 @@ pub fn parse(bytes: &[u8]) -> Result<Config, Vec<ConfigError>> {
 fn json_path(serde_path: &str) -> String {
     if serde_path == "." || serde_path.is_empty() {
         "$".to_string()
+    } else if serde_path.starts_with('[') {
+        format!("${serde_path}")
     } else {
         format!("$.{serde_path}")
     }
@@ -673,5 +788,8 @@ mod tests {
         assert!(parse(deep.as_bytes()).is_err());
         assert!(parse(&vec![b' '; MAX_CONFIG_BYTES + 1]).is_err());
         assert!(parse(b"{} {}").is_err());
+        // A top-level array: the path is `$[0]`, not `$.[0]`.
+        let e = errors("[[[[1]]]]");
+        assert!(e[0].starts_with("$[0]: "), "{e:?}");
     }
 }

@@ -143,6 +143,15 @@ pub fn lane_prefix(instance: &str, lane: usize) -> String {
     format!("{instance}:{lane}")
 }
 
+/// The outcome of [`resolve`].
+pub struct Resolved {
+    pub directory: Directory,
+    pub assigned: Vec<Assigned>,
+    /// This call was the first to see the configuration (it wrote the
+    /// directory): the one VM that should say things about it once.
+    pub first: bool,
+}
+
 /// Reads the directory, assigns lanes for this configuration and writes it
 /// back with compare-and-swap. `fresh_seed` seeds a directory created now.
 pub fn resolve<S: Store + ?Sized>(
@@ -151,7 +160,7 @@ pub fn resolve<S: Store + ?Sized>(
     config: u64,
     fingerprints: &[u64],
     fresh_seed: [u64; 2],
-) -> Result<(Directory, Vec<Assigned>), StoreError> {
+) -> Result<Resolved, StoreError> {
     let key = directory_key(instance);
     update(store, &key, |value| {
         let mut dir = match value.filter(|v| !v.is_empty()) {
@@ -173,7 +182,15 @@ pub fn resolve<S: Store + ?Sized>(
         let write = (changed || created)
             .then(|| serde_json::to_vec(&dir).ok())
             .flatten();
-        (write, (dir, assigned))
+        let first = write.is_some();
+        (
+            write,
+            Resolved {
+                directory: dir,
+                assigned,
+                first,
+            },
+        )
     })
 }
 
@@ -232,11 +249,15 @@ mod tests {
     #[test]
     fn resolve_writes_once_and_agrees_across_workers() {
         let store = crate::store::MemStore::new();
-        let (d1, a1) = resolve(&store, "t", 7, &[1, 2], [3, 4]).unwrap();
+        let r1 = resolve(&store, "t", 7, &[1, 2], [3, 4]).unwrap();
         let writes = store.writes();
-        let (d2, a2) = resolve(&store, "t", 7, &[1, 2], [5, 6]).unwrap();
+        let r2 = resolve(&store, "t", 7, &[1, 2], [5, 6]).unwrap();
         assert_eq!(store.writes(), writes, "second worker writes nothing");
-        assert_eq!((a1, d1.seed), (a2, d2.seed));
-        assert_eq!(d2.seed, [3, 4]);
+        assert!(r1.first && !r2.first);
+        assert_eq!(
+            (r1.assigned, r1.directory.seed),
+            (r2.assigned, r2.directory.seed)
+        );
+        assert_eq!(r2.directory.seed, [3, 4]);
     }
 }

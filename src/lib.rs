@@ -5,6 +5,7 @@
 
 pub mod address;
 pub mod config;
+pub mod console;
 pub mod headers;
 pub mod identity;
 pub mod lanes;

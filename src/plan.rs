@@ -83,6 +83,33 @@ impl Matcher {
         }
     }
 
+    /// True when every request `other` matches, this matches too (so a
+    /// route with `other` after a route with `self` never sees a request).
+    /// Conservative: false whenever it cannot be shown from the two alone.
+    pub fn covers(&self, other: &Matcher) -> bool {
+        let route_name = match (&self.route_name, &other.route_name) {
+            (None, _) => true,
+            (Some(a), Some(b)) => a == b,
+            (Some(_), None) => false,
+        };
+        let host = match (&self.host, &other.host) {
+            (None, _) => true,
+            // Every authority `b` accepts is `b` itself or `b` on some port;
+            // `a` accepts both exactly when it accepts `b`.
+            (Some(a), Some(b)) => host_matches(a, b),
+            (Some(_), None) => false,
+        };
+        let path = match (&self.path_prefix, &other.path_prefix) {
+            (None, _) => true,
+            (Some(a), Some(b)) => b.starts_with(a.as_str()),
+            (Some(_), None) => false,
+        };
+        let methods = self.methods.is_empty()
+            || (!other.methods.is_empty()
+                && other.methods.iter().all(|m| self.methods.contains(m)));
+        route_name && host && path && methods
+    }
+
     pub fn matches(&self, r: &RequestInfo) -> bool {
         if let Some(want) = &self.route_name {
             if r.route_name != Some(want.as_str()) {
@@ -295,6 +322,53 @@ mod tests {
         assert_ne!(p1.hash, p2.hash);
         // Same text, same fingerprints: they agree across workers.
         assert_eq!(f1, plan(TWO).fingerprints());
+    }
+
+    #[test]
+    fn a_matcher_covers_the_narrower_ones() {
+        let m =
+            |route_name: Option<&str>, host: Option<&str>, path: Option<&str>, methods: &[&str]| {
+                Matcher::new(&MatchConfig {
+                    route_name: route_name.map(str::to_string),
+                    host: host.map(str::to_string),
+                    path_prefix: path.map(str::to_string),
+                    methods: methods.iter().map(|s| s.to_string()).collect(),
+                })
+            };
+        let any = m(None, None, None, &[]);
+        let api = m(None, None, Some("/api"), &[]);
+        let api_get = m(None, None, Some("/api/v1"), &["GET"]);
+        assert!(any.covers(&api) && any.covers(&api_get) && api.covers(&api_get));
+        assert!(!api.covers(&any) && !api_get.covers(&api));
+        // Methods: a set covers its subsets, never "any method".
+        assert!(m(None, None, None, &["GET", "POST"]).covers(&m(None, None, None, &["GET"])));
+        assert!(!m(None, None, None, &["GET"]).covers(&m(None, None, None, &["GET", "POST"])));
+        assert!(!m(None, None, None, &["GET"]).covers(&any));
+        // Hosts: case-insensitive; a host without a port covers it on a port.
+        let h = |s| m(None, Some(s), None, &[]);
+        assert!(h("Example.com").covers(&h("example.COM")));
+        assert!(h("example.com").covers(&h("example.com:8080")));
+        assert!(!h("example.com:8080").covers(&h("example.com")));
+        assert!(!h("example.com").covers(&h("example.org")));
+        // Route names: equal or absent.
+        assert!(m(Some("r"), None, None, &[]).covers(&m(Some("r"), None, Some("/x"), &[])));
+        assert!(!m(Some("r"), None, None, &[]).covers(&m(Some("s"), None, None, &[])));
+        assert!(!m(Some("r"), None, None, &[]).covers(&any));
+        // What `covers` claims, `matches` confirms.
+        let req = RequestInfo {
+            route_name: Some("r"),
+            host: Some("example.com:8080"),
+            path: Some("/api/v1/x"),
+            method: Some("GET"),
+        };
+        for (a, b) in [
+            (&any, &api),
+            (&api, &api_get),
+            (&h("example.com"), &h("example.com:8080")),
+        ] {
+            assert!(a.covers(b));
+            assert!(!b.matches(&req) || a.matches(&req));
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod shared;
 use crate::address::strip_port;
 use crate::config;
 use crate::config::{OnError, SessionSource};
+use crate::console;
 use crate::headers;
 use crate::identity::{self as id_decode, Identity};
 use crate::lanes;
@@ -146,7 +147,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
     let plan = Plan::compile(&config);
     let store = SharedData;
     let store_err = |e: crate::store::StoreError| vec![format!("shared data: {e}")];
-    let (dir, assigned) = lanes::resolve(
+    let resolved = lanes::resolve(
         &store,
         &plan.instance,
         plan.hash,
@@ -154,7 +155,18 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
         fresh_seed(),
     )
     .map_err(store_err)?;
-    let mut next = assigned.iter();
+    if resolved.first {
+        // Once per configuration, by the first VM to see it.
+        for w in console::warnings(&config, None) {
+            if w.level == console::Level::Warning {
+                log(
+                    LogLevel::Warn,
+                    &format!("ratebound configuration warning: {w}"),
+                );
+            }
+        }
+    }
+    let mut next = resolved.assigned.iter();
     let mut all = Vec::with_capacity(plan.routes.len());
     for route in &plan.routes {
         let mut lanes_of_route = Vec::with_capacity(route.bounds.len());
@@ -183,7 +195,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
         None => SessionCache::new(1, 0),
     };
     Ok(Active {
-        limiter: Limiter::new(plan, all, dir.seed),
+        limiter: Limiter::new(plan, all, resolved.directory.seed),
         metrics,
         sessions: RefCell::new(sessions),
     })

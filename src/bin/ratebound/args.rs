@@ -1,0 +1,201 @@
+//! The command line, parsed by hand: a few subcommands and flags.
+
+pub const USAGE: &str = "\
+usage: ratebound check [--strict] [--nodes N] FILE|-
+       ratebound explain [--nodes N] [--format text|json] FILE|-
+       ratebound schema
+       ratebound --version
+
+  check     validate a configuration (JSON or YAML) with the filter's own parser;
+            list every error with its JSON path, then the warnings and notes
+  explain   every route's bounds in plain words, by the phase they are checked in
+  schema    print the JSON Schema of the configuration
+
+  --strict        check fails on warnings too (notes never fail)
+  --nodes N       how many Envoy nodes run the configuration: counters are per node
+  --format F      text (default) or json
+
+exit status: 0 valid, 1 invalid (or --strict and warnings), 2 usage or unreadable file";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    Check {
+        file: String,
+        strict: bool,
+        nodes: Option<u32>,
+    },
+    Explain {
+        file: String,
+        nodes: Option<u32>,
+        format: Format,
+    },
+    Schema,
+    Version,
+    Help,
+}
+
+/// Parses the arguments after the program name.
+pub fn parse(args: &[String]) -> Result<Command, String> {
+    let Some((first, rest)) = args.split_first() else {
+        return Err("no command given".into());
+    };
+    match first.as_str() {
+        "--version" | "-V" | "version" => no_more(rest, Command::Version),
+        "--help" | "-h" | "help" => Ok(Command::Help),
+        "schema" => no_more(rest, Command::Schema),
+        "check" | "explain" => {
+            let mut flags = Flags::default();
+            flags.read(first, rest)?;
+            let file = flags
+                .file
+                .ok_or_else(|| format!("{first} needs a FILE (or - for stdin)"))?;
+            if first == "check" {
+                if flags.format.is_some() {
+                    return Err("check has no --format; explain has".into());
+                }
+                Ok(Command::Check {
+                    file,
+                    strict: flags.strict,
+                    nodes: flags.nodes,
+                })
+            } else {
+                if flags.strict {
+                    return Err("explain has no --strict; check has".into());
+                }
+                Ok(Command::Explain {
+                    file,
+                    nodes: flags.nodes,
+                    format: flags.format.unwrap_or(Format::Text),
+                })
+            }
+        }
+        other => Err(format!("unknown command {other:?}")),
+    }
+}
+
+fn no_more(rest: &[String], c: Command) -> Result<Command, String> {
+    match rest.first() {
+        None => Ok(c),
+        Some(extra) => Err(format!("unexpected argument {extra:?}")),
+    }
+}
+
+#[derive(Default)]
+struct Flags {
+    file: Option<String>,
+    strict: bool,
+    nodes: Option<u32>,
+    format: Option<Format>,
+}
+
+impl Flags {
+    fn read(&mut self, command: &str, args: &[String]) -> Result<(), String> {
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let (flag, inline) = match arg.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+                _ => (arg.as_str(), None),
+            };
+            let mut value = |name: &str| {
+                inline
+                    .clone()
+                    .or_else(|| it.next().cloned())
+                    .ok_or_else(|| format!("{name} needs a value"))
+            };
+            match flag {
+                "--strict" if inline.is_none() => self.strict = true,
+                "--nodes" => self.nodes = Some(nodes(&value("--nodes")?)?),
+                "--format" => {
+                    self.format = Some(match value("--format")?.as_str() {
+                        "text" => Format::Text,
+                        "json" => Format::Json,
+                        other => return Err(format!("--format {other:?}: use text or json")),
+                    })
+                }
+                "-" => self.set_file(command, arg)?,
+                f if f.starts_with('-') => {
+                    return Err(format!("unknown option {arg:?} for {command}"))
+                }
+                _ => self.set_file(command, arg)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn set_file(&mut self, command: &str, arg: &str) -> Result<(), String> {
+        if let Some(first) = &self.file {
+            return Err(format!(
+                "{command} takes one FILE; got {first:?} and {arg:?}"
+            ));
+        }
+        self.file = Some(arg.to_string());
+        Ok(())
+    }
+}
+
+fn nodes(v: &str) -> Result<u32, String> {
+    match v.parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "--nodes {v:?}: give the number of Envoy nodes, a whole number from 1 to {}",
+            u32::MAX
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Command, String> {
+        parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn commands_and_flags() {
+        assert_eq!(
+            p(&["check", "--strict", "--nodes", "4", "a.json"]),
+            Ok(Command::Check {
+                file: "a.json".into(),
+                strict: true,
+                nodes: Some(4)
+            })
+        );
+        assert_eq!(
+            p(&["explain", "-", "--format=json", "--nodes=2"]),
+            Ok(Command::Explain {
+                file: "-".into(),
+                nodes: Some(2),
+                format: Format::Json
+            })
+        );
+        assert_eq!(p(&["--version"]), Ok(Command::Version));
+        assert_eq!(p(&["schema"]), Ok(Command::Schema));
+    }
+
+    #[test]
+    fn usage_errors() {
+        for bad in [
+            &[][..],
+            &["frobnicate"],
+            &["check"],
+            &["check", "a", "b"],
+            &["check", "--nodes", "0", "a"],
+            &["check", "--nodes", "-3", "a"],
+            &["check", "--nodes"],
+            &["check", "--bogus", "a"],
+            &["check", "--format", "json", "a"],
+            &["explain", "--format", "xml", "a"],
+            &["explain", "--strict", "a"],
+            &["schema", "extra"],
+        ] {
+            assert!(p(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The console: `check` and `explain` a configuration with the filter's own
+//! parser, and print its JSON Schema. Everything it says comes from the
+//! library (`ratebound::console`); this file reads arguments and prints.
+
+mod args;
+
+use args::{Command, Format};
+use ratebound::config::{Config, ConfigError};
+use ratebound::console::{explain, input, render, schema, warnings, Level};
+use std::io::Write;
+use std::process::ExitCode;
+
+/// Exit statuses.
+const VALID: u8 = 0;
+const INVALID: u8 = 1;
+const USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let code = match args::parse(&argv) {
+        Ok(command) => run(command),
+        Err(e) => {
+            err(&format!("ratebound: {e}\n\n{}\n", args::USAGE));
+            USAGE
+        }
+    };
+    ExitCode::from(code)
+}
+
+fn run(command: Command) -> u8 {
+    match command {
+        Command::Version => {
+            out(&format!(
+                "ratebound {} (git {})\n",
+                env!("CARGO_PKG_VERSION"),
+                env!("RATEBOUND_GIT_COMMIT")
+            ));
+            VALID
+        }
+        Command::Help => {
+            out(&format!("{}\n", args::USAGE));
+            VALID
+        }
+        Command::Schema => {
+            out(&schema::text());
+            VALID
+        }
+        Command::Check {
+            file,
+            strict,
+            nodes,
+        } => match load(&file) {
+            Err(code) => code,
+            Ok(config) => check(&file, &config, strict, nodes),
+        },
+        Command::Explain {
+            file,
+            nodes,
+            format,
+        } => match load(&file) {
+            Err(code) => code,
+            Ok(config) => {
+                let e = explain::explain(&config, nodes);
+                match format {
+                    Format::Text => out(&render::text(&e)),
+                    Format::Json => out(&format!(
+                        "{}\n",
+                        serde_json::to_string_pretty(&e).unwrap_or_default()
+                    )),
+                }
+                VALID
+            }
+        },
+    }
+}
+
+/// Reads and parses FILE; on failure prints why and returns the exit status.
+fn load(file: &str) -> Result<Config, u8> {
+    let bytes = input::read(file).map_err(|e| {
+        err(&format!("ratebound: cannot read {file}: {e}\n"));
+        USAGE
+    })?;
+    input::load(&bytes, input::detect(file, &bytes)).map_err(|errors| {
+        out(&errors_text(file, &errors));
+        INVALID
+    })
+}
+
+fn errors_text(file: &str, errors: &[ConfigError]) -> String {
+    let mut s: String = errors.iter().map(|e| format!("error: {e}\n")).collect();
+    let n = errors.len();
+    s.push_str(&format!(
+        "{file}: invalid, {n} error{}\n",
+        if n == 1 { "" } else { "s" }
+    ));
+    s
+}
+
+fn check(file: &str, config: &Config, strict: bool, nodes: Option<u32>) -> u8 {
+    let ws = warnings(config, nodes);
+    let mut s: String = ws.iter().map(|w| format!("{w}\n")).collect();
+    let warned = ws.iter().filter(|w| w.level == Level::Warning).count();
+    let noted = ws.len() - warned;
+    let bounds: usize = config.routes.iter().map(|r| r.bounds.len()).sum();
+    s.push_str(&format!(
+        "{file}: valid ({}, {}), {}, {}\n",
+        plural(config.routes.len(), "route"),
+        plural(bounds, "bound"),
+        plural(warned, "warning"),
+        plural(noted, "note"),
+    ));
+    let code = if strict && warned > 0 {
+        s.push_str(&format!("{file}: failing on warnings (--strict)\n"));
+        INVALID
+    } else {
+        VALID
+    };
+    out(&s);
+    code
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not worth a panic.
+fn out(s: &str) {
+    let _ = std::io::stdout().lock().write_all(s.as_bytes());
+}
+
+fn err(s: &str) {
+    let _ = std::io::stderr().lock().write_all(s.as_bytes());
+}

@@ -1,0 +1,208 @@
+//! Bounds, windows and matches in the words the seed uses: "5 a minute per
+//! client address", "100 a second for the whole route", "1,000 a minute per
+//! user, for anyone holding partner".
+
+use crate::config::{MatchConfig, Per};
+
+/// A whole number with thousands separators: `1000` → `"1,000"`.
+pub fn number(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A window as it is said after a count: "a minute", "10 seconds", "an hour".
+pub fn window(window_ms: u64) -> String {
+    const UNITS: [(u64, &str, &str); 4] = [
+        (86_400_000, "a day", "days"),
+        (3_600_000, "an hour", "hours"),
+        (60_000, "a minute", "minutes"),
+        (1_000, "a second", "seconds"),
+    ];
+    for (ms, one, many) in UNITS {
+        if window_ms.is_multiple_of(ms) {
+            let n = window_ms / ms;
+            return if n == 1 {
+                one.to_string()
+            } else {
+                format!("{} {many}", number(n))
+            };
+        }
+    }
+    // Whole milliseconds that are not whole seconds: 1500 → "1.5 seconds".
+    let frac = format!("{:03}", window_ms % 1_000);
+    format!(
+        "{}.{} seconds",
+        number(window_ms / 1_000),
+        frac.trim_end_matches('0')
+    )
+}
+
+/// A count in a window: "5 a minute", "20 every 10 seconds".
+pub fn rate(limit: u64, window_ms: u64) -> String {
+    let w = window(window_ms);
+    if w.starts_with("a ") || w.starts_with("an ") {
+        format!("{} {w}", number(limit))
+    } else {
+        format!("{} every {w}", number(limit))
+    }
+}
+
+/// What the counter is keyed on, as it is said after the rate.
+pub fn per(per: Per) -> &'static str {
+    match per {
+        Per::Route => "for the whole route",
+        Per::Address => "per client address",
+        Per::User => "per user",
+        Per::Token => "per API token",
+        Per::Org => "per organisation",
+    }
+}
+
+/// A bound in one phrase: "5 a minute per client address", with the
+/// audience after a comma when the bound is narrowed.
+pub fn bound(limit: u64, window_ms: u64, key: Per, audience: Option<&str>) -> String {
+    let mut s = format!("{} {}", rate(limit, window_ms), per(key));
+    if let Some(who) = audience {
+        s.push_str(", for ");
+        s.push_str(who);
+    }
+    s
+}
+
+/// The cluster reading of a bound: counters live on each node.
+pub fn per_node(limit: u64, window_ms: u64, key: Per, nodes: Option<u32>) -> String {
+    let key = per(key);
+    match nodes {
+        Some(1) => format!(
+            "per node: on 1 node up to {} {key} through the installation",
+            rate(limit, window_ms)
+        ),
+        Some(n) => format!(
+            "per node: on {n} nodes up to {n} × {} = {} {key} through the installation",
+            number(limit),
+            rate(limit.saturating_mul(u64::from(n)), window_ms)
+        ),
+        None => format!(
+            "per node: each Envoy node counts on its own, so N nodes admit up to N × {} {key} through the installation",
+            rate(limit, window_ms)
+        ),
+    }
+}
+
+/// Which requests a route takes, in words.
+pub fn matching(m: &MatchConfig) -> String {
+    let mut parts = Vec::new();
+    if !m.methods.is_empty() {
+        parts.push(format!("{} requests", m.methods.join(" or ")));
+    }
+    if let Some(p) = &m.path_prefix {
+        parts.push(format!("path starting with {p}"));
+    }
+    if let Some(h) = &m.host {
+        parts.push(format!("host {h}"));
+    }
+    if let Some(r) = &m.route_name {
+        parts.push(format!("Envoy route {r:?}"));
+    }
+    if parts.is_empty() {
+        "every request".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_have_thousands_separators() {
+        assert_eq!(number(0), "0");
+        assert_eq!(number(999), "999");
+        assert_eq!(number(1_000), "1,000");
+        assert_eq!(number(4_294_967_295), "4,294,967,295");
+    }
+
+    #[test]
+    fn windows_in_words() {
+        let w = |s: &str| window(crate::config::window_ms(s).unwrap());
+        assert_eq!(w("PT1M"), "a minute");
+        assert_eq!(w("PT1S"), "a second");
+        assert_eq!(w("PT10S"), "10 seconds");
+        assert_eq!(w("PT1H"), "an hour");
+        assert_eq!(w("P1D"), "a day");
+        assert_eq!(w("PT90S"), "90 seconds");
+        assert_eq!(w("PT1M30S"), "90 seconds");
+        assert_eq!(w("PT5M"), "5 minutes");
+        assert_eq!(w("PT12H"), "12 hours");
+        assert_eq!(w("PT1.5S"), "1.5 seconds");
+        assert_eq!(w("PT1.25S"), "1.25 seconds");
+    }
+
+    #[test]
+    fn bounds_read_the_way_the_seed_writes_them() {
+        assert_eq!(
+            bound(5, 60_000, Per::Address, None),
+            "5 a minute per client address"
+        );
+        assert_eq!(
+            bound(100, 1_000, Per::Route, None),
+            "100 a second for the whole route"
+        );
+        assert_eq!(
+            bound(1_000, 60_000, Per::User, Some("anyone holding partner")),
+            "1,000 a minute per user, for anyone holding partner"
+        );
+    }
+
+    #[test]
+    fn counts_in_windows_that_are_not_one_unit_say_every() {
+        assert_eq!(rate(5, 60_000), "5 a minute");
+        assert_eq!(rate(1_000, 3_600_000), "1,000 an hour");
+        assert_eq!(rate(20, 10_000), "20 every 10 seconds");
+        assert_eq!(
+            bound(90, 90_000, Per::Address, None),
+            "90 every 90 seconds per client address"
+        );
+        assert_eq!(
+            per_node(90, 90_000, Per::Address, Some(2)),
+            "per node: on 2 nodes up to 2 × 90 = 180 every 90 seconds per client address through the installation"
+        );
+    }
+
+    #[test]
+    fn the_cluster_reading_multiplies_by_the_nodes() {
+        assert_eq!(
+            per_node(100, 60_000, Per::Route, Some(4)),
+            "per node: on 4 nodes up to 4 × 100 = 400 a minute for the whole route through the installation"
+        );
+        assert!(
+            per_node(5, 60_000, Per::Address, None).contains("N × 5 a minute per client address")
+        );
+        assert!(
+            per_node(5, 60_000, Per::Address, Some(1)).starts_with("per node: on 1 node up to 5")
+        );
+    }
+
+    #[test]
+    fn matches_in_words() {
+        assert_eq!(matching(&MatchConfig::default()), "every request");
+        let m = MatchConfig {
+            route_name: Some("hello".into()),
+            host: None,
+            path_prefix: Some("/hello".into()),
+            methods: vec!["GET".into()],
+        };
+        assert_eq!(
+            matching(&m),
+            "GET requests, path starting with /hello, Envoy route \"hello\""
+        );
+    }
+}
