@@ -45,6 +45,17 @@ pub struct Config {
     /// Send RateLimit-* headers on admitted responses (most constrained bound).
     #[serde(default = "default_true")]
     pub success_headers: bool,
+    /// Also send the structured `RateLimit-Policy` and `RateLimit` fields of
+    /// the IETF httpapi draft.
+    #[serde(default)]
+    pub structured_headers: bool,
+    /// Every bound counts and sets headers but never refuses: a dry run.
+    #[serde(default)]
+    pub shadow: bool,
+    /// Shadow bounds may make the response headers (their remaining count
+    /// can be the smallest).
+    #[serde(default = "default_true")]
+    pub shadow_headers: bool,
     /// Where caller identities come from (verified sources only).
     pub identity: Option<IdentityConfig>,
     /// Routes in order: a request is counted by the first route that matches
@@ -228,6 +239,10 @@ pub struct BoundConfig {
     /// `PT1M`, `PT1H`, `P1D`.
     #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(window_pattern())))]
     pub window: String,
+    /// Count and set headers, never refuse; `would_refuse` says what
+    /// enforcement would have done.
+    #[serde(default)]
+    pub shadow: bool,
 }
 
 /// What a bound's counter is keyed on.
@@ -690,8 +705,10 @@ pub fn window_ms(s: &str) -> Result<u64, String> {
         + f64::from(d.hour) * 3_600_000.0
         + f64::from(d.minute) * 60_000.0
         + f64::from(d.second) * 1_000.0;
-    if !(ms.is_finite() && ms >= 0.0) || ms.fract() != 0.0 {
-        return Err(format!("{s:?} must be a whole number of milliseconds"));
+    if !(ms.is_finite() && ms >= 0.0) || ms % 1_000.0 != 0.0 {
+        return Err(format!(
+            "{s:?} must be a whole number of seconds (the RateLimit fields count in seconds)"
+        ));
     }
     let ms = ms as u64;
     if !(MIN_WINDOW_MS..=MAX_WINDOW_MS).contains(&ms) {

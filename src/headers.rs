@@ -8,20 +8,47 @@ pub fn seconds_up(ms: u64) -> u64 {
     ms.div_ceil(1_000).max(1)
 }
 
-/// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`.
-pub fn quota_headers(q: &Quota) -> [(&'static str, String); 3] {
-    [
+/// The bound whose figures a response shows.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown<'a> {
+    pub bound: &'a str,
+    pub window_ms: u64,
+    pub quota: Quota,
+    /// Add the IETF httpapi draft's structured fields.
+    pub structured: bool,
+}
+
+/// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, and with
+/// `structured` also `RateLimit-Policy: "name";q=100;w=60` and
+/// `RateLimit: "name";r=0;t=17` (RFC 8941 strings; bound names need no
+/// escaping: they are `[A-Za-z0-9_-]`).
+pub fn quota_headers(s: &Shown) -> Vec<(&'static str, String)> {
+    let q = &s.quota;
+    let reset = seconds_up(q.reset_ms);
+    let mut h = vec![
         ("ratelimit-limit", q.limit.to_string()),
         ("ratelimit-remaining", q.remaining.to_string()),
-        ("ratelimit-reset", seconds_up(q.reset_ms).to_string()),
-    ]
+        ("ratelimit-reset", reset.to_string()),
+    ];
+    if s.structured {
+        let w = s.window_ms / 1_000;
+        h.push((
+            "ratelimit-policy",
+            format!("\"{}\";q={};w={w}", s.bound, q.limit),
+        ));
+        h.push((
+            "ratelimit",
+            format!("\"{}\";r={};t={reset}", s.bound, q.remaining),
+        ));
+    }
+    h
 }
 
 /// The headers of a 429: the quota of the refusing bound, and Retry-After
-/// equal to its reset.
-pub fn refusal_headers(q: &Quota) -> Vec<(&'static str, String)> {
-    let mut h: Vec<_> = quota_headers(q).into_iter().collect();
-    h.push(("retry-after", seconds_up(q.reset_ms).to_string()));
+/// equal to its reset (so never earlier than the structured `t`).
+pub fn refusal_headers(s: &Shown) -> Vec<(&'static str, String)> {
+    let mut h = quota_headers(s);
+    h.push(("retry-after", seconds_up(s.quota.reset_ms).to_string()));
     h.push(("content-type", "application/problem+json".to_string()));
     h
 }
@@ -46,6 +73,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn structured_fields_are_off_unless_asked_for() {
+        let shown = Shown {
+            bound: "b",
+            window_ms: 1_000,
+            quota: Quota {
+                limit: 1,
+                remaining: 1,
+                reset_ms: 1,
+            },
+            structured: false,
+        };
+        assert_eq!(quota_headers(&shown).len(), 3);
+    }
+
+    #[test]
     fn retry_after_rounds_up_and_is_never_zero() {
         assert_eq!(seconds_up(0), 1);
         assert_eq!(seconds_up(1), 1);
@@ -60,8 +102,16 @@ mod tests {
             remaining: 0,
             reset_ms: 12_345,
         };
-        let h = refusal_headers(&q);
+        let shown = Shown {
+            bound: "per_address",
+            window_ms: 60_000,
+            quota: q,
+            structured: true,
+        };
+        let h = refusal_headers(&shown);
         let get = |n: &str| h.iter().find(|(k, _)| *k == n).map(|(_, v)| v.as_str());
+        assert_eq!(get("ratelimit-policy"), Some(r#""per_address";q=5;w=60"#));
+        assert_eq!(get("ratelimit"), Some(r#""per_address";r=0;t=13"#));
         assert_eq!(get("ratelimit-limit"), Some("5"));
         assert_eq!(get("ratelimit-remaining"), Some("0"));
         assert_eq!(get("ratelimit-reset"), Some("13"));

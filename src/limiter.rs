@@ -36,6 +36,8 @@ pub struct Caller<'a> {
 pub enum Event {
     Allowed,
     Refused,
+    /// A shadow bound that enforcement would have refused with.
+    WouldRefuse,
 }
 
 /// What happened at one bound, for stats.
@@ -57,12 +59,22 @@ pub struct Decision {
     pub errors: Vec<StoreError>,
 }
 
+/// How recording one bound ended.
+enum Outcome {
+    Recorded(slots::Undo),
+    /// A shadow bound that turned out to refuse after a race: not counted.
+    Shadowed,
+    Failed(StoreError),
+}
+
 /// A request part-way through its checks: bounds read and found to admit,
 /// nothing recorded yet. It may wait for an identity call-out; a counter
 /// that changed meanwhile is noticed by compare-and-swap at commit.
 pub struct Pending {
     route: usize,
     prepared: Vec<(usize, u64, Prepared)>,
+    /// Shadow bounds that would have refused: not counted, not refusing.
+    shadowed: Vec<(usize, Quota)>,
     errors: Vec<StoreError>,
 }
 
@@ -108,6 +120,7 @@ impl Limiter {
         Pending {
             route,
             prepared: Vec::new(),
+            shadowed: Vec::new(),
             errors: Vec::new(),
         }
     }
@@ -147,6 +160,12 @@ impl Limiter {
             match slots::prepare(store, lane, key, now_ms) {
                 Ok(p) => {
                     if let Verdict::Refuse { quota } = p.verdict {
+                        if bound.shadow {
+                            // What enforcement would do, without doing it:
+                            // not counted here, and the request goes on.
+                            pending.shadowed.push((i, quota));
+                            continue;
+                        }
                         return Some(Decision {
                             refused: Some((i, quota)),
                             tightest: None,
@@ -174,23 +193,33 @@ impl Limiter {
             errors: pending.errors,
             ..Decision::default()
         };
-        let Some(lanes) = self.lanes.get(pending.route) else {
+        let (Some(lanes), Some(route)) = (
+            self.lanes.get(pending.route),
+            self.plan.routes.get(pending.route),
+        ) else {
             return d;
         };
+        let mut shadowed = pending.shadowed;
         let mut done = Vec::with_capacity(pending.prepared.len());
         for (i, key, mut p) in pending.prepared {
             let Some(lane) = lanes.get(i) else { continue };
-            let mut outcome = Err(StoreError(format!(
+            let mut outcome = Outcome::Failed(StoreError(format!(
                 "bound {i}: contended past {CAS_RETRIES} attempts"
             )));
             for _ in 0..CAS_RETRIES {
                 match slots::commit(store, lane, key, &p) {
                     Ok(Committed::Done(u)) => {
-                        outcome = Ok(u);
+                        outcome = Outcome::Recorded(u);
                         break;
                     }
                     Ok(Committed::Stale) => match slots::prepare(store, lane, key, now_ms) {
                         Ok(fresh) => {
+                            let shadow = route.bounds.get(i).is_some_and(|b| b.shadow);
+                            if let (Verdict::Refuse { quota }, true) = (fresh.verdict, shadow) {
+                                shadowed.push((i, quota));
+                                outcome = Outcome::Shadowed;
+                                break;
+                            }
                             if let Verdict::Refuse { quota } = fresh.verdict {
                                 for (j, u, _) in &done {
                                     if let Err(e) = slots::undo(store, &lanes[*j], *u) {
@@ -208,19 +237,33 @@ impl Limiter {
                             p = fresh;
                         }
                         Err(e) => {
-                            outcome = Err(e);
+                            outcome = Outcome::Failed(e);
                             break;
                         }
                     },
                     Err(e) => {
-                        outcome = Err(e);
+                        outcome = Outcome::Failed(e);
                         break;
                     }
                 }
             }
             match outcome {
-                Ok(u) => done.push((i, u, p)),
-                Err(e) => d.errors.push(e),
+                Outcome::Recorded(u) => done.push((i, u, p)),
+                Outcome::Shadowed => {}
+                Outcome::Failed(e) => d.errors.push(e),
+            }
+        }
+        for (i, quota) in shadowed {
+            d.events.push(BoundEvent {
+                bound: i,
+                event: Event::WouldRefuse,
+                overflow: false,
+            });
+            if self.plan.shadow_headers
+                && d.tightest
+                    .is_none_or(|(_, t)| quota.remaining < t.remaining)
+            {
+                d.tightest = Some((i, quota));
             }
         }
         for (i, _, p) in &done {
@@ -389,5 +432,42 @@ mod tests {
         assert!(lim.check(&s, 0, &c, 1_000).refused.is_none());
         // Both are exhausted; the address bound refuses, as it is checked first.
         assert_eq!(lim.check(&s, 0, &c, 1_001).refused.map(|r| r.0), Some(1));
+    }
+
+    #[test]
+    fn a_shadow_bound_counts_and_reports_but_never_refuses() {
+        let s = MemStore::new();
+        let lim = limiter(
+            &s,
+            r#"{"routes":[{"name":"a","bounds":[
+                {"name":"dry","per":"address","limit":2,"window":"PT1M","shadow":true},
+                {"name":"real","per":"route","limit":100,"window":"PT1M"}]}]}"#,
+        );
+        let c = Caller {
+            address: "10.0.0.1",
+            identity: None,
+        };
+        let decisions: Vec<Decision> = (0..5).map(|i| lim.check(&s, 0, &c, 60_000 + i)).collect();
+        assert!(decisions.iter().all(|d| d.refused.is_none()));
+        let would = |d: &Decision| d.events.iter().any(|e| e.event == Event::WouldRefuse);
+        assert_eq!(decisions.iter().filter(|d| would(d)).count(), 3);
+        // The shadow bound counted only what enforcement would have admitted;
+        // the enforced bound counted every request.
+        let dry = lim.caller_key(Per::Address, &c);
+        assert_eq!(
+            slots::peek(&s, &lim.lanes[0][0], dry)
+                .unwrap()
+                .map(|c| c.cur),
+            Some(2)
+        );
+        assert_eq!(
+            slots::peek(&s, &lim.lanes[0][1], 0).unwrap().map(|c| c.cur),
+            Some(5)
+        );
+        // Its headers show what enforcement would say.
+        assert_eq!(
+            decisions[4].tightest.map(|(b, q)| (b, q.remaining)),
+            Some((0, 0))
+        );
     }
 }

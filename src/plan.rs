@@ -13,6 +13,8 @@ use std::hash::{Hash, Hasher};
 pub struct Plan {
     pub instance: String,
     pub success_headers: bool,
+    pub structured_headers: bool,
+    pub shadow_headers: bool,
     pub routes: Vec<Route>,
     /// Which request attributes any matcher reads, so the host reads only those.
     pub needs: Needs,
@@ -49,6 +51,8 @@ pub struct Bound {
     pub per: Per,
     pub applies_to: Access,
     pub rate: Rate,
+    /// Counts, never refuses.
+    pub shadow: bool,
     /// Identity of this bound in this route as compiled: any change to the
     /// route's matching or to any of its bounds gives every bound of the
     /// route a new fingerprint, so its counters start again.
@@ -160,7 +164,7 @@ fn stable_hash(value: &impl Hash) -> u64 {
     h.finish()
 }
 
-fn route_fingerprint(r: &RouteConfig) -> u64 {
+fn route_fingerprint(r: &RouteConfig, all_shadow: bool) -> u64 {
     let m = &r.matching;
     let bounds: Vec<_> = r
         .bounds
@@ -173,6 +177,7 @@ fn route_fingerprint(r: &RouteConfig) -> u64 {
                 &b.applies_to,
                 b.limit,
                 b.window.clone(),
+                b.shadow || all_shadow,
             )
         })
         .collect();
@@ -203,7 +208,7 @@ impl Plan {
                 needs.host |= m.host.is_some();
                 needs.path |= m.path_prefix.is_some();
                 needs.method |= !m.methods.is_empty();
-                let route_fp = route_fingerprint(r);
+                let route_fp = route_fingerprint(r, c.shadow);
                 let bounds: Vec<Bound> = r
                     .bounds
                     .iter()
@@ -212,6 +217,7 @@ impl Plan {
                         name: bound_name(b, j),
                         per: b.per,
                         applies_to: b.applies_to.clone(),
+                        shadow: b.shadow || c.shadow,
                         rate: Rate {
                             limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
                             // Validated; the fallback is never reached.
@@ -235,6 +241,8 @@ impl Plan {
         Plan {
             instance: c.instance.clone(),
             success_headers: c.success_headers,
+            structured_headers: c.structured_headers,
+            shadow_headers: c.shadow_headers,
             routes,
             needs,
             identity: c.identity.clone(),

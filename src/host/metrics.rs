@@ -1,5 +1,5 @@
-//! Envoy stats: per route and bound, `allowed`, `refused`, `overflow`
-//! (counters) and `tracked` (gauge); per instance `store_errors`,
+//! Envoy stats: per route and bound, `allowed`, `refused`, `would_refuse`
+//! (shadow), `overflow` (counters) and `tracked` (gauge); per instance `store_errors`,
 //! `identity_errors`, `session_calls`, `session_cache_hits`.
 //! Names are `ratebound.<instance>.<route>.<bound>.<stat>` (Envoy shows
 //! them under `wasmcustom.`); their number is fixed by the configuration,
@@ -14,6 +14,7 @@ use proxy_wasm::types::MetricType;
 struct BoundIds {
     allowed: Option<u32>,
     refused: Option<u32>,
+    would_refuse: Option<u32>,
     overflow: Option<u32>,
     tracked: Option<u32>,
 }
@@ -44,6 +45,7 @@ impl Metrics {
                         BoundIds {
                             allowed: define(MetricType::Counter, &format!("{n}.allowed")),
                             refused: define(MetricType::Counter, &format!("{n}.refused")),
+                            would_refuse: define(MetricType::Counter, &format!("{n}.would_refuse")),
                             overflow: define(MetricType::Counter, &format!("{n}.overflow")),
                             tracked: define(MetricType::Gauge, &format!("{n}.tracked")),
                         }
@@ -73,6 +75,7 @@ impl Metrics {
             let id = match e.event {
                 Event::Allowed => ids.allowed,
                 Event::Refused => ids.refused,
+                Event::WouldRefuse => ids.would_refuse,
             };
             inc(id);
             if e.overflow {

@@ -129,7 +129,7 @@ impl RootContext for Root {
     fn create_http_context(&self, _: u32) -> Option<Box<dyn HttpContext>> {
         Some(Box::new(Request {
             active: self.active.clone(),
-            success: None,
+            success: Vec::new(),
             refused: false,
             waiting: None,
         }))
@@ -201,6 +201,17 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
     })
 }
 
+/// The figures of bound `b` of `route`, as the client is shown them.
+fn shown(plan: &Plan, route: usize, b: usize, quota: Quota) -> Option<headers::Shown<'_>> {
+    let bound = plan.routes.get(route)?.bounds.get(b)?;
+    Some(headers::Shown {
+        bound: &bound.name,
+        window_ms: bound.rate.window_ms,
+        quota,
+        structured: plan.structured_headers,
+    })
+}
+
 /// Random keys for a new directory (WASI random through std's RandomState).
 fn fresh_seed() -> [u64; 2] {
     use std::hash::BuildHasher;
@@ -211,7 +222,7 @@ fn fresh_seed() -> [u64; 2] {
 struct Request {
     active: Option<Rc<Active>>,
     /// Headers for an admitted response, prepared on the request path.
-    success: Option<Quota>,
+    success: Vec<(&'static str, String)>,
     /// This filter sent the local reply: its response path adds nothing.
     refused: bool,
     /// Waiting for the session service.
@@ -232,16 +243,17 @@ impl Request {
         let Some((b, quota)) = d.refused else {
             return Action::Continue;
         };
-        let plan = &active.limiter.plan;
-        let (route_name, bound_name) = match plan.routes.get(route) {
-            Some(r) => (
-                r.name.as_str(),
-                r.bounds.get(b).map_or("", |x| x.name.as_str()),
-            ),
-            None => ("", ""),
+        let Some(shown) = shown(&active.limiter.plan, route, b, quota) else {
+            return Action::Continue;
         };
-        let h = headers::refusal_headers(&quota);
-        let body = headers::refusal_body(route_name, bound_name, &quota);
+        let route_name = active
+            .limiter
+            .plan
+            .routes
+            .get(route)
+            .map_or("", |r| r.name.as_str());
+        let h = headers::refusal_headers(&shown);
+        let body = headers::refusal_body(route_name, shown.bound, &quota);
         let pairs: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
         self.refused = true;
         if let Err(s) = hostcalls::send_http_response(429, pairs, Some(body.as_bytes())) {
@@ -268,8 +280,11 @@ impl Request {
         if d.refused.is_some() {
             return self.refuse(active, route, &d);
         }
-        if active.limiter.plan.success_headers {
-            self.success = d.tightest.map(|(_, q)| q);
+        let plan = &active.limiter.plan;
+        if plan.success_headers {
+            if let Some(s) = d.tightest.and_then(|(b, q)| shown(plan, route, b, q)) {
+                self.success = headers::quota_headers(&s);
+            }
         }
         Action::Continue
     }
@@ -500,10 +515,8 @@ impl HttpContext for Request {
         if self.refused {
             return Action::Continue;
         }
-        if let Some(q) = self.success.take() {
-            for (name, value) in headers::quota_headers(&q) {
-                let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, Some(&value));
-            }
+        for (name, value) in std::mem::take(&mut self.success) {
+            let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, Some(&value));
         }
         Action::Continue
     }
