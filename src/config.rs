@@ -193,6 +193,31 @@ pub struct RouteConfig {
     /// Every bound applies: the first one exceeded refuses.
     #[serde(default)]
     pub bounds: Vec<BoundConfig>,
+    /// Operations of the route's OpenAPI inventory that carry bounds of
+    /// their own, on top of the route's. Only the operations listed: there
+    /// is no default over the whole inventory.
+    #[serde(default)]
+    pub operations: Vec<OperationConfig>,
+}
+
+/// One operation (HTTP method + OpenAPI path template) and its own bounds:
+/// a counter per operation and per caller.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct OperationConfig {
+    /// Names the operation's stats; defaults to `operation_id`.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    pub name: Option<String>,
+    /// The OpenAPI `operationId`, for reference and for the CLI.
+    pub operation_id: Option<String>,
+    /// In capitals, e.g. `POST`.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^[A-Z]+$")))]
+    pub method: String,
+    /// An OpenAPI path template, e.g. `/orders/{id}/pay`.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^/")))]
+    pub path: String,
+    pub bounds: Vec<BoundConfig>,
 }
 
 /// Conditions on a request; omitted ones accept anything.
@@ -454,41 +479,101 @@ fn validate(c: &Config) -> Vec<ConfigError> {
             ));
         }
         validate_match(&r.matching, &format!("{at}.match"), &mut errors);
-        let mut bound_names = std::collections::HashSet::new();
-        for (j, b) in r.bounds.iter().enumerate() {
-            let bt = format!("{at}.bounds[{j}]");
-            if let Some(name) = &b.name {
-                if !valid_name(name) {
+        validate_bounds(c, &r.bounds, &format!("{at}.bounds"), &mut errors);
+        validate_operations(c, r, &at, &mut errors);
+    }
+    errors
+}
+
+fn validate_bounds(c: &Config, bounds: &[BoundConfig], at: &str, errors: &mut Vec<ConfigError>) {
+    let mut names = std::collections::HashSet::new();
+    for (j, b) in bounds.iter().enumerate() {
+        let bt = format!("{at}[{j}]");
+        if let Some(name) = &b.name {
+            if !valid_name(name) {
+                errors.push(err(
+                    format!("{bt}.name"),
+                    "must be 1-64 characters of A-Z a-z 0-9 _ -",
+                ));
+            }
+        }
+        let name = bound_name(b, j);
+        if !names.insert(name.clone()) {
+            errors.push(err(
+                format!("{bt}.name"),
+                format!("duplicate bound name {name:?} here"),
+            ));
+        }
+        if b.limit == 0 || b.limit > u64::from(u32::MAX) {
+            errors.push(err(
+                format!("{bt}.limit"),
+                format!(
+                    "{} is out of range: a limit is a whole number from 1 to {}",
+                    b.limit,
+                    u32::MAX
+                ),
+            ));
+        }
+        if let Err(m) = window_ms(&b.window) {
+            errors.push(err(format!("{bt}.window"), m));
+        }
+        validate_identity_needs(c.identity.as_ref(), b, &bt, errors);
+    }
+}
+
+/// An operation's stat name: its own, its operationId, or its position.
+pub fn operation_name(o: &OperationConfig, index: usize) -> String {
+    o.name
+        .clone()
+        .or_else(|| o.operation_id.clone())
+        .unwrap_or_else(|| format!("op{index}"))
+}
+
+fn validate_operations(c: &Config, r: &RouteConfig, at: &str, errors: &mut Vec<ConfigError>) {
+    let mut names = std::collections::HashSet::new();
+    let mut items = std::collections::HashSet::new();
+    for (k, o) in r.operations.iter().enumerate() {
+        let ot = format!("{at}.operations[{k}]");
+        let name = operation_name(o, k);
+        if !valid_name(&name) {
+            errors.push(err(
+                if o.name.is_some() { format!("{ot}.name") } else { format!("{ot}.operation_id") },
+                format!("{name:?} cannot name stats (1-64 characters of A-Z a-z 0-9 _ -); give the operation a \"name\""),
+            ));
+        } else if !names.insert(name.clone()) {
+            errors.push(err(
+                format!("{ot}.name"),
+                format!("duplicate operation name {name:?} in this route"),
+            ));
+        }
+        if o.method.is_empty() || !o.method.bytes().all(|b| b.is_ascii_uppercase()) {
+            errors.push(err(
+                format!("{ot}.method"),
+                format!(
+                    "{:?} is not an HTTP method; write it in capitals, e.g. \"POST\"",
+                    o.method
+                ),
+            ));
+        }
+        match crate::operations::parse_template(&o.path) {
+            Err(m) => errors.push(err(format!("{ot}.path"), m)),
+            Ok(segments) => {
+                if !items.insert((o.method.clone(), segments)) {
                     errors.push(err(
-                        format!("{bt}.name"),
-                        "must be 1-64 characters of A-Z a-z 0-9 _ -",
+                        format!("{ot}.path"),
+                        format!("{} {} is listed twice in this route (parameter names do not make templates different)", o.method, o.path),
                     ));
                 }
             }
-            let name = bound_name(b, j);
-            if !bound_names.insert(name.clone()) {
-                errors.push(err(
-                    format!("{bt}.name"),
-                    format!("duplicate bound name {name:?} in this route"),
-                ));
-            }
-            if b.limit == 0 || b.limit > u64::from(u32::MAX) {
-                errors.push(err(
-                    format!("{bt}.limit"),
-                    format!(
-                        "{} is out of range: a limit is a whole number from 1 to {}",
-                        b.limit,
-                        u32::MAX
-                    ),
-                ));
-            }
-            if let Err(m) = window_ms(&b.window) {
-                errors.push(err(format!("{bt}.window"), m));
-            }
-            validate_identity_needs(c.identity.as_ref(), b, &bt, &mut errors);
         }
+        if o.bounds.is_empty() {
+            errors.push(err(
+                format!("{ot}.bounds"),
+                "lists no bounds; an operation is listed only to carry bounds of its own",
+            ));
+        }
+        validate_bounds(c, &o.bounds, &format!("{ot}.bounds"), errors);
     }
-    errors
 }
 
 fn validate_identity(id: &IdentityConfig, errors: &mut Vec<ConfigError>) {

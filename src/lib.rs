@@ -10,6 +10,7 @@ pub mod headers;
 pub mod identity;
 pub mod lanes;
 pub mod limiter;
+pub mod operations;
 pub mod plan;
 pub mod session_cache;
 pub mod slots;
