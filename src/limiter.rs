@@ -125,14 +125,13 @@ impl Limiter {
         }
     }
 
-    /// The late (identity) bounds of `route` that apply to this caller.
-    pub fn late_bounds(&self, route: usize, caller: &Caller) -> Vec<usize> {
+    /// The late (identity) bounds of `route` (and of its operation `op`)
+    /// that apply to this caller.
+    pub fn late_bounds(&self, route: usize, op: Option<usize>, caller: &Caller) -> Vec<usize> {
         self.plan.routes.get(route).map_or_else(Vec::new, |r| {
-            r.late
-                .iter()
-                .copied()
-                .filter(|b| r.bounds[*b].applies_to.admits(caller.identity))
-                .collect()
+            let mut late = r.late_bounds(op);
+            late.retain(|b| r.bounds[*b].applies_to.admits(caller.identity));
+            late
         })
     }
 
@@ -283,12 +282,13 @@ impl Limiter {
         d
     }
 
-    /// Decides one request on route `route` at `now_ms`, all phases at
-    /// once (the identity, if any, already in `caller`).
+    /// Decides one request to `route` (operation `op`) at `now_ms`, all
+    /// phases at once (the identity, if any, already in `caller`).
     pub fn check<S: Store + ?Sized>(
         &self,
         store: &S,
         route: usize,
+        op: Option<usize>,
         caller: &Caller,
         now_ms: u64,
     ) -> Decision {
@@ -296,10 +296,11 @@ impl Limiter {
             return Decision::default();
         };
         let mut pending = self.start(route);
-        if let Some(refused) = self.prepare(store, &mut pending, &r.early, caller, now_ms) {
+        let early = r.early_bounds(op);
+        if let Some(refused) = self.prepare(store, &mut pending, &early, caller, now_ms) {
             return refused;
         }
-        let late = self.late_bounds(route, caller);
+        let late = self.late_bounds(route, op, caller);
         if let Some(refused) = self.prepare(store, &mut pending, &late, caller, now_ms) {
             return refused;
         }
@@ -355,7 +356,11 @@ mod tests {
 
     fn admitted(lim: &Limiter, s: &MemStore, who: &Caller, n: usize) -> usize {
         (0..n)
-            .filter(|i| lim.check(s, 0, who, 120_000 + *i as u64).refused.is_none())
+            .filter(|i| {
+                lim.check(s, 0, None, who, 120_000 + *i as u64)
+                    .refused
+                    .is_none()
+            })
             .count()
     }
 
@@ -382,7 +387,7 @@ mod tests {
         // Nobody bounds carol: narrowed rules leave everyone else open.
         assert_eq!(admitted(&lim, &s, &at(&carol), 10), 10);
         // Refusals name the tier that refused.
-        let d = lim.check(&s, 0, &at(&bob), 130_000);
+        let d = lim.check(&s, 0, None, &at(&bob), 130_000);
         assert_eq!(d.refused.map(|r| r.0), Some(1));
     }
 
@@ -429,9 +434,12 @@ mod tests {
             address: "10.0.0.9",
             identity: Some(&id),
         };
-        assert!(lim.check(&s, 0, &c, 1_000).refused.is_none());
+        assert!(lim.check(&s, 0, None, &c, 1_000).refused.is_none());
         // Both are exhausted; the address bound refuses, as it is checked first.
-        assert_eq!(lim.check(&s, 0, &c, 1_001).refused.map(|r| r.0), Some(1));
+        assert_eq!(
+            lim.check(&s, 0, None, &c, 1_001).refused.map(|r| r.0),
+            Some(1)
+        );
     }
 
     #[test]
@@ -447,7 +455,9 @@ mod tests {
             address: "10.0.0.1",
             identity: None,
         };
-        let decisions: Vec<Decision> = (0..5).map(|i| lim.check(&s, 0, &c, 60_000 + i)).collect();
+        let decisions: Vec<Decision> = (0..5)
+            .map(|i| lim.check(&s, 0, None, &c, 60_000 + i))
+            .collect();
         assert!(decisions.iter().all(|d| d.refused.is_none()));
         let would = |d: &Decision| d.events.iter().any(|e| e.event == Event::WouldRefuse);
         assert_eq!(decisions.iter().filter(|d| would(d)).count(), 3);

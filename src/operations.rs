@@ -91,7 +91,7 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct Node {
     literal: HashMap<String, Node>,
     /// Most specific (longest prefix + suffix) first.
@@ -101,7 +101,7 @@ struct Node {
 }
 
 /// The operations of one route, ready for matching.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct OpTree {
     root: Node,
 }

@@ -3,8 +3,10 @@
 //! whether a route changed between two configurations.
 
 use crate::config::{
-    bound_name, window_ms, Access, Config, IdentityConfig, MatchConfig, Per, RouteConfig,
+    bound_name, operation_name, window_ms, Access, BoundConfig, Config, IdentityConfig,
+    MatchConfig, Per, RouteConfig,
 };
+use crate::operations::{parse_template, OpTree};
 use crate::window::Rate;
 use siphasher::sip::SipHasher13;
 use std::hash::{Hash, Hasher};
@@ -43,6 +45,46 @@ pub struct Route {
     pub late: Vec<usize>,
     /// Some bound is keyed on the client address (fallbacks included).
     pub needs_address: bool,
+    /// Operations with bounds of their own (theirs follow the route's in
+    /// `bounds`), and the tree that finds a request's operation.
+    pub operations: Vec<Operation>,
+    pub op_tree: Option<OpTree>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub name: String,
+    pub method: String,
+    pub path: String,
+    /// Its bounds (indices into the route's `bounds`), by phase.
+    pub early: Vec<usize>,
+    pub late: Vec<usize>,
+}
+
+impl Route {
+    /// The bounds a request to operation `op` is checked against before
+    /// identity: the route's, then the operation's.
+    pub fn early_bounds(&self, op: Option<usize>) -> Vec<usize> {
+        let mut v = self.early.clone();
+        if let Some(o) = op.and_then(|o| self.operations.get(o)) {
+            v.extend_from_slice(&o.early);
+        }
+        v
+    }
+
+    /// Bounds that need identity (before `applies_to` narrows them).
+    pub fn late_bounds(&self, op: Option<usize>) -> Vec<usize> {
+        let mut v = self.late.clone();
+        if let Some(o) = op.and_then(|o| self.operations.get(o)) {
+            v.extend_from_slice(&o.late);
+        }
+        v
+    }
+
+    /// The operation a request is, when the route lists operations.
+    pub fn operation_for(&self, method: Option<&str>, path: Option<&str>) -> Option<usize> {
+        self.op_tree.as_ref()?.find(method?, path?)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -164,27 +206,65 @@ fn stable_hash(value: &impl Hash) -> u64 {
     h.finish()
 }
 
+/// What identifies a bound in a fingerprint.
+fn bound_key(b: &BoundConfig, j: usize, all_shadow: bool) -> impl Hash + '_ {
+    (
+        bound_name(b, j),
+        b.per,
+        &b.applies_to,
+        b.limit,
+        b.window.clone(),
+        b.shadow || all_shadow,
+    )
+}
+
+fn compile_bound(
+    b: &BoundConfig,
+    name: String,
+    route_fp: u64,
+    j: usize,
+    all_shadow: bool,
+) -> Bound {
+    Bound {
+        name,
+        per: b.per,
+        applies_to: b.applies_to.clone(),
+        shadow: b.shadow || all_shadow,
+        rate: Rate {
+            limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
+            // Validated; the fallback is never reached.
+            window_ms: window_ms(&b.window).unwrap_or(60_000),
+        },
+        fingerprint: stable_hash(&(route_fp, j)),
+    }
+}
+
 fn route_fingerprint(r: &RouteConfig, all_shadow: bool) -> u64 {
     let m = &r.matching;
     let bounds: Vec<_> = r
         .bounds
         .iter()
         .enumerate()
-        .map(|(j, b)| {
-            (
-                bound_name(b, j),
-                b.per,
-                &b.applies_to,
-                b.limit,
-                b.window.clone(),
-                b.shadow || all_shadow,
-            )
+        .map(|(j, b)| bound_key(b, j, all_shadow))
+        .collect();
+    let operations: Vec<_> = r
+        .operations
+        .iter()
+        .map(|o| {
+            let bounds: Vec<_> = o
+                .bounds
+                .iter()
+                .enumerate()
+                .map(|(j, b)| bound_key(b, j, all_shadow))
+                .collect();
+            (&o.name, &o.operation_id, &o.method, &o.path, bounds)
         })
         .collect();
     stable_hash(&(
         &r.name,
         (&m.route_name, &m.host, &m.path_prefix, &m.methods),
         bounds,
+        operations,
     ))
 }
 
@@ -209,24 +289,48 @@ impl Plan {
                 needs.path |= m.path_prefix.is_some();
                 needs.method |= !m.methods.is_empty();
                 let route_fp = route_fingerprint(r, c.shadow);
-                let bounds: Vec<Bound> = r
+                let mut bounds: Vec<Bound> = r
                     .bounds
                     .iter()
                     .enumerate()
-                    .map(|(j, b)| Bound {
-                        name: bound_name(b, j),
-                        per: b.per,
-                        applies_to: b.applies_to.clone(),
-                        shadow: b.shadow || c.shadow,
-                        rate: Rate {
-                            limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
-                            // Validated; the fallback is never reached.
-                            window_ms: window_ms(&b.window).unwrap_or(60_000),
-                        },
-                        fingerprint: stable_hash(&(route_fp, j)),
-                    })
+                    .map(|(j, b)| compile_bound(b, bound_name(b, j), route_fp, j, c.shadow))
                     .collect();
-                let (early, late) = (0..bounds.len()).partition(|j| !bounds[*j].needs_identity());
+                let phases =
+                    |range: std::ops::Range<usize>, bounds: &[Bound]| -> (Vec<usize>, Vec<usize>) {
+                        range.partition(|j| !bounds[*j].needs_identity())
+                    };
+                let (early, late) = phases(0..bounds.len(), &bounds);
+                let mut operations = Vec::with_capacity(r.operations.len());
+                let mut templates = Vec::with_capacity(r.operations.len());
+                for (k, o) in r.operations.iter().enumerate() {
+                    let name = operation_name(o, k);
+                    let first = bounds.len();
+                    for (j, b) in o.bounds.iter().enumerate() {
+                        let full = format!("{name}.{}", bound_name(b, j));
+                        let index = bounds.len();
+                        bounds.push(compile_bound(b, full, route_fp, index, c.shadow));
+                    }
+                    let (op_early, op_late) = phases(first..bounds.len(), &bounds);
+                    // Validated; an unparsable template matches nothing.
+                    templates.push(parse_template(&o.path).unwrap_or_default());
+                    operations.push(Operation {
+                        name,
+                        method: o.method.clone(),
+                        path: o.path.clone(),
+                        early: op_early,
+                        late: op_late,
+                    });
+                }
+                let op_tree = (!operations.is_empty()).then(|| {
+                    OpTree::new(
+                        operations
+                            .iter()
+                            .zip(&templates)
+                            .map(|(o, t)| (o.method.as_str(), t.as_slice())),
+                    )
+                });
+                needs.path |= op_tree.is_some();
+                needs.method |= op_tree.is_some();
                 Route {
                     name: r.name.clone(),
                     matcher: Matcher::new(m),
@@ -235,6 +339,8 @@ impl Plan {
                     bounds,
                     early,
                     late,
+                    operations,
+                    op_tree,
                 }
             })
             .collect();

@@ -234,16 +234,17 @@ fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -
     };
     let t = 60_000 * 1_000;
     for _ in 0..2 {
-        expect_eq!(lim.check(s, 0, &a, t).refused, None);
+        expect_eq!(lim.check(s, 0, None, &a, t).refused, None);
     }
     for _ in 0..5 {
-        expect_eq!(lim.check(s, 0, &a, t).refused.map(|r| r.0), Some(2));
+        expect_eq!(lim.check(s, 0, None, &a, t).refused.map(|r| r.0), Some(2));
     }
     // Bounds 0 and 1 saw two requests, not seven (plus one from elsewhere).
     expect_eq!(
         lim.check(
             s,
             0,
+            None,
             &Caller {
                 address: "10.0.0.2",
                 identity: None,
@@ -277,7 +278,7 @@ fn a_late_refusal_takes_back_earlier_bounds<S: Store + ?Sized>(s: &S, p: &str) -
         lim: &lim,
         fired: Cell::new(false),
     };
-    let d = lim.check(&racy, 0, &Caller::default(), t);
+    let d = lim.check(&racy, 0, None, &Caller::default(), t);
     expect_eq!(racy.fired.get(), true);
     expect_eq!(d.refused.map(|r| r.0), Some(1));
     expect_eq!(
@@ -310,7 +311,7 @@ impl<S: Store + ?Sized> Store for RaceOnce<'_, S> {
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
         if key == self.key && !self.fired.replace(true) {
             let now = 60_000 * 2_000;
-            let d = self.lim.check(self.inner, 0, &Caller::default(), now);
+            let d = self.lim.check(self.inner, 0, None, &Caller::default(), now);
             if d.refused.is_some() {
                 return Err(StoreError("the other worker was refused".into()));
             }

@@ -310,7 +310,7 @@ proptest! {
             now += dt;
             let address = format!("10.0.0.{who}");
             let before = store.snapshot();
-            let d = lim.check(&store, 0, &Caller { address: &address, identity: None }, now);
+            let d = lim.check(&store, 0, None, &Caller { address: &address, identity: None }, now);
             prop_assert!(d.errors.is_empty());
             if d.refused.is_some() {
                 refused += 1;
@@ -331,7 +331,7 @@ fn a_failing_store_fails_open_and_says_so() {
     let l = Lane::new("f:0", 1, plan.routes[0].bounds[0].rate, None);
     let lim = Limiter::new(plan, vec![vec![l]], [0, 0]);
     store.fail_next(1);
-    let d = lim.check(&store, 0, &Caller::default(), 1_000);
+    let d = lim.check(&store, 0, None, &Caller::default(), 1_000);
     assert!(d.refused.is_none());
     assert_eq!(d.errors.len(), 1);
 }

@@ -232,6 +232,7 @@ struct Request {
 /// A request paused for its session resolve: early bounds already read.
 struct Waiting {
     route: usize,
+    op: Option<usize>,
     pending: Pending,
     address: String,
     identity: Identity,
@@ -294,6 +295,7 @@ impl Request {
         &mut self,
         active: &Active,
         route: usize,
+        op: Option<usize>,
         mut pending: Pending,
         address: &str,
         id: &Identity,
@@ -304,7 +306,7 @@ impl Request {
             identity: Some(id),
         };
         let now = now_ms();
-        let late = lim.late_bounds(route, &caller);
+        let late = lim.late_bounds(route, op, &caller);
         if let Some(refused) = lim.prepare(&SharedData, &mut pending, &late, &caller, now) {
             return self.conclude(active, route, refused);
         }
@@ -384,7 +386,7 @@ impl Context for Request {
                 }
             }
         }
-        if self.finish(&active, w.route, w.pending, &w.address, &id) == Action::Continue {
+        if self.finish(&active, w.route, w.op, w.pending, &w.address, &id) == Action::Continue {
             let _ = hostcalls::resume_http_request();
         }
     }
@@ -425,23 +427,24 @@ impl HttpContext for Request {
             .unwrap_or_default();
         let address = strip_port(&source);
 
+        let op = route.operation_for(method.as_deref(), path.as_deref());
+
         // Phase 1: bounds that need no identity, before anything is resolved.
         let mut pending = lim.start(r);
         let anonymous = Caller {
             address,
             identity: None,
         };
-        if let Some(refused) = lim.prepare(
-            &SharedData,
-            &mut pending,
-            &route.early,
-            &anonymous,
-            now_ms(),
-        ) {
+        let early = route.early_bounds(op);
+        if let Some(refused) = lim.prepare(&SharedData, &mut pending, &early, &anonymous, now_ms())
+        {
             return self.conclude(&active, r, refused);
         }
-        let Some(identity_config) = plan.identity.as_ref().filter(|_| !route.late.is_empty())
-        else {
+        let needs_identity = !route.late.is_empty()
+            || op
+                .and_then(|o| route.operations.get(o))
+                .is_some_and(|o| !o.late.is_empty());
+        let Some(identity_config) = plan.identity.as_ref().filter(|_| needs_identity) else {
             let d = lim.commit(&SharedData, pending, now_ms());
             return self.conclude(&active, r, d);
         };
@@ -480,6 +483,7 @@ impl HttpContext for Request {
                             Ok(_) => {
                                 self.waiting = Some(Waiting {
                                     route: r,
+                                    op,
                                     pending,
                                     address: address.to_string(),
                                     identity: id,
@@ -508,7 +512,7 @@ impl HttpContext for Request {
                 }
             }
         }
-        self.finish(&active, r, pending, address, &id)
+        self.finish(&active, r, op, pending, address, &id)
     }
 
     fn on_http_response_headers(&mut self, _: usize, _: bool) -> Action {
