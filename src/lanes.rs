@@ -143,6 +143,14 @@ pub fn lane_prefix(instance: &str, lane: usize) -> String {
     format!("{instance}:{lane}")
 }
 
+/// Whether configuration `config` is still the one in force for
+/// `instance` (a superseded one keeps running while its connections drain
+/// and must stop writing gauges and sweeping).
+pub fn is_current<S: Store + ?Sized>(store: &S, instance: &str, config: u64) -> Result<bool, StoreError> {
+    let value = store.get(&directory_key(instance))?.0.unwrap_or_default();
+    Ok(serde_json::from_slice::<Directory>(&value).is_ok_and(|d| d.config == config))
+}
+
 /// The outcome of [`resolve`].
 pub struct Resolved {
     pub directory: Directory,
@@ -254,6 +262,9 @@ mod tests {
         let r2 = resolve(&store, "t", 7, &[1, 2], [5, 6]).unwrap();
         assert_eq!(store.writes(), writes, "second worker writes nothing");
         assert!(r1.first && !r2.first);
+        assert!(is_current(&store, "t", 7).unwrap());
+        resolve(&store, "t", 8, &[1], [0, 0]).unwrap();
+        assert!(!is_current(&store, "t", 7).unwrap(), "superseded");
         assert_eq!(
             (r1.assigned, r1.directory.seed),
             (r2.assigned, r2.directory.seed)

@@ -107,9 +107,16 @@ impl RootContext for Root {
 
     fn on_tick(&mut self) {
         let Some(active) = &self.active else { return };
+        let store = SharedData;
+        let plan = &active.limiter.plan;
+        if let Ok(false) = lanes::is_current(&store, &plan.instance, plan.hash) {
+            // Superseded: this context only serves connections draining from
+            // an older configuration; its gauges would now be wrong.
+            let _ = hostcalls::set_tick_period(Duration::ZERO);
+            return;
+        }
         self.ticks += 1;
         let now = now_ms();
-        let store = SharedData;
         for (r, lanes) in active.limiter.lanes.iter().enumerate() {
             for (b, lane) in lanes.iter().enumerate() {
                 let Some(table) = lane.table else { continue };

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the release wasm module (dist/ratebound.wasm) and the native CLI
+# (dist/ratebound). With --selftest, also the module with the store
+# behaviour suite compiled in (dist/ratebound-selftest.wasm).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+
+SELFTEST=0
+for arg in "$@"; do
+  case "$arg" in
+    --selftest) SELFTEST=1 ;;
+    -h|--help) echo "usage: $0 [--selftest]"; exit 0 ;;
+    *) echo "build.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+TARGET=wasm32-wasip1
+if ! rustup target list --installed | grep -qx "$TARGET"; then
+  echo "build: adding rustup target $TARGET"
+  rustup target add "$TARGET"
+fi
+
+mkdir -p dist
+
+echo "build: wasm module (release, $TARGET)"
+cargo build --release --target "$TARGET" --lib
+cp "target/$TARGET/release/ratebound.wasm" dist/ratebound.wasm
+
+echo "build: native CLI"
+cargo build --release --bin ratebound
+cp target/release/ratebound dist/ratebound
+
+if [[ "$SELFTEST" == 1 ]]; then
+  echo "build: selftest wasm module"
+  CARGO_TARGET_DIR=target/selftest cargo build --release --target "$TARGET" --lib --features selftest
+  cp "target/selftest/$TARGET/release/ratebound.wasm" dist/ratebound-selftest.wasm
+fi
+
+report() {
+  local f="$1"
+  printf '%-32s %9d bytes  sha256 %s\n' "$f" "$(stat -c %s "$f")" "$(sha256sum "$f" | cut -d' ' -f1)"
+}
+report dist/ratebound.wasm
+report dist/ratebound
+if [[ "$SELFTEST" == 1 ]]; then
+  report dist/ratebound-selftest.wasm
+fi

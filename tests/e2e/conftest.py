@@ -1,0 +1,75 @@
+"""Fixtures for the end-to-end tests: real Envoys loading dist/ratebound.wasm."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import WASM, Envoy, Upstream, raise_fd_limit  # noqa: E402
+
+
+def pytest_configure(config):
+    raise_fd_limit(65536)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+@pytest.fixture
+def upstream():
+    up = Upstream()
+    yield up
+    up.close()
+
+
+@pytest.fixture
+def envoy_factory(request, tmp_path):
+    """envoy_factory(filter_config, **kw) -> a started Envoy (stopped at teardown).
+
+    kw: concurrency=2, xff_num_trusted_hops=0, upstream_port=None, wasm=..., start=True.
+    On a failed test every Envoy's log is printed.
+    """
+    # A missing module fails every test loudly; nothing is skipped.
+    assert WASM.exists(), f"{WASM} is missing: run ./build.sh first"
+    started: list[Envoy] = []
+
+    def make(filter_config, *, start: bool = True, cls=Envoy, **kw) -> Envoy:
+        env = cls(tmp_path / f"envoy{len(started)}", filter_config,
+                  name=f"e2e{len(started)}", **kw)
+        started.append(env)
+        if start:
+            env.start()
+        return env
+
+    yield make
+
+    failed = any(
+        getattr(request.node, "rep_" + when, None) is not None
+        and getattr(request.node, "rep_" + when).failed
+        for when in ("setup", "call")
+    )
+    for env in started:
+        env.stop()
+    if failed:
+        for env in started:
+            text = env.log()
+            # drop Envoy's start-up inventory (extension and header-map listings)
+            lines = [l for l in text.splitlines()
+                     if "server.cc:467]" not in l and "server.cc:547]" not in l]
+            tail = "\n".join(lines[-300:])
+            print(f"\n===== Envoy log ({env.log_path}, last {min(300, len(lines))} "
+                  f"of {len(lines)} lines, exit {env.exit_code}) =====\n{tail}\n"
+                  "===== end of Envoy log =====", flush=True)
+
+
+@pytest.fixture
+def envoy(envoy_factory):
+    """Factory alias, for readability in tests."""
+    return envoy_factory

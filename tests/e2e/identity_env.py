@@ -1,0 +1,137 @@
+"""Identity sources for the e2e tests: JWTs the tests sign (HS256, stdlib
+only), a session service on loopback that counts its hits, and an Envoy
+with jwt_authn in front of ratebound and the client-supplied identity
+headers stripped before any filter runs."""
+import base64
+import hashlib
+import hmac
+import http.server
+import json
+import threading
+
+from harness import Envoy
+
+SECRET = b"ratebound-e2e-jwt-secret-0123456789abcdef"
+USER_HEADER = "x-user-id"
+
+
+def _b64(b: bytes) -> str:
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def jwks() -> str:
+    return json.dumps({"keys": [{"kty": "oct", "alg": "HS256", "k": _b64(SECRET)}]})
+
+
+def jwt(**claims) -> str:
+    claims.setdefault("iss", "e2e")
+    head = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    body = _b64(json.dumps(claims).encode())
+    sig = hmac.new(SECRET, f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{_b64(sig)}"
+
+
+def bearer(**claims) -> dict:
+    return {"authorization": "Bearer " + jwt(**claims)}
+
+
+class SessionService:
+    """Answers GET /session: the `sid` cookie names a user in `users`;
+    unknown cookies get 401; `fail` makes it answer 500."""
+
+    def __init__(self, users: dict[str, dict]) -> None:
+        self.users = users
+        self.hits = 0
+        self.fail = False
+        self.seen_auth: list[str] = []
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):  # noqa: N802
+                with outer._lock:
+                    outer.hits += 1
+                cookie = self.headers.get("cookie", "")
+                sid = cookie.split("sid=", 1)[1].split(";")[0] if "sid=" in cookie else ""
+                if outer.fail:
+                    code, body = 500, b"boom"
+                elif sid in outer.users:
+                    code, body = 200, json.dumps(outer.users[sid]).encode()
+                else:
+                    code, body = 401, b"{}"
+                self.send_response(code)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class IdentityEnvoy(Envoy):
+    """The harness Envoy plus: jwt_authn (optional JWT; a verified `sub` is
+    also copied into x-user-id by jwt_authn itself), x-user-id removed from
+    every client request before any filter, and a `session` cluster."""
+
+    def __init__(self, *a, session_port: int | None = None, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.session_port = session_port
+
+    def _listener_yaml(self, filter_config) -> str:
+        y = super()._listener_yaml(filter_config)
+        strip = f"""          early_header_mutation_extensions:
+          - name: envoy.http.early_header_mutation.header_mutation
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation
+              mutations:
+              - remove: {USER_HEADER}
+"""
+        jwt_filter = f"""          - name: envoy.filters.http.jwt_authn
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication
+              providers:
+                e2e:
+                  issuer: e2e
+                  local_jwks: {{ inline_string: '{jwks()}' }}
+                  payload_in_metadata: payload
+                  claim_to_headers:
+                  - {{ header_name: {USER_HEADER}, claim_name: sub }}
+              rules:
+              - match: {{ prefix: / }}
+                requires:
+                  requires_any:
+                    requirements: [ {{ provider_name: e2e }}, {{ allow_missing: {{}} }} ]
+"""
+        y = y.replace("          stat_prefix: main\n", "          stat_prefix: main\n" + strip, 1)
+        return y.replace("          http_filters:\n", "          http_filters:\n" + jwt_filter, 1)
+
+    def _bootstrap_yaml(self) -> str:
+        y = super()._bootstrap_yaml()
+        if self.session_port is None:
+            return y
+        cluster = f"""  - name: session
+    type: STATIC
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: session
+      endpoints:
+      - lb_endpoints:
+        - endpoint:
+            address:
+              socket_address: {{ address: 127.0.0.1, port_value: {self.session_port} }}
+"""
+        if "  clusters: []\n" in y:
+            return y.replace("  clusters: []\n", "  clusters:\n" + cluster, 1)
+        return y.replace("  clusters:\n", "  clusters:\n" + cluster, 1)

@@ -1,0 +1,150 @@
+"""Identity end to end: JWT tiers, forged headers and X-Forwarded-For,
+per-token counting without leaking the token, the session resolve (cached,
+never called for a request refused before identity), anonymous fallback."""
+import json
+
+import pytest
+
+from harness import ensure_room, request
+from identity_env import USER_HEADER, IdentityEnvoy, SessionService, bearer
+
+
+def statuses(port, n, **kw):
+    return [request(port, "/api", **kw)[0] for _ in range(n)]
+
+
+def route(bounds, **extra):
+    return {"name": "api", "match": {"path_prefix": "/api"}, "bounds": bounds, **extra}
+
+
+def test_roles_from_a_verified_jwt_make_pricing_tiers(envoy):
+    cfg = {
+        "instance": "tiers",
+        "identity": {"jwt": {"roles_claim": "roles"}},
+        "routes": [route([
+            {"name": "partner", "per": "user", "applies_to": {"roles": ["partner"]},
+             "limit": 4, "window": "PT1M"},
+            {"name": "trial", "per": "user", "applies_to": {"roles": ["trial"]},
+             "limit": 2, "window": "PT1M"},
+        ])],
+    }
+    e = envoy(cfg, cls=IdentityEnvoy)
+    ensure_room(60, 10)
+    alice = bearer(sub="alice", roles=["partner", "beta"])
+    dave = bearer(sub="dave", roles=["partner"])
+    bob = bearer(sub="bob", roles=["trial"])
+    carol = bearer(sub="carol")
+    assert statuses(e.port, 5, headers=alice) == [200] * 4 + [429]
+    assert statuses(e.port, 4, headers=dave) == [200] * 4, "one budget per user, not per tier"
+    assert statuses(e.port, 3, headers=bob) == [200, 200, 429]
+    status, h, body = request(e.port, "/api", headers=bob)
+    assert status == 429 and json.loads(body)["bound"] == "trial"
+    assert h["ratelimit-limit"] == "2"
+    # Narrowed bounds leave everyone they do not describe unbounded.
+    assert statuses(e.port, 8, headers=carol) == [200] * 8
+    assert e.rb("tiers", "api", "partner", "allowed") == 8
+    assert e.rb("tiers", "api", "trial", "refused") == 2
+
+
+def test_forged_identity_header_and_forwarded_for_change_nothing(envoy):
+    cfg = {
+        "instance": "forge",
+        "identity": {"header": {"user": USER_HEADER}},
+        "routes": [
+            {"name": "addr", "match": {"path_prefix": "/addr"},
+             "bounds": [{"per": "address", "limit": 2, "window": "PT1M"}]},
+            route([{"name": "user", "per": "user", "limit": 2, "window": "PT1M"}]),
+        ],
+    }
+    e = envoy(cfg, cls=IdentityEnvoy)
+    ensure_room(60, 10)
+    victim = bearer(sub="victim")  # jwt_authn copies the verified sub into x-user-id
+    assert request(e.port, "/api", src="127.0.3.9", headers=victim)[0] == 200
+    # The attacker claims to be the victim: Envoy strips the header, so the
+    # attacker is anonymous and counted on its own address.
+    forged = {USER_HEADER: "victim"}
+    assert statuses(e.port, 3, src="127.0.3.1", headers=forged) == [200, 200, 429]
+    # ...and the victim's budget is untouched (1 of 2 used).
+    assert statuses(e.port, 2, src="127.0.3.9", headers=victim) == [200, 429]
+    # Rotating forged identities from one address does not escape either.
+    codes = [request(e.port, "/api", src="127.0.3.2", headers={USER_HEADER: f"u{i}"})[0]
+             for i in range(3)]
+    assert codes == [200, 200, 429]
+    # X-Forwarded-For is not trusted (no trusted hops): rotating it changes nothing.
+    codes = [request(e.port, "/addr", src="127.0.3.3",
+                     headers={"x-forwarded-for": f"10.9.0.{i}"})[0] for i in range(3)]
+    assert codes == [200, 200, 429]
+
+
+def test_forwarded_for_counts_only_with_trusted_hops(envoy):
+    cfg = {"instance": "xff", "routes": [
+        {"name": "addr", "bounds": [{"per": "address", "limit": 2, "window": "PT1M"}]}]}
+    e = envoy(cfg, xff_num_trusted_hops=1)
+    ensure_room(60, 10)
+    # With one trusted hop, Envoy takes the client from X-Forwarded-For.
+    codes = [request(e.port, "/x", src="127.0.3.4",
+                     headers={"x-forwarded-for": f"10.9.1.{i}"})[0] for i in range(4)]
+    assert codes == [200] * 4
+    same = [request(e.port, "/x", src="127.0.3.5",
+                    headers={"x-forwarded-for": "10.9.1.200"})[0] for _ in range(3)]
+    assert same == [200, 200, 429]
+
+
+def test_per_token_counting_never_shows_the_token(envoy):
+    secret = "sk_live_7c1f9aSECRETb3e0"
+    cfg = {
+        "instance": "tok",
+        "identity": {"header": {"token": "x-api-key"}},
+        "routes": [route([{"name": "tok", "per": "token", "limit": 2, "window": "PT1M"}])],
+    }
+    e = envoy(cfg, cls=IdentityEnvoy)
+    ensure_room(60, 10)
+    assert statuses(e.port, 3, headers={"x-api-key": secret}) == [200, 200, 429]
+    assert statuses(e.port, 2, headers={"x-api-key": secret + "2"}) == [200, 200]
+    e.stop()
+    assert "SECRET" not in e.log(), "the token reached Envoy's log"
+
+
+@pytest.fixture
+def session():
+    s = SessionService({
+        "abc": {"user": "u-abc", "roles": ["member"]},
+        **{f"n{i}": {"user": f"n{i}"} for i in range(5)},
+    })
+    yield s
+    s.close()
+
+
+def test_session_resolve_is_cached_and_never_called_for_an_early_refusal(envoy, session):
+    cfg = {
+        "instance": "sess",
+        "identity": {"session": {"cluster": "session", "cookie": "sid", "cache_ttl_s": 60}},
+        "routes": [route([
+            {"name": "addr", "per": "address", "limit": 3, "window": "PT1M"},
+            {"name": "user", "per": "user", "limit": 2, "window": "PT1M"},
+        ])],
+    }
+    # One worker, so the per-worker cache sees every request.
+    e = envoy(cfg, cls=IdentityEnvoy, concurrency=1, session_port=session.port)
+    ensure_room(60, 15)
+    abc = {"cookie": "theme=dark; sid=abc"}
+    assert statuses(e.port, 3, src="127.0.4.1", headers=abc) == [200, 200, 429]
+    assert session.hits == 1, "later answers come from the cache"
+    assert e.rb("sess", what="session_cache_hits") == 2
+    # The refusal by the user bound was not counted by the address bound:
+    # 127.0.4.1 has used 2 of its 3.
+    assert request(e.port, "/api", src="127.0.4.1", headers={"cookie": "sid=n1"})[0] == 200
+    assert session.hits == 2
+    # Now the address bound refuses, before any identity is resolved.
+    assert request(e.port, "/api", src="127.0.4.1", headers={"cookie": "sid=n2"})[0] == 429
+    assert session.hits == 2, "a request refused early never calls the session service"
+    # Unknown session (401): anonymous, counted per address by the user bound.
+    unknown = {"cookie": "sid=nobody"}
+    assert statuses(e.port, 3, src="127.0.4.2", headers=unknown) == [200, 200, 429]
+    # The service failing: the configured outcome (anonymous) and a stat.
+    session.fail = True
+    assert request(e.port, "/api", src="127.0.4.3", headers={"cookie": "sid=n3"})[0] == 200
+    assert e.rb("sess", what="identity_errors") >= 1
+    total = e.rb("sess", what="session_calls") + e.rb("sess", what="session_cache_hits")
+    print(f"session: {session.hits} service hits, cache hit rate "
+          f"{e.rb('sess', what='session_cache_hits')}/{total}")
