@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release wasm module (dist/ratebound.wasm) and the native CLI
-# (dist/ratebound). With --selftest, also the module with the store
+# (dist/ratebound), and the Istio manifests with url and sha256 filled in
+# (dist/istio/; RATEBOUND_URL sets the url). With --selftest, also the module with the store
 # behaviour suite compiled in (dist/ratebound-selftest.wasm).
 set -euo pipefail
 
@@ -37,6 +38,14 @@ if [[ "$SELFTEST" == 1 ]]; then
   CARGO_TARGET_DIR=target/selftest cargo build --release --target "$TARGET" --lib --features selftest
   cp "target/selftest/$TARGET/release/ratebound.wasm" dist/ratebound-selftest.wasm
 fi
+
+# The Istio manifests with the module's url and sha256 filled in.
+SHA256="$(sha256sum dist/ratebound.wasm | cut -d' ' -f1)"
+URL="${RATEBOUND_URL:-oci://registry.example.com/ratebound:$(grep -m1 '^version' Cargo.toml | cut -d'"' -f2)}"
+mkdir -p dist/istio
+for f in envoy-demo/istio/*.yaml; do
+  sed -e "s|@SHA256@|$SHA256|" -e "s|@URL@|$URL|" "$f" > "dist/istio/$(basename "$f")"
+done
 
 report() {
   local f="$1"

@@ -146,7 +146,11 @@ pub fn lane_prefix(instance: &str, lane: usize) -> String {
 /// Whether configuration `config` is still the one in force for
 /// `instance` (a superseded one keeps running while its connections drain
 /// and must stop writing gauges and sweeping).
-pub fn is_current<S: Store + ?Sized>(store: &S, instance: &str, config: u64) -> Result<bool, StoreError> {
+pub fn is_current<S: Store + ?Sized>(
+    store: &S,
+    instance: &str,
+    config: u64,
+) -> Result<bool, StoreError> {
     let value = store.get(&directory_key(instance))?.0.unwrap_or_default();
     Ok(serde_json::from_slice::<Directory>(&value).is_ok_and(|d| d.config == config))
 }
