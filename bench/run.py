@@ -1,0 +1,524 @@
+"""Envoy CPU time per request: ratebound beside its baselines, in interleaved rounds.
+
+Driven by bench/run.sh (which installs and builds everything first). Every
+variant gets its own Envoy (pinned to CPU 0, --concurrency 1), all started up
+front; in each round every variant is measured once, in a rotated order, with
+wrk pinned to CPU 1. Per measured run:
+
+    CPU/request = (utime+stime of the Envoy PID after - before) / requests completed
+
+where "requests completed" is wrk's total, non-2xx responses included.
+Results: bench/results/<timestamp>.{md,csv,png}, <timestamp>-rounds.csv, and
+latest.{md,csv,png}.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib as bl  # noqa: E402
+
+ENVOY_CPU = 0
+WRK_CPU = 1
+
+
+@dataclass
+class Variant:
+    id: str
+    key: str
+    label: str
+    filters: list
+    headers: dict = field(default_factory=dict)
+    expect_status: int = 200  # status of a request once warmed up
+    baseline: str = "2"  # the variant whose cost this one adds to
+    env: bl.Envoy | None = None
+    failed: str | None = None
+    runs: list = field(default_factory=list)  # per round: dict
+
+
+def build_variants(jwks: str, token: str) -> list[Variant]:
+    noop = lambda: bl.wasm_filter("noop", bl.NOOP_WASM, None)  # noqa: E731
+    rb = lambda cfg: bl.wasm_filter("ratebound", bl.RATEBOUND_WASM, cfg)  # noqa: E731
+    auth = {"Authorization": f"Bearer {token}"}
+    return [
+        Variant("1", "no_filter", "no filter", [], baseline="1"),
+        Variant("2", "noop_wasm", "do-nothing Rust wasm filter", [noop()], baseline="1"),
+        Variant("3", "local_ratelimit", "native local_ratelimit (never refuses)",
+                [bl.local_ratelimit_filter()], baseline="1"),
+        Variant("4", "ratebound_address", "ratebound: 1 bound per address",
+                [rb(bl.CFG_ONE_ADDRESS)]),
+        Variant("5", "ratebound_three_jwt", "ratebound: route + address + JWT user",
+                [bl.jwt_authn_filter(jwks), rb(bl.CFG_THREE_BOUNDS)], headers=auth, baseline="7"),
+        Variant("6", "ratebound_refusing", "ratebound refusing (1 per day per address)",
+                [rb(bl.CFG_REFUSING)], expect_status=429),
+        Variant("7", "jwt_noop_wasm", "jwt_authn + do-nothing wasm (baseline of 5)",
+                [bl.jwt_authn_filter(jwks), noop()], headers=auth),
+    ]
+
+
+# --------------------------------------------------------------------------
+# wrk
+
+_UNITS = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
+def run_wrk(port: int, seconds: float, connections: int, headers: dict) -> dict:
+    cmd = ["taskset", "-c", str(WRK_CPU), "wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s",
+           "--timeout", "5s"]
+    for k, v in headers.items():
+        cmd += ["-H", f"{k}: {v}"]
+    cmd.append(f"http://127.0.0.1:{port}/")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30)
+    text = out.stdout
+    m = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", text)
+    if out.returncode != 0 or not m:
+        raise RuntimeError(f"wrk failed (exit {out.returncode}): {text}{out.stderr}")
+    requests = int(m.group(1))
+    scale = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[m.group(3)]
+    elapsed = float(m.group(2)) * scale
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    return {
+        "requests": requests,
+        "elapsed_s": elapsed,
+        "rps": float(rps.group(1)) if rps else requests / elapsed,
+        "non2xx": int(non2xx.group(1)) if non2xx else 0,
+        "socket_errors": sum(int(x) for x in sock.groups()) if sock else 0,
+        "raw": text,
+    }
+
+
+def cpu_busy_seconds(cpu: int) -> float:
+    """Busy (non-idle, non-iowait) time of one CPU, from /proc/stat."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{cpu} "):
+                x = [int(t) for t in line.split()[1:]]
+                return (sum(x[:8]) - x[3] - x[4]) / bl.CLK_TCK
+    return float("nan")
+
+
+def measure(v: Variant, seconds: float, warmup: float, connections: int) -> dict:
+    env = v.env
+    assert env is not None
+    if warmup > 0:
+        run_wrk(env.port, warmup, connections, v.headers)
+    busy0 = cpu_busy_seconds(ENVOY_CPU)
+    before = bl.cpu_seconds(env.pid)
+    w = run_wrk(env.port, seconds, connections, v.headers)
+    after = bl.cpu_seconds(env.pid)
+    busy1 = cpu_busy_seconds(ENVOY_CPU)
+    if not env.alive():
+        raise RuntimeError("Envoy died during the run")
+    cpu = after - before
+    w["cpu_s"] = cpu
+    w["cpu_us_per_req"] = cpu * 1e6 / w["requests"] if w["requests"] else float("nan")
+    w["envoy_cpu_util"] = cpu / w["elapsed_s"] if w["elapsed_s"] else float("nan")
+    # CPU 0 busy time not spent by this Envoy (other processes, interrupts): the noise
+    w["foreign_cpu0_pct"] = max(0.0, 100.0 * ((busy1 - busy0) - cpu) / w["elapsed_s"]) if w["elapsed_s"] else float("nan")
+    return w
+
+
+# --------------------------------------------------------------------------
+# summary
+
+def med_min_max(xs: list[float]) -> tuple[float, float, float]:
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def summarize(variants: list[Variant]) -> list[dict]:
+    by_id = {v.id: v for v in variants}
+
+    def per_round(v: Variant) -> dict[int, float]:
+        return {r["round"]: r["cpu_us_per_req"] for r in v.runs if "cpu_us_per_req" in r}
+
+    rows = []
+    for v in variants:
+        ok = [r for r in v.runs if "cpu_us_per_req" in r]
+        row = {"id": v.id, "variant": v.key, "label": v.label, "rounds": len(ok),
+               "status": "ok" if ok else "failed", "note": v.failed or ""}
+        if ok:
+            row["rps_med"], row["rps_min"], row["rps_max"] = med_min_max([r["rps"] for r in ok])
+            row["cpu_med"], row["cpu_min"], row["cpu_max"] = med_min_max([r["cpu_us_per_req"] for r in ok])
+            total = sum(r["requests"] for r in ok)
+            row["requests"] = total
+            row["non2xx_pct"] = 100.0 * sum(r["non2xx"] for r in ok) / total if total else 0.0
+            row["socket_errors"] = sum(r["socket_errors"] for r in ok)
+            row["envoy_util_med"] = statistics.median(r["envoy_cpu_util"] for r in ok)
+            row["foreign_cpu0_pct_med"] = statistics.median(r["foreign_cpu0_pct"] for r in ok)
+            row["foreign_cpu0_pct_max"] = max(r["foreign_cpu0_pct"] for r in ok)
+            if len(ok) < len(v.runs) or v.failed:
+                row["status"] = "partial"
+        rows.append(row)
+
+    rows_by_id = {r["id"]: r for r in rows}
+    for row in rows:
+        if row["status"] == "failed":
+            continue
+        v = by_id[row["id"]]
+        for ref, col in (("1", "x_no_filter"), ("2", "x_noop")):
+            ref_row = rows_by_id.get(ref)
+            row[col] = row["cpu_med"] / ref_row["cpu_med"] if ref_row and ref_row.get("cpu_med") else None
+        # µs added: median over rounds of the paired difference (same round), min-max
+        for ref, prefix in (("2", "plus_noop"), (v.baseline, "plus_base")):
+            mine, theirs = per_round(v), per_round(by_id[ref]) if ref in by_id else {}
+            diffs = [mine[k] - theirs[k] for k in mine if k in theirs]
+            if diffs:
+                row[f"{prefix}_med"], row[f"{prefix}_min"], row[f"{prefix}_max"] = med_min_max(diffs)
+        row["baseline"] = v.baseline
+    return rows
+
+
+def fmt(x, nd=1, plus=False):
+    if x is None:
+        return "–"
+    s = f"{x:+.{nd}f}" if plus else f"{x:,.{nd}f}"
+    return s
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    L = []
+    L.append(f"# ratebound benchmark — {meta['timestamp']}")
+    L.append("")
+    L.append(f"- commit `{meta['commit']}`; `dist/ratebound.wasm` sha256 `{meta['wasm_sha256'][:16]}…`, "
+             f"{meta['wasm_bytes']:,} bytes; do-nothing module {meta['noop_bytes']:,} bytes")
+    L.append(f"- Envoy {meta['envoy_version']}, pinned to CPU {ENVOY_CPU}, `--concurrency 1`; "
+             f"`taskset -c {WRK_CPU} wrk -t1 -c{meta['connections']} -d{meta['duration']:g}s` "
+             f"against a `direct_response` route")
+    L.append(f"- {meta['rounds']} interleaved rounds (order rotated each round), {meta['warmup']:g} s "
+             f"warm-up before each measured run, {meta['initial_warmup']:g} s after start-up")
+    L.append(f"- machine: {meta['cpu_model']}, {meta['nproc']} CPUs, kernel {meta['kernel']}; "
+             f"load average before {meta['load_before']}, after {meta['load_after']}; "
+             f"wall time {meta['wall_s']:.0f} s")
+    L.append("")
+    L.append("CPU/request = Envoy utime+stime delta over the measured run ÷ requests wrk completed "
+             "(non-2xx included). Medians over rounds, (min–max). ×1 and ×2 are ratios of medians "
+             "to variants 1 and 2; +µs are medians (min–max) of per-round paired differences.")
+    L.append("")
+    L.append("| # | variant | req/s | Envoy CPU µs/req | ×1 no filter | ×2 do-nothing | +µs over 2 | +µs over own baseline | non-2xx |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r["status"] == "failed":
+            L.append(f"| {r['id']} | {r['label']} | **failed** | — | — | — | — | — | {r['note']} |")
+            continue
+        rps = f"{r['rps_med']:,.0f} ({r['rps_min']:,.0f}–{r['rps_max']:,.0f})"
+        cpu = f"**{r['cpu_med']:.1f}** ({r['cpu_min']:.1f}–{r['cpu_max']:.1f})"
+        x1 = f"{r['x_no_filter']:.2f}" if r.get("x_no_filter") else "–"
+        x2 = f"{r['x_noop']:.2f}" if r.get("x_noop") else "–"
+        if r["id"] in ("1", "2") or "plus_noop_med" not in r:
+            p2 = "–"
+        else:
+            p2 = f"{r['plus_noop_med']:+.1f} ({r['plus_noop_min']:+.1f}…{r['plus_noop_max']:+.1f})"
+        if r["id"] in ("1",) or "plus_base_med" not in r or r["baseline"] == r["id"]:
+            pb = "–"
+        else:
+            pb = (f"{r['plus_base_med']:+.1f} over {r['baseline']} "
+                  f"({r['plus_base_min']:+.1f}…{r['plus_base_max']:+.1f})")
+        n2 = f"{r['non2xx_pct']:.1f}%"
+        if 99.95 <= r["non2xx_pct"] < 100.0:
+            n2 = f"{r['non2xx_pct']:.3f}%"
+        if r["status"] == "partial":
+            n2 += f" (partial: {r['rounds']} rounds; {r['note']})"
+        L.append(f"| {r['id']} | {r['label']} | {rps} | {cpu} | {x1} | {x2} | {p2} | {pb} | {n2} |")
+    L.append("")
+    util = [r for r in rows if r["status"] != "failed"]
+    if util:
+        L.append("Envoy's own CPU use during the runs (share of CPU 0), median per variant: "
+                 + ", ".join(f"{r['id']}: {100 * r['envoy_util_med']:.0f}%" for r in util)
+                 + ". Other processes' use of CPU 0 during the runs (noise), median (max): "
+                 + ", ".join(f"{r['id']}: {r['foreign_cpu0_pct_med']:.1f}% ({r['foreign_cpu0_pct_max']:.1f}%)"
+                             for r in util) + ".")
+        L.append("")
+    notes = meta.get("notes") or []
+    if notes:
+        L.append("Notes:")
+        for n in notes:
+            L.append(f"- {n}")
+        L.append("")
+    return "\n".join(L)
+
+
+CSV_COLS = ["id", "variant", "label", "status", "rounds", "requests", "rps_med", "rps_min", "rps_max",
+            "cpu_med", "cpu_min", "cpu_max", "x_no_filter", "x_noop", "plus_noop_med", "plus_noop_min",
+            "plus_noop_max", "baseline", "plus_base_med", "plus_base_min", "plus_base_max", "non2xx_pct",
+            "socket_errors", "envoy_util_med", "foreign_cpu0_pct_med", "foreign_cpu0_pct_max", "note"]
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_COLS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            out = {}
+            for k in CSV_COLS:
+                x = r.get(k, "")
+                out[k] = f"{x:.3f}" if isinstance(x, float) else x
+            w.writerow(out)
+
+
+def write_rounds_csv(path: Path, variants: list[Variant]) -> None:
+    cols = ["round", "order", "id", "variant", "requests", "elapsed_s", "rps", "non2xx", "socket_errors",
+            "cpu_s", "cpu_us_per_req", "envoy_cpu_util", "foreign_cpu0_pct", "error"]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        for v in variants:
+            for r in v.runs:
+                w.writerow({**r, "id": v.id, "variant": v.key})
+
+
+def chart(path: Path, rows: list[dict], meta: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    colors = {"1": "#9e9e9e", "2": "#7f7f7f", "7": "#7f7f7f", "3": "#4c72b0",
+              "4": "#dd8452", "5": "#dd8452", "6": "#c44e52"}
+    ok = [r for r in rows if r["status"] != "failed"]
+    failed = [r for r in rows if r["status"] == "failed"]
+    labels = [f"{r['id']}. {r['label']}" for r in ok] + [f"{r['id']}. {r['label']}" for r in failed]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 0.75 * len(labels) + 2.2),
+                                   gridspec_kw={"width_ratios": [3, 2]})
+    ys = list(range(len(labels)))[::-1]
+    for ax, key, title, unit in ((ax1, "cpu", "Envoy CPU time per request (µs), median, min–max", "µs"),
+                                 (ax2, "rps", "Requests/s (one Envoy worker), median, min–max", "req/s")):
+        vals = [r[f"{key}_med"] for r in ok]
+        lo = [r[f"{key}_med"] - r[f"{key}_min"] for r in ok]
+        hi = [r[f"{key}_max"] - r[f"{key}_med"] for r in ok]
+        y_ok = ys[: len(ok)]
+        ax.barh(y_ok, vals, xerr=[lo, hi], color=[colors.get(r["id"], "#55a868") for r in ok],
+                capsize=4, height=0.6)
+        top = max((r[f"{key}_max"] for r in ok), default=1)
+        for y, v, r in zip(y_ok, vals, ok):
+            txt = f"{v:.1f} µs" if key == "cpu" else f"{v:,.0f}"
+            if key == "cpu" and r["id"] not in ("1", "2") and "plus_noop_med" in r:
+                txt += f"  ({r['plus_noop_med']:+.1f} vs 2"
+                if r.get("baseline") not in (None, "1", "2") and "plus_base_med" in r:
+                    txt += f", {r['plus_base_med']:+.1f} vs {r['baseline']}"
+                txt += ")"
+            ax.text(r[f"{key}_max"] + top * 0.02, y, txt, va="center", fontsize=10)
+        for y, r in zip(ys[len(ok):], failed):
+            if ax is ax1:
+                ax.text(top * 0.02, y, "failed: " + (r["note"][:70] or "no result"), va="center",
+                        fontsize=9, color="#c44e52")
+        ax.set_ylim(-0.6, len(labels) - 0.4)
+        ax.set_xlim(0, top * (1.7 if key == "cpu" else 1.3))
+        ax.set_title(title, fontsize=11)
+        ax.set_xlabel(unit)
+        ax.grid(axis="x", alpha=0.3)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:,.0f}"))
+        ax.set_yticks(ys)
+        ax.set_yticklabels(labels if ax is ax1 else [""] * len(labels), fontsize=10)
+    fig.suptitle(f"ratebound vs baselines — Envoy {meta['envoy_version']} pinned to 1 CPU, "
+                 f"{meta['rounds']} rounds × {meta['duration']:g} s, commit {meta['commit'][:12]}, "
+                 f"{meta['timestamp']}", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------
+
+def sh(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+def envoy_version() -> str:
+    m = re.search(r"version: \S+?/([\d.]+)/", sh([bl.envoy_binary(), "--version"]))
+    return m.group(1) if m else "?"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--duration", type=int, default=10, help="seconds per measured run")
+    ap.add_argument("--warmup", type=int, default=1, help="seconds of warm-up before each run")
+    ap.add_argument("--initial-warmup", type=int, default=3, help="seconds per variant after start-up")
+    ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--only", default="", help="comma-separated variant ids (default: all)")
+    ap.add_argument("--out", default=str(bl.BENCH / "results"))
+    ap.add_argument("--tag", default="", help="suffix of the result files' names")
+    ap.add_argument("--replot", metavar="RESULT.json", help="only redraw the chart of a finished run")
+    args = ap.parse_args()
+    if args.replot:
+        data = json.loads(Path(args.replot).read_text())
+        png = Path(args.replot).with_suffix(".png")
+        chart(png, data["summary"], data["meta"])
+        print(f"run: wrote {png}")
+        return 0
+
+    bl.exit_on_sigterm()
+    t0 = time.monotonic()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + (f"-{args.tag}" if args.tag else "")
+    work = bl.BENCH / ".work" / stamp
+    work.mkdir(parents=True, exist_ok=True)
+
+    for f in (bl.RATEBOUND_WASM, bl.NOOP_WASM):
+        if not f.exists():
+            print(f"run: {f} is missing (bench/run.sh builds it)", file=sys.stderr)
+            return 2
+
+    jwks, token = bl.make_jwt()
+    variants = build_variants(jwks, token)
+    if args.only:
+        keep = set(args.only.split(","))
+        variants = [v for v in variants if v.id in keep]
+
+    commit = sh(["git", "-C", str(bl.ROOT), "rev-parse", "HEAD"])
+    dirty = sh(["git", "-C", str(bl.ROOT), "status", "--porcelain", "--untracked-files=no"])
+    meta = {
+        "timestamp": stamp,
+        "commit": commit + ("+dirty" if dirty else ""),
+        "wasm_sha256": hashlib.sha256(bl.RATEBOUND_WASM.read_bytes()).hexdigest(),
+        "wasm_bytes": bl.RATEBOUND_WASM.stat().st_size,
+        "noop_bytes": bl.NOOP_WASM.stat().st_size,
+        "envoy_version": envoy_version(),
+        "connections": args.connections,
+        "duration": args.duration,
+        "warmup": args.warmup,
+        "initial_warmup": args.initial_warmup,
+        "rounds": args.rounds,
+        "nproc": os.cpu_count(),
+        "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?"),
+        "kernel": platform.release(),
+        "load_before": " ".join(open("/proc/loadavg").read().split()[:3]),
+        "notes": [],
+    }
+
+    print(f"run: {len(variants)} variants × {args.rounds} rounds × {args.duration:g} s "
+          f"(+{args.warmup:g} s warm-up); work dir {work}", flush=True)
+    try:
+        # Start every Envoy up front (all pinned to CPU 0; idle ones cost ~nothing).
+        for v in variants:
+            port, admin = bl.free_port(), bl.free_port()
+            cfg = bl.bootstrap(v.filters, port, admin)
+            v.env = bl.start_envoy(f"v{v.id}-{v.key}", cfg, work, port, admin, concurrency=1, cpu=ENVOY_CPU)
+        for v in variants:
+            if not bl.wait_ready(v.env):
+                v.failed = v.env.failed
+                tail = v.env.log_tail(8)
+                print(f"run: variant {v.id} ({v.label}) FAILED: {v.failed}; Envoy log:\n{tail}", flush=True)
+                lines = v.env.log_tail(40).splitlines()
+                err = ([l for l in lines if "rejected" in l] or [l for l in lines if "error" in l.lower()])
+                if err:
+                    msg = err[0].split("] ")[-1].strip()
+                    msg = msg.split("configuration rejected: ")[-1]
+                    v.failed += ": " + msg[:160].replace("|", "/")
+                bl.stop_envoy(v.env)
+                continue
+            # sanity: the route answers as expected (variant 6: the 2nd request is refused)
+            statuses = [bl.http_get(v.env.port, "/", v.headers) for _ in range(2)]
+            if statuses[-1] != v.expect_status:
+                v.failed = f"sanity check: got {statuses}, expected {v.expect_status}"
+                print(f"run: variant {v.id} FAILED {v.failed}", flush=True)
+                bl.stop_envoy(v.env)
+                continue
+            if v.headers:
+                no_token = bl.http_get(v.env.port, "/")
+                if no_token != 401:
+                    meta["notes"].append(f"variant {v.id}: a request without a token got {no_token}, not 401")
+            print(f"run: variant {v.id} ready (pid {v.env.pid}, port {v.env.port}); "
+                  f"warm-up {args.initial_warmup:g} s", flush=True)
+            if args.initial_warmup > 0:
+                try:
+                    run_wrk(v.env.port, args.initial_warmup, args.connections, v.headers)
+                except Exception as e:  # noqa: BLE001 - the rounds will record it
+                    print(f"run: variant {v.id} warm-up failed: {e}", flush=True)
+
+        live = [v for v in variants if not v.failed]
+        for rnd in range(args.rounds):
+            k = rnd % max(1, len(live))
+            order = live[k:] + live[:k]
+            line = []
+            for pos, v in enumerate(order):
+                if v.failed and not v.env.alive():
+                    continue
+                try:
+                    r = measure(v, args.duration, args.warmup, args.connections)
+                    r.update(round=rnd + 1, order=pos + 1)
+                    v.runs.append(r)
+                    line.append(f"{v.id}:{r['cpu_us_per_req']:.1f}µs/{r['rps']:,.0f}rps")
+                except Exception as e:  # noqa: BLE001 - record and carry on
+                    v.runs.append({"round": rnd + 1, "order": pos + 1, "error": str(e)[:300]})
+                    v.failed = f"round {rnd + 1}: {str(e)[:120]}"
+                    line.append(f"{v.id}:FAILED")
+                    print(f"run: variant {v.id} failed in round {rnd + 1}: {e}\n{v.env.log_tail(8)}", flush=True)
+            print(f"run: round {rnd + 1}/{args.rounds}: " + "  ".join(line), flush=True)
+
+        # The filters' own counters: did the never-refusing variants refuse nothing, etc.
+        for v in variants:
+            if v.env is None or not v.env.alive() or v.key.startswith(("no_", "noop", "jwt_noop")):
+                continue
+            try:
+                stats = bl.admin_stats(v.env, "ratebound|local_rate_limit|jwt_authn")
+            except OSError:
+                continue
+            keep = {k: x for k, x in stats.items()
+                    if re.search(r"\.(allowed|refused|overflow|store_errors|rate_limited|ok|"
+                                 r"jwt_authn\.allowed|denied)$", k)}
+            if keep:
+                meta["notes"].append(f"variant {v.id} stats after the run: "
+                                     + ", ".join(f"`{k}` {x}" for k, x in sorted(keep.items())))
+    finally:
+        for v in variants:
+            if v.env is not None:
+                bl.stop_envoy(v.env)
+
+    meta["load_after"] = " ".join(open("/proc/loadavg").read().split()[:3])
+    meta["wall_s"] = time.monotonic() - t0
+    for v in variants:
+        if v.id == "5" and v.failed:
+            meta["notes"].append("variant 5 failed; it needs a filter that accepts its configuration "
+                                 "(`identity.jwt`); the other variants were measured without it")
+    rows = summarize(variants)
+    md = markdown(rows, meta)
+
+    (out_dir / f"{stamp}.md").write_text(md)
+    write_csv(out_dir / f"{stamp}.csv", rows)
+    write_rounds_csv(out_dir / f"{stamp}-rounds.csv", variants)
+    (out_dir / f"{stamp}.json").write_text(json.dumps(
+        {"meta": meta, "summary": rows,
+         "runs": {v.id: [{k: x for k, x in r.items() if k != "raw"} for r in v.runs] for v in variants}},
+        indent=1, default=str))
+    try:
+        chart(out_dir / f"{stamp}.png", rows, meta)
+        shutil.copyfile(out_dir / f"{stamp}.png", out_dir / "latest.png")
+    except Exception as e:  # noqa: BLE001 - the table matters more than the chart
+        print(f"run: chart failed: {e}", file=sys.stderr)
+    shutil.copyfile(out_dir / f"{stamp}.md", out_dir / "latest.md")
+    shutil.copyfile(out_dir / f"{stamp}.csv", out_dir / "latest.csv")
+    if not any(v.failed for v in variants):
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"run: configurations and Envoy logs kept in {work} (a variant failed)")
+
+    print()
+    print(md)
+    print(f"run: wrote {out_dir}/{stamp}.{{md,csv,json,png}}, {stamp}-rounds.csv and latest.*")
+    return 0 if any(r["status"] != "failed" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
