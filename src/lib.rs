@@ -19,5 +19,7 @@ pub mod store;
 pub mod store_suite;
 pub mod window;
 
-#[cfg(target_arch = "wasm32")]
+// Not in test builds: `cargo test --target wasm32-wasip1` runs the pure
+// core's tests as a plain WASI program (scripts/wasi-runner.mjs).
+#[cfg(all(target_arch = "wasm32", not(test)))]
 mod host;

@@ -59,6 +59,15 @@ pub struct Decision {
     pub errors: Vec<StoreError>,
 }
 
+impl Pending {
+    pub fn route(&self) -> usize {
+        self.route
+    }
+    pub fn op(&self) -> Option<usize> {
+        self.op
+    }
+}
+
 /// How recording one bound ended.
 enum Outcome {
     Recorded(slots::Undo),
@@ -72,6 +81,7 @@ enum Outcome {
 /// that changed meanwhile is noticed by compare-and-swap at commit.
 pub struct Pending {
     route: usize,
+    op: Option<usize>,
     prepared: Vec<(usize, u64, Prepared)>,
     /// Shadow bounds that would have refused: not counted, not refusing.
     shadowed: Vec<(usize, Quota)>,
@@ -116,9 +126,11 @@ impl Limiter {
         self.seed
     }
 
-    pub fn start(&self, route: usize) -> Pending {
+    /// A request to `route` (operation `op`), nothing checked yet.
+    pub fn start(&self, route: usize, op: Option<usize>) -> Pending {
         Pending {
             route,
+            op,
             prepared: Vec::new(),
             shadowed: Vec::new(),
             errors: Vec::new(),
@@ -295,7 +307,7 @@ impl Limiter {
         let Some(r) = self.plan.routes.get(route) else {
             return Decision::default();
         };
-        let mut pending = self.start(route);
+        let mut pending = self.start(route, op);
         let early = r.early_bounds(op);
         if let Some(refused) = self.prepare(store, &mut pending, &early, caller, now_ms) {
             return refused;

@@ -7,9 +7,10 @@
 //! - `{prefix}:m` — the number of callers tracked (for the cap);
 //! - `{prefix}:{i}`, `i < buckets` — buckets of caller entries.
 //!
-//! A caller hashes to two buckets and lives in one of them (two-choice
-//! hashing keeps the fullest bucket near the mean, so a table sized for
-//! twice the cap never overflows a bucket before the cap is reached). Every
+//! A caller hashes to two buckets and lives in the first unless it had no
+//! room (a table sized for twice the cap, 16 entries a bucket, so the
+//! second choice absorbs the unlucky and a bucket pair is never full before
+//! the cap is reached; most callers are found with one read). Every
 //! value starts with the lane's tag: a value with another tag belongs to a
 //! bound that no longer exists and reads as empty, so no count is ever
 //! inherited by a different bound.
@@ -230,55 +231,48 @@ pub fn prepare<S: Store + ?Sized>(
     };
     let (a, b) = lane.buckets_of(caller);
     let (va, ca) = store.get(&lane.bucket_keys[a])?;
-    let ea = decode_bucket(lane.tag, va.as_deref());
-    if let Some(p) = prepare_in(lane, a, ea.clone(), ca, caller, now_ms) {
+    if let Some(p) = prepare_in(lane, a, va.as_deref(), ca, caller, now_ms) {
         return Ok(p);
     }
     let (vb, cb) = store.get(&lane.bucket_keys[b])?;
-    let eb = decode_bucket(lane.tag, vb.as_deref());
-    if let Some(p) = prepare_in(lane, b, eb.clone(), cb, caller, now_ms) {
+    if let Some(p) = prepare_in(lane, b, vb.as_deref(), cb, caller, now_ms) {
         return Ok(p);
     }
-    // A new caller. Reclaim an expired entry first (the tracked count is
-    // unchanged), else take a free position if the cap allows, else overflow.
+    let ea = decode_bucket(lane.tag, va.as_deref());
+    let eb = decode_bucket(lane.tag, vb.as_deref());
+    // A new caller goes to its first bucket unless that one has no room, so
+    // that finding it later costs one read. In a bucket: reclaim an expired
+    // entry (the tracked count is unchanged), else take a free position if
+    // the cap allows; past the cap, only expired entries are taken.
     let win = lane.rate.window_of(now_ms);
-    let live = |es: &[Entry]| es.iter().filter(|e| !e.counts.expired(win)).count();
-    let mut candidates = [(a, ea, ca), (b, eb, cb)];
-    if live(&candidates[1].1) < live(&candidates[0].1) {
-        candidates.swap(0, 1);
-    }
-    for (i, entries, cas) in &candidates {
+    let mut meta: Option<(u32, Option<u32>)> = None;
+    for (i, entries, cas) in [(a, ea, ca), (b, eb, cb)] {
         if let Some(pos) = entries.iter().position(|e| e.counts.expired(win)) {
-            let mut entries = entries.clone();
+            let mut entries = entries;
             entries[pos] = Entry {
                 caller,
                 counts: Counts::default(),
             };
-            return Ok(admit_new(lane, *i, entries, pos, *cas, None, now_ms));
+            return Ok(admit_new(lane, i, entries, pos, cas, None, now_ms));
         }
-    }
-    let free = candidates
-        .iter()
-        .find(|(_, entries, _)| entries.len() < table.per_bucket);
-    if let Some((i, entries, cas)) = free {
-        let (meta, meta_cas) = store.get(&lane.meta_key)?;
-        let live = decode_live(lane.tag, meta.as_deref());
-        if live < table.cap {
-            let mut entries = entries.clone();
-            entries.push(Entry {
-                caller,
-                counts: Counts::default(),
-            });
-            let pos = entries.len() - 1;
-            return Ok(admit_new(
-                lane,
-                *i,
-                entries,
-                pos,
-                *cas,
-                Some((encode_live(lane.tag, live + 1), meta_cas)),
-                now_ms,
-            ));
+        if entries.len() < table.per_bucket {
+            let (live, meta_cas) = match meta {
+                Some(m) => m,
+                None => {
+                    let (v, c) = store.get(&lane.meta_key)?;
+                    *meta.insert((decode_live(lane.tag, v.as_deref()), c))
+                }
+            };
+            if live < table.cap {
+                let mut entries = entries;
+                entries.push(Entry {
+                    caller,
+                    counts: Counts::default(),
+                });
+                let pos = entries.len() - 1;
+                let reserve = Some((encode_live(lane.tag, live + 1), meta_cas));
+                return Ok(admit_new(lane, i, entries, pos, cas, reserve, now_ms));
+            }
         }
     }
     prepare_single(store, lane, now_ms, true)
@@ -308,21 +302,36 @@ fn prepare_single<S: Store + ?Sized>(
     })
 }
 
-/// The decision for `caller` if bucket `i` holds it.
+/// The decision for `caller` if bucket `i` (its raw value) holds it. The
+/// common path: the entry is found and rewritten in a copy of the bytes.
 fn prepare_in(
     lane: &Lane,
     i: usize,
-    mut entries: Vec<Entry>,
+    value: Option<&[u8]>,
     cas: Option<u32>,
     caller: u64,
     now_ms: u64,
 ) -> Option<Prepared> {
-    let pos = entries.iter().position(|e| e.caller == caller)?;
-    let verdict = lane.rate.decide(entries[pos].counts, now_ms);
+    let entries = tagged(lane.tag, value, ENTRY)?;
+    let at = entries
+        .chunks_exact(ENTRY)
+        .position(|e| u64_at(e, 0) == caller)?
+        * ENTRY;
+    let e = &entries[at..at + ENTRY];
+    let stored = Counts {
+        win: u64_at(e, 8),
+        cur: u32_at(e, 16),
+        prev: u32_at(e, 20),
+    };
+    let verdict = lane.rate.decide(stored, now_ms);
     let value = match verdict {
         Verdict::Admit { counts, .. } => {
-            entries[pos].counts = counts;
-            encode_bucket(lane.tag, &entries)
+            let mut v = value.unwrap_or_default().to_vec();
+            let at = 4 + at;
+            v[at + 8..at + 16].copy_from_slice(&counts.win.to_le_bytes());
+            v[at + 16..at + 20].copy_from_slice(&counts.cur.to_le_bytes());
+            v[at + 20..at + 24].copy_from_slice(&counts.prev.to_le_bytes());
+            v
         }
         Verdict::Refuse { .. } => Vec::new(),
     };

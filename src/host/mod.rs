@@ -238,8 +238,6 @@ struct Request {
 
 /// A request paused for its session resolve: early bounds already read.
 struct Waiting {
-    route: usize,
-    op: Option<usize>,
     pending: Pending,
     address: String,
     identity: Identity,
@@ -301,24 +299,43 @@ impl Request {
     fn finish(
         &mut self,
         active: &Active,
-        route: usize,
-        op: Option<usize>,
         mut pending: Pending,
         address: &str,
         id: &Identity,
+        now: u64,
     ) -> Action {
         let lim = &active.limiter;
         let caller = Caller {
             address,
             identity: Some(id),
         };
-        let now = now_ms();
-        let late = lim.late_bounds(route, op, &caller);
+        let route = pending.route();
+        let late = lim.late_bounds(route, pending.op(), &caller);
         if let Some(refused) = lim.prepare(&SharedData, &mut pending, &late, &caller, now) {
             return self.conclude(active, route, refused);
         }
         let d = lim.commit(&SharedData, pending, now);
         self.conclude(active, route, d)
+    }
+
+    /// A failed session resolve: counted, logged, and answered with 503
+    /// when the configured outcome is `deny` (then true).
+    fn identity_failed(&mut self, active: &Active, session: &SessionSource, why: &str) -> bool {
+        active.metrics.identity_error();
+        log(
+            LogLevel::Warn,
+            &format!("ratebound session resolve failed: {why}"),
+        );
+        if session.on_error != OnError::Deny {
+            return false;
+        }
+        self.refused = true;
+        let _ = hostcalls::send_http_response(
+            503,
+            vec![("content-type", "text/plain")],
+            Some(b"identity could not be resolved\n"),
+        );
+        true
     }
 
     /// The credential the session service is asked about, if any.
@@ -377,23 +394,12 @@ impl Context for Request {
                 id.merge(found);
             }
             Err(e) => {
-                active.metrics.identity_error();
-                log(
-                    LogLevel::Warn,
-                    &format!("ratebound session resolve failed: {e}"),
-                );
-                if session.on_error == OnError::Deny {
-                    self.refused = true;
-                    let _ = hostcalls::send_http_response(
-                        503,
-                        vec![("content-type", "text/plain")],
-                        Some(b"identity could not be resolved\n"),
-                    );
+                if self.identity_failed(&active, session, &e) {
                     return;
                 }
             }
         }
-        if self.finish(&active, w.route, w.op, w.pending, &w.address, &id) == Action::Continue {
+        if self.finish(&active, w.pending, &w.address, &id, now_ms()) == Action::Continue {
             let _ = hostcalls::resume_http_request();
         }
     }
@@ -435,16 +441,16 @@ impl HttpContext for Request {
         let address = strip_port(&source);
 
         let op = route.operation_for(method.as_deref(), path.as_deref());
+        let now = now_ms();
 
         // Phase 1: bounds that need no identity, before anything is resolved.
-        let mut pending = lim.start(r);
+        let mut pending = lim.start(r, op);
         let anonymous = Caller {
             address,
             identity: None,
         };
         let early = route.early_bounds(op);
-        if let Some(refused) = lim.prepare(&SharedData, &mut pending, &early, &anonymous, now_ms())
-        {
+        if let Some(refused) = lim.prepare(&SharedData, &mut pending, &early, &anonymous, now) {
             return self.conclude(&active, r, refused);
         }
         let needs_identity = !route.late.is_empty()
@@ -452,7 +458,7 @@ impl HttpContext for Request {
                 .and_then(|o| route.operations.get(o))
                 .is_some_and(|o| !o.late.is_empty());
         let Some(identity_config) = plan.identity.as_ref().filter(|_| needs_identity) else {
-            let d = lim.commit(&SharedData, pending, now_ms());
+            let d = lim.commit(&SharedData, pending, now);
             return self.conclude(&active, r, d);
         };
 
@@ -465,7 +471,7 @@ impl HttpContext for Request {
                     .sessions
                     .try_borrow()
                     .ok()
-                    .and_then(|c| c.get(key, now_ms()).cloned());
+                    .and_then(|c| c.get(key, now).cloned());
                 match cached {
                     Some(found) => {
                         active.metrics.session_cache_hit();
@@ -489,8 +495,6 @@ impl HttpContext for Request {
                         match call {
                             Ok(_) => {
                                 self.waiting = Some(Waiting {
-                                    route: r,
-                                    op,
                                     pending,
                                     address: address.to_string(),
                                     identity: id,
@@ -499,18 +503,8 @@ impl HttpContext for Request {
                                 return Action::Pause;
                             }
                             Err(s) => {
-                                active.metrics.identity_error();
-                                log(
-                                    LogLevel::Warn,
-                                    &format!("ratebound session call failed: {s:?}"),
-                                );
-                                if session.on_error == OnError::Deny {
-                                    self.refused = true;
-                                    let _ = hostcalls::send_http_response(
-                                        503,
-                                        vec![("content-type", "text/plain")],
-                                        Some(b"identity could not be resolved\n"),
-                                    );
+                                let why = format!("call not dispatched: {s:?}");
+                                if self.identity_failed(&active, session, &why) {
                                     return Action::Pause;
                                 }
                             }
@@ -519,7 +513,7 @@ impl HttpContext for Request {
                 }
             }
         }
-        self.finish(&active, r, op, pending, address, &id)
+        self.finish(&active, pending, address, &id, now)
     }
 
     fn on_http_response_headers(&mut self, _: usize, _: bool) -> Action {
