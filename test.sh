@@ -26,6 +26,10 @@ cargo clippy --target wasm32-wasip1 --lib -- -D warnings
 step "cargo test"
 cargo test
 
+step "cargo test --lib, compiled to wasm32-wasip1, under Node's WASI"
+CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $ROOT/scripts/wasi-runner.mjs" \
+  cargo test --target wasm32-wasip1 --lib
+
 step "build (release module, CLI, selftest module)"
 ./build.sh --selftest
 
