@@ -12,11 +12,46 @@ use std::hint::black_box;
 use std::time::Instant;
 
 const RESOURCES: [&str; 40] = [
-    "orders", "users", "products", "carts", "payments", "invoices", "shipments", "returns",
-    "reviews", "categories", "coupons", "addresses", "wishlists", "sessions", "tokens", "teams",
-    "projects", "issues", "comments", "labels", "webhooks", "events", "files", "folders",
-    "images", "videos", "playlists", "artists", "albums", "tracks", "stores", "inventory",
-    "suppliers", "warehouses", "customers", "tickets", "messages", "threads", "reports", "audits",
+    "orders",
+    "users",
+    "products",
+    "carts",
+    "payments",
+    "invoices",
+    "shipments",
+    "returns",
+    "reviews",
+    "categories",
+    "coupons",
+    "addresses",
+    "wishlists",
+    "sessions",
+    "tokens",
+    "teams",
+    "projects",
+    "issues",
+    "comments",
+    "labels",
+    "webhooks",
+    "events",
+    "files",
+    "folders",
+    "images",
+    "videos",
+    "playlists",
+    "artists",
+    "albums",
+    "tracks",
+    "stores",
+    "inventory",
+    "suppliers",
+    "warehouses",
+    "customers",
+    "tickets",
+    "messages",
+    "threads",
+    "reports",
+    "audits",
 ];
 const RUNS: usize = 9;
 const LOOKUPS: usize = 1_000_000;
@@ -72,7 +107,11 @@ fn median_ns(tree: &OpTree, requests: &[(String, String)], want_hit: bool) -> f6
             }
         }
         let elapsed = start.elapsed();
-        assert_eq!(found == LOOKUPS, want_hit, "hits and misses are what they say");
+        assert_eq!(
+            found == LOOKUPS,
+            want_hit,
+            "hits and misses are what they say"
+        );
         assert!(want_hit || found == 0);
         runs.push(elapsed.as_nanos() as f64 / LOOKUPS as f64);
     }

@@ -399,7 +399,8 @@ fn openapi_makes_the_committed_shop_example_from_a_json_document() {
     let r = openapi(SHOP, SHOP_BOUNDS, &["--config", SHOP_BASE, "--servers"]);
     assert_eq!(r.code, 0, "{}", r.err);
     let committed = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("filter-config/examples/shop-operations.json"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("filter-config/examples/shop-operations.json"),
     )
     .unwrap();
     assert_eq!(
@@ -415,12 +416,22 @@ fn openapi_makes_the_committed_shop_example_from_a_json_document() {
     );
     let v: Value = serde_json::from_str(&r.out).unwrap();
     let route = &v["routes"][0];
-    assert_eq!(route["bounds"].as_array().unwrap().len(), 2, "the base's bounds are kept");
+    assert_eq!(
+        route["bounds"].as_array().unwrap().len(),
+        2,
+        "the base's bounds are kept"
+    );
     let ops: Vec<String> = route["operations"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|o| format!("{} {}", o["method"].as_str().unwrap(), o["path"].as_str().unwrap()))
+        .map(|o| {
+            format!(
+                "{} {}",
+                o["method"].as_str().unwrap(),
+                o["path"].as_str().unwrap()
+            )
+        })
         .collect();
     assert_eq!(
         ops,
@@ -437,7 +448,10 @@ fn openapi_makes_the_committed_shop_example_from_a_json_document() {
     let r = openapi(SHOP, SHOP_BOUNDS, &["--config", SHOP_BASE]);
     assert_eq!(r.code, 0, "{}", r.err);
     let v: Value = serde_json::from_str(&r.out).unwrap();
-    assert_eq!(v["routes"][0]["operations"][0]["path"], "/orders/{orderId}/pay");
+    assert_eq!(
+        v["routes"][0]["operations"][0]["path"],
+        "/orders/{orderId}/pay"
+    );
     // ... which the route's /api prefix never takes: said on stderr.
     assert!(
         r.err.contains("warning[unreachable-operation]: $.routes[0].operations[0].path: operation POST /orders/{orderId}/pay (payOrder) never matches"),
@@ -470,18 +484,42 @@ fn openapi_reads_a_yaml_document_and_a_yaml_bounds_file() {
         .iter()
         .map(|o| o["operation_id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["createPets", "showPetById", "adoptPet", "getPetPhoto"]);
+    assert_eq!(
+        ids,
+        ["createPets", "showPetById", "adoptPet", "getPetPhoto"]
+    );
     assert_eq!(route["operations"][1]["path"], "/pets/{petId}");
-    assert_eq!(route["operations"][3]["path"], "/pets/{petId}/photos/{photoId}.jpg");
-    assert!(r.err.contains("note: route \"pets\" is new: it takes paths starting with /pets"), "{}", r.err);
+    assert_eq!(
+        route["operations"][3]["path"],
+        "/pets/{petId}/photos/{photoId}.jpg"
+    );
+    assert!(
+        r.err
+            .contains("note: route \"pets\" is new: it takes paths starting with /pets"),
+        "{}",
+        r.err
+    );
     assert!(r.err.contains("warning[no-bounds]"), "{}", r.err);
     // What it prints is a configuration `check` accepts.
     let c = run(&["check", "-"], Some(r.out.as_bytes()));
     assert_eq!(c.code, 0, "{}", c.out);
-    assert!(c.out.contains("valid (1 route, 0 bounds, 4 operations)"), "{}", c.out);
+    assert!(
+        c.out.contains("valid (1 route, 0 bounds, 4 operations)"),
+        "{}",
+        c.out
+    );
     // --match-prefix chooses the new route's prefix.
     let r = run(
-        &["openapi", PETSTORE, "--route", "pets", "--bounds", PETSTORE_BOUNDS, "--match-prefix", "/"],
+        &[
+            "openapi",
+            PETSTORE,
+            "--route",
+            "pets",
+            "--bounds",
+            PETSTORE_BOUNDS,
+            "--match-prefix",
+            "/",
+        ],
         None,
     );
     let v: Value = serde_json::from_str(&r.out).unwrap();
@@ -533,7 +571,11 @@ fn openapi_names_every_wrong_pick_and_writes_nothing() {
         assert_eq!(r.code, 1, "{name}: {}", r.err);
         assert!(r.out.is_empty(), "{name}: {}", r.out);
         assert!(r.err.contains(want), "{name}: want {want:?} in\n{}", r.err);
-        assert!(r.err.contains("no configuration written"), "{name}: {}", r.err);
+        assert!(
+            r.err.contains("no configuration written"),
+            "{name}: {}",
+            r.err
+        );
     }
     // The unknown id is named against the bounds file, with a suggestion.
     let b = file("unknown-id.json", cases[0].1.as_bytes());
@@ -547,18 +589,38 @@ fn openapi_names_every_wrong_pick_and_writes_nothing() {
     let r = openapi(SHOP, &b, &[]);
     assert!(r.err.contains(", 2 errors\n"), "{}", r.err);
     // A per-user bound needs the base's identity.
-    let b = file("per-user.json", br#"{"payOrder":[{"per":"user","limit":5,"window":"PT1M"}]}"#);
+    let b = file(
+        "per-user.json",
+        br#"{"payOrder":[{"per":"user","limit":5,"window":"PT1M"}]}"#,
+    );
     let r = openapi(SHOP, &b, &[]);
     assert_eq!(r.code, 1);
-    assert!(r.err.contains("\"payOrder\"[0].per: needs a caller identity"), "{}", r.err);
+    assert!(
+        r.err
+            .contains("\"payOrder\"[0].per: needs a caller identity"),
+        "{}",
+        r.err
+    );
     assert_eq!(openapi(SHOP, &b, &["--config", SHOP_BASE]).code, 0);
     // An invalid base is told as such.
-    let r = openapi(SHOP, SHOP_BOUNDS, &["--config", "filter-config/bad/limit-zero.json"]);
+    let r = openapi(
+        SHOP,
+        SHOP_BOUNDS,
+        &["--config", "filter-config/bad/limit-zero.json"],
+    );
     assert_eq!(r.code, 1);
-    assert!(r.err.contains("the base configuration (--config) is invalid"), "{}", r.err);
+    assert!(
+        r.err
+            .contains("the base configuration (--config) is invalid"),
+        "{}",
+        r.err
+    );
     // Usage and unreadable files.
     assert_eq!(run(&["openapi", SHOP, "--route", "shop"], None).code, 2);
-    assert_eq!(openapi("/nonexistent/openapi.json", SHOP_BOUNDS, &[]).code, 2);
+    assert_eq!(
+        openapi("/nonexistent/openapi.json", SHOP_BOUNDS, &[]).code,
+        2
+    );
 }
 
 #[test]
@@ -568,7 +630,11 @@ fn openapi_documents_that_are_hostile_are_errors_never_panics() {
         br#"{"x":[{"per":"address","limit":5,"window":"PT1M"}]}"#,
     );
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("h-latin1.json", b"{\"openapi\":\"3.1.0\",\"x\":\"caf\xe9\"}".to_vec(), "not UTF-8"),
+        (
+            "h-latin1.json",
+            b"{\"openapi\":\"3.1.0\",\"x\":\"caf\xe9\"}".to_vec(),
+            "not UTF-8",
+        ),
         (
             "h-deep.json",
             format!("{{\"openapi\":\"3.1.0\",\"x\":{}", "[".repeat(100_000)).into_bytes(),
@@ -576,7 +642,12 @@ fn openapi_documents_that_are_hostile_are_errors_never_panics() {
         ),
         (
             "h-deep.yaml",
-            format!("openapi: 3.1.0\nx: {}1{}\n", "[".repeat(100_000), "]".repeat(100_000)).into_bytes(),
+            format!(
+                "openapi: 3.1.0\nx: {}1{}\n",
+                "[".repeat(100_000),
+                "]".repeat(100_000)
+            )
+            .into_bytes(),
             "not an OpenAPI document this can read",
         ),
         (
@@ -594,8 +665,16 @@ fn openapi_documents_that_are_hostile_are_errors_never_panics() {
             },
             "larger than 16777216 bytes",
         ),
-        ("h-swagger.json", br#"{"swagger":"2.0","paths":{}}"#.to_vec(), "Swagger 2.0"),
-        ("h-not-openapi.yaml", b"routes: []\n".to_vec(), "no \"openapi\" version field"),
+        (
+            "h-swagger.json",
+            br#"{"swagger":"2.0","paths":{}}"#.to_vec(),
+            "Swagger 2.0",
+        ),
+        (
+            "h-not-openapi.yaml",
+            b"routes: []\n".to_vec(),
+            "no \"openapi\" version field",
+        ),
     ];
     for (name, bytes, want) in cases {
         let f = file(name, &bytes);
@@ -614,7 +693,10 @@ fn openapi_documents_that_are_hostile_are_errors_never_panics() {
 
 #[test]
 fn explain_shows_operations_under_their_route_with_the_counter_count() {
-    let r = run(&["explain", "filter-config/examples/shop-operations.json"], None);
+    let r = run(
+        &["explain", "filter-config/examples/shop-operations.json"],
+        None,
+    );
     assert_eq!(r.code, 0, "{}", r.out);
     for want in [
         "ratebound configuration \"shop\": 1 route, 2 bounds, 5 operations with 6 bounds (counted per Envoy node)\n",
@@ -631,12 +713,20 @@ fn explain_shows_operations_under_their_route_with_the_counter_count() {
     let pay = r.out.find("payOrder.per_user ").unwrap();
     assert!(before < login && login < after && after < pay, "{}", r.out);
     let r = run(
-        &["explain", "--format", "json", "filter-config/examples/shop-operations.json"],
+        &[
+            "explain",
+            "--format",
+            "json",
+            "filter-config/examples/shop-operations.json",
+        ],
         None,
     );
     let v: Value = serde_json::from_str(&r.out).unwrap();
     assert_eq!(v["routes"][0]["counters"]["total"], 50_001);
-    assert_eq!(v["routes"][0]["operations"][0]["title"], "POST /api/orders/{orderId}/pay (payOrder)");
+    assert_eq!(
+        v["routes"][0]["operations"][0]["title"],
+        "POST /api/orders/{orderId}/pay (payOrder)"
+    );
     assert_eq!(v["summary"]["operations"], 5);
     assert_eq!(v["summary"]["operation_bounds"], 6);
 }
