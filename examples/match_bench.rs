@@ -89,7 +89,7 @@ fn request(template: &str, n: usize) -> String {
             out.push_str(rest);
         }
     }
-    if n % 3 == 0 {
+    if n.is_multiple_of(3) {
         out.push_str("?page=2&sort=desc");
     }
     out
