@@ -781,7 +781,9 @@ pub fn window_ms(s: &str) -> Result<u64, String> {
             "{s:?} is not an ISO-8601 duration; write e.g. \"PT1S\", \"PT1M\", \"PT1H\" or \"P1D\""
         )
     })?;
-    if d.year != 0.0 || d.month != 0.0 {
+    // "P0Y…" parses with a year of zero: refuse the unit, not just its value.
+    let date = s.split(['T', 't']).next().unwrap_or(s);
+    if d.year != 0.0 || d.month != 0.0 || date.contains(['Y', 'y', 'M', 'm']) {
         return Err(format!(
             "{s:?} uses years or months, whose length varies; use days at most (\"P1D\")"
         ));
@@ -836,7 +838,9 @@ mod tests {
         assert_eq!(window_ms("PT1S"), Ok(1_000));
         assert_eq!(window_ms("P1D"), Ok(86_400_000));
         assert_eq!(window_ms("PT1M30S"), Ok(90_000));
-        for bad in ["PT0S", "PT0.5S", "P2D", "P1M", "P1Y", "1m", "", "PT"] {
+        for bad in [
+            "PT0S", "PT0.5S", "P2D", "P1M", "P1Y", "1m", "", "PT", "P0YT1S", "P0MT1M",
+        ] {
             assert!(window_ms(bad).is_err(), "{bad}");
         }
     }

@@ -12,7 +12,8 @@
 //! after splitting, so `%2F` never splits a segment. Envoy's own path
 //! normalisation (`normalize_path`, `merge_slashes`) runs before us.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Segment {
@@ -146,10 +147,19 @@ impl OpTree {
         let path = path.split_once('?').map_or(path, |(p, _)| p);
         let path = path.strip_prefix('/')?;
         let path = path.strip_suffix('/').unwrap_or(path);
-        let segments: Vec<String> = if path.is_empty() {
+        // Borrowed unless percent-encoded: one allocation per lookup.
+        let segments: Vec<Cow<str>> = if path.is_empty() {
             Vec::new()
         } else {
-            path.split('/').map(decode).collect()
+            path.split('/')
+                .map(|s| {
+                    if s.contains('%') {
+                        Cow::Owned(decode(s))
+                    } else {
+                        Cow::Borrowed(s)
+                    }
+                })
+                .collect()
         };
         let item = find_item(&self.root, &segments)?;
         item.methods
@@ -160,10 +170,11 @@ impl OpTree {
 }
 
 /// The path item for `segments`: concrete before templated, depth first.
-fn find_item<'a>(node: &'a Node, segments: &[String]) -> Option<&'a Node> {
+fn find_item<'a>(node: &'a Node, segments: &[Cow<str>]) -> Option<&'a Node> {
     let Some((first, rest)) = segments.split_first() else {
         return (!node.methods.is_empty()).then_some(node);
     };
+    let first: &str = first;
     if let Some(found) = node.literal.get(first).and_then(|n| find_item(n, rest)) {
         return Some(found);
     }

@@ -381,3 +381,352 @@ fn billion_laughs() -> String {
     }
     s
 }
+
+const SHOP: &str = "filter-config/openapi/shop.json";
+const SHOP_BOUNDS: &str = "filter-config/openapi/shop-bounds.json";
+const SHOP_BASE: &str = "filter-config/openapi/shop-base.json";
+const PETSTORE: &str = "filter-config/openapi/petstore.yaml";
+const PETSTORE_BOUNDS: &str = "filter-config/openapi/petstore-bounds.yaml";
+
+fn openapi(spec: &str, bounds: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["openapi", spec, "--route", "shop", "--bounds", bounds];
+    args.extend_from_slice(extra);
+    run(&args, None)
+}
+
+#[test]
+fn openapi_makes_the_committed_shop_example_from_a_json_document() {
+    let r = openapi(SHOP, SHOP_BOUNDS, &["--config", SHOP_BASE, "--servers"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let committed = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("filter-config/examples/shop-operations.json"),
+    )
+    .unwrap();
+    assert_eq!(
+        r.out, committed,
+        "regenerate filter-config/examples/shop-operations.json (see docs/per-endpoint.md)"
+    );
+    assert!(
+        r.err.ends_with(
+            "route \"shop\" with 5 operations from filter-config/openapi/shop.json (OpenAPI 3.1.0), 0 warnings\n"
+        ),
+        "{}",
+        r.err
+    );
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    let route = &v["routes"][0];
+    assert_eq!(
+        route["bounds"].as_array().unwrap().len(),
+        2,
+        "the base's bounds are kept"
+    );
+    let ops: Vec<String> = route["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {}",
+                o["method"].as_str().unwrap(),
+                o["path"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "POST /api/orders/{orderId}/pay",
+            "POST /api/auth/login",
+            "POST /api/auth/password-reset",
+            "GET /api/orders/mine",
+            "POST /api/products/{productId}/reviews",
+        ],
+        "only the operations picked, in the bounds file's order, under the servers' /api"
+    );
+    // Without --servers, paths are as the document writes them.
+    let r = openapi(SHOP, SHOP_BOUNDS, &["--config", SHOP_BASE]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(
+        v["routes"][0]["operations"][0]["path"],
+        "/orders/{orderId}/pay"
+    );
+    // ... which the route's /api prefix never takes: said on stderr.
+    assert!(
+        r.err.contains("warning[unreachable-operation]: $.routes[0].operations[0].path: operation POST /orders/{orderId}/pay (payOrder) never matches"),
+        "{}",
+        r.err
+    );
+}
+
+#[test]
+fn openapi_reads_a_yaml_document_and_a_yaml_bounds_file() {
+    let r = run(
+        &[
+            "openapi",
+            PETSTORE,
+            "--route",
+            "pets",
+            "--bounds",
+            PETSTORE_BOUNDS,
+        ],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    let route = &v["routes"][0];
+    assert_eq!(route["name"], "pets");
+    assert_eq!(route["match"]["path_prefix"], "/pets");
+    let ids: Vec<&str> = route["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["operation_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["createPets", "showPetById", "adoptPet", "getPetPhoto"]
+    );
+    assert_eq!(route["operations"][1]["path"], "/pets/{petId}");
+    assert_eq!(
+        route["operations"][3]["path"],
+        "/pets/{petId}/photos/{photoId}.jpg"
+    );
+    assert!(
+        r.err
+            .contains("note: route \"pets\" is new: it takes paths starting with /pets"),
+        "{}",
+        r.err
+    );
+    assert!(r.err.contains("warning[no-bounds]"), "{}", r.err);
+    // What it prints is a configuration `check` accepts.
+    let c = run(&["check", "-"], Some(r.out.as_bytes()));
+    assert_eq!(c.code, 0, "{}", c.out);
+    assert!(
+        c.out.contains("valid (1 route, 0 bounds, 4 operations)"),
+        "{}",
+        c.out
+    );
+    // --match-prefix chooses the new route's prefix.
+    let r = run(
+        &[
+            "openapi",
+            PETSTORE,
+            "--route",
+            "pets",
+            "--bounds",
+            PETSTORE_BOUNDS,
+            "--match-prefix",
+            "/",
+        ],
+        None,
+    );
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["routes"][0]["match"]["path_prefix"], "/");
+}
+
+#[test]
+fn openapi_names_every_wrong_pick_and_writes_nothing() {
+    let doc = file(
+        "dup-ids.yaml",
+        b"openapi: 3.1.0\npaths:\n  /a:\n    get: {operationId: same}\n  /b:\n    get: {operationId: same}\n  /orders/{id}:\n    get: {operationId: getOrder}\n",
+    );
+    let cases: [(&str, &str, &str, &str); 5] = [
+        (
+            SHOP,
+            r#"{"payOrders":[{"per":"address","limit":5,"window":"PT1M"}]}"#,
+            "unknown-id.json",
+            "unknown-id.json \"payOrders\": no operation of filter-config/openapi/shop.json has operationId",
+        ),
+        (
+            &doc,
+            r#"{"same":[{"per":"address","limit":5,"window":"PT1M"}]}"#,
+            "dup-id.json",
+            "operationId \"same\" occurs 2 times in",
+        ),
+        (
+            SHOP,
+            r#"{"GET /orders/{id}/pay":[{"per":"address","limit":5,"window":"PT1M"}]}"#,
+            "no-such-route.json",
+            "shop.json has no GET /orders/{id}/pay: that path has POST",
+        ),
+        (
+            &doc,
+            r#"{"getOrder":[{"per":"address","limit":5,"window":"PT1M"}],
+                "GET /orders/{orderId}":[{"per":"address","limit":9,"window":"PT1M"}]}"#,
+            "twice.json",
+            "\"GET /orders/{orderId}\": picks GET /orders/{id} (getOrder), which \"getOrder\" already picks",
+        ),
+        (
+            SHOP,
+            r#"{"payOrder":[{"per":"address","limit":0,"window":"PT1M"}]}"#,
+            "bad-bound.json",
+            "\"payOrder\"[0].limit: 0 is out of range",
+        ),
+    ];
+    for (spec, bounds, name, want) in cases {
+        let b = file(name, bounds.as_bytes());
+        let r = openapi(spec, &b, &[]);
+        assert_eq!(r.code, 1, "{name}: {}", r.err);
+        assert!(r.out.is_empty(), "{name}: {}", r.out);
+        assert!(r.err.contains(want), "{name}: want {want:?} in\n{}", r.err);
+        assert!(
+            r.err.contains("no configuration written"),
+            "{name}: {}",
+            r.err
+        );
+    }
+    // The unknown id is named against the bounds file, with a suggestion.
+    let b = file("unknown-id.json", cases[0].1.as_bytes());
+    let r = openapi(SHOP, &b, &[]);
+    assert!(r.err.contains("no operation of filter-config/openapi/shop.json has operationId \"payOrders\"; did you mean \"payOrder\"?"), "{}", r.err);
+    // Every problem at once.
+    let b = file(
+        "all-wrong.json",
+        br#"{"nope":[{"per":"address","limit":5,"window":"PT1M"}],"GET /nowhere":[{"per":"address","limit":5,"window":"PT1M"}]}"#,
+    );
+    let r = openapi(SHOP, &b, &[]);
+    assert!(r.err.contains(", 2 errors\n"), "{}", r.err);
+    // A per-user bound needs the base's identity.
+    let b = file(
+        "per-user.json",
+        br#"{"payOrder":[{"per":"user","limit":5,"window":"PT1M"}]}"#,
+    );
+    let r = openapi(SHOP, &b, &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.err
+            .contains("\"payOrder\"[0].per: needs a caller identity"),
+        "{}",
+        r.err
+    );
+    assert_eq!(openapi(SHOP, &b, &["--config", SHOP_BASE]).code, 0);
+    // An invalid base is told as such.
+    let r = openapi(
+        SHOP,
+        SHOP_BOUNDS,
+        &["--config", "filter-config/bad/limit-zero.json"],
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.err
+            .contains("the base configuration (--config) is invalid"),
+        "{}",
+        r.err
+    );
+    // Usage and unreadable files.
+    assert_eq!(run(&["openapi", SHOP, "--route", "shop"], None).code, 2);
+    assert_eq!(
+        openapi("/nonexistent/openapi.json", SHOP_BOUNDS, &[]).code,
+        2
+    );
+}
+
+#[test]
+fn openapi_documents_that_are_hostile_are_errors_never_panics() {
+    let bounds = file(
+        "hostile-bounds.json",
+        br#"{"x":[{"per":"address","limit":5,"window":"PT1M"}]}"#,
+    );
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "h-latin1.json",
+            b"{\"openapi\":\"3.1.0\",\"x\":\"caf\xe9\"}".to_vec(),
+            "not UTF-8",
+        ),
+        (
+            "h-deep.json",
+            format!("{{\"openapi\":\"3.1.0\",\"x\":{}", "[".repeat(100_000)).into_bytes(),
+            "not an OpenAPI document this can read",
+        ),
+        (
+            "h-deep.yaml",
+            format!(
+                "openapi: 3.1.0\nx: {}1{}\n",
+                "[".repeat(100_000),
+                "]".repeat(100_000)
+            )
+            .into_bytes(),
+            "not an OpenAPI document this can read",
+        ),
+        (
+            "h-bomb.yaml",
+            format!("openapi: 3.1.0\n{}", billion_laughs()).into_bytes(),
+            "not an OpenAPI document this can read",
+        ),
+        (
+            "h-huge.json",
+            {
+                let mut v = b"{\"openapi\":\"3.1.0\",\"x\":\"".to_vec();
+                v.extend(std::iter::repeat_n(b'x', 17 << 20));
+                v.extend(b"\"}");
+                v
+            },
+            "larger than 16777216 bytes",
+        ),
+        (
+            "h-swagger.json",
+            br#"{"swagger":"2.0","paths":{}}"#.to_vec(),
+            "Swagger 2.0",
+        ),
+        (
+            "h-not-openapi.yaml",
+            b"routes: []\n".to_vec(),
+            "no \"openapi\" version field",
+        ),
+    ];
+    for (name, bytes, want) in cases {
+        let f = file(name, &bytes);
+        let r = openapi(&f, &bounds, &[]);
+        assert_eq!(r.code, 1, "{name}: {}", r.err);
+        assert!(r.err.contains(want), "{name}: want {want:?} in {}", r.err);
+        assert!(!r.err.contains("panicked"), "{name}: {}", r.err);
+        assert!(r.out.is_empty());
+    }
+    // A hostile bounds file, likewise.
+    let b = file("h-bounds-bomb.yaml", billion_laughs().as_bytes());
+    let r = openapi(SHOP, &b, &[]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(r.err.contains("not valid YAML"), "{}", r.err);
+}
+
+#[test]
+fn explain_shows_operations_under_their_route_with_the_counter_count() {
+    let r = run(
+        &["explain", "filter-config/examples/shop-operations.json"],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.out);
+    for want in [
+        "ratebound configuration \"shop\": 1 route, 2 bounds, 5 operations with 6 bounds (counted per Envoy node)\n",
+        "    payOrder.per_user                         POST /api/orders/{orderId}/pay (payOrder): 5 a minute per user, per operation  $.routes[0].operations[0].bounds[0]\n",
+        "    requestPasswordReset.all  POST /api/auth/password-reset (requestPasswordReset): 20 a minute for the whole operation",
+        "  5 operations, up to 50,001 counters (5 keyed bounds × 10,000 callers + 1 counter for a whole operation):\n",
+    ] {
+        assert!(r.out.contains(want), "missing {want:?} in\n{}", r.out);
+    }
+    // Operation bounds that need no identity are checked before it.
+    let before = r.out.find("  before identity").unwrap();
+    let after = r.out.find("  after identity").unwrap();
+    let login = r.out.find("login.per_address ").unwrap();
+    let pay = r.out.find("payOrder.per_user ").unwrap();
+    assert!(before < login && login < after && after < pay, "{}", r.out);
+    let r = run(
+        &[
+            "explain",
+            "--format",
+            "json",
+            "filter-config/examples/shop-operations.json",
+        ],
+        None,
+    );
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["routes"][0]["counters"]["total"], 50_001);
+    assert_eq!(
+        v["routes"][0]["operations"][0]["title"],
+        "POST /api/orders/{orderId}/pay (payOrder)"
+    );
+    assert_eq!(v["summary"]["operations"], 5);
+    assert_eq!(v["summary"]["operation_bounds"], 6);
+}

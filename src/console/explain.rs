@@ -3,8 +3,8 @@
 //! [`super::render`] turns it into text; it serializes as the JSON of
 //! `explain --format json`.
 
-use crate::config::{bound_name, window_ms, BoundConfig, Config, Per};
-use crate::console::warnings::{warnings, Level, Warning};
+use crate::config::{bound_name, operation_name, window_ms, BoundConfig, Config, Per};
+use crate::console::warnings::{facts, warnings, Counters, Level, Warning};
 use crate::console::words;
 use serde::Serialize;
 
@@ -20,7 +20,11 @@ pub struct Explanation {
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Summary {
     pub routes: usize,
+    /// Bounds of routes (operations' bounds not included).
     pub bounds: usize,
+    /// Operations with bounds of their own, and their bounds.
+    pub operations: usize,
+    pub operation_bounds: usize,
     pub warnings: usize,
     pub notes: usize,
 }
@@ -33,8 +37,30 @@ pub struct RouteRow {
     pub matches: String,
     /// Warnings about the route as a whole.
     pub warnings: Vec<Warning>,
-    /// Always both phases, in the order they run.
+    /// Always both phases, in the order they run: the route's bounds, then
+    /// its operations' (those rows name their operation).
     pub phases: Vec<PhaseRows>,
+    /// Operations with bounds of their own, with their warnings.
+    pub operations: Vec<OperationRow>,
+    /// The counters the operations' bounds can hold, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<Counters>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OperationRow {
+    /// Its stat name: the `<operation>` of `<operation>.<bound>`.
+    pub name: String,
+    pub path: String,
+    pub method: String,
+    /// The path template as written.
+    pub template: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<String>,
+    /// "POST /orders/{id}/pay (payOrder)".
+    pub title: String,
+    /// Warnings about the operation as a whole.
+    pub warnings: Vec<Warning>,
 }
 
 /// When a bound is checked.
@@ -75,7 +101,12 @@ pub struct PhaseRows {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BoundRow {
+    /// As a refusal names it: the bound's name, or `<operation>.<bound>`
+    /// for an operation's bound.
     pub name: String,
+    /// The operation whose bound it is ("POST /orders/{id}/pay (payOrder)").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
     pub path: String,
     pub per: Per,
     pub limit: u64,
@@ -85,7 +116,8 @@ pub struct BoundRow {
     /// Who the bound is about, when not everybody.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub applies_to: Option<String>,
-    /// The bound in one phrase: "5 a minute per client address".
+    /// The bound in one phrase: "5 a minute per client address", "5 a minute
+    /// per user, per operation".
     pub words: String,
     /// Warnings and notes about this bound, the per-node reading among them.
     pub warnings: Vec<Warning>,
@@ -97,8 +129,16 @@ pub fn explain(config: &Config, nodes: Option<u32>) -> Explanation {
     let mut summary = Summary {
         routes: config.routes.len(),
         bounds: config.routes.iter().map(|r| r.bounds.len()).sum(),
+        operations: config.routes.iter().map(|r| r.operations.len()).sum(),
+        operation_bounds: config
+            .routes
+            .iter()
+            .flat_map(|r| r.operations.iter())
+            .map(|o| o.bounds.len())
+            .sum(),
         ..Summary::default()
     };
+    let route_facts = facts(config);
     for w in &all {
         match w.level {
             Level::Warning => summary.warnings += 1,
@@ -119,6 +159,7 @@ pub fn explain(config: &Config, nodes: Option<u32>) -> Explanation {
                     let applies_to = b.audience();
                     let row = BoundRow {
                         name: bound_name(b, j),
+                        operation: None,
                         path: format!("$.routes[{i}].bounds[{j}]"),
                         per: b.per,
                         limit: b.limit,
@@ -126,11 +167,46 @@ pub fn explain(config: &Config, nodes: Option<u32>) -> Explanation {
                         window_ms: ms,
                         words: words::bound(b.limit, ms, b.per, applies_to.as_deref()),
                         applies_to,
-                        warnings: take(&mut all, |w| w.route == i && w.bound == Some(j)),
+                        warnings: take(&mut all, |w| {
+                            w.route == i && w.operation.is_none() && w.bound == Some(j)
+                        }),
                     };
                     (Phase::of(b), row)
                 })
                 .collect();
+            let mut operations = Vec::new();
+            for (k, o) in r.operations.iter().enumerate() {
+                let name = operation_name(o, k);
+                let title = words::operation(&o.method, &o.path, o.operation_id.as_deref());
+                for (j, b) in o.bounds.iter().enumerate() {
+                    let ms = window_ms(&b.window).unwrap_or(0);
+                    let applies_to = b.audience();
+                    let row = BoundRow {
+                        name: format!("{name}.{}", bound_name(b, j)),
+                        operation: Some(title.clone()),
+                        path: format!("$.routes[{i}].operations[{k}].bounds[{j}]"),
+                        per: b.per,
+                        limit: b.limit,
+                        window: b.window.clone(),
+                        window_ms: ms,
+                        words: words::operation_bound(b.limit, ms, b.per, applies_to.as_deref()),
+                        applies_to,
+                        warnings: take(&mut all, |w| {
+                            w.route == i && w.operation == Some(k) && w.bound == Some(j)
+                        }),
+                    };
+                    rows.push((Phase::of(b), row));
+                }
+                operations.push(OperationRow {
+                    name,
+                    path: format!("$.routes[{i}].operations[{k}]"),
+                    method: o.method.clone(),
+                    template: o.path.clone(),
+                    operation_id: o.operation_id.clone(),
+                    title,
+                    warnings: take(&mut all, |w| w.route == i && w.operation == Some(k)),
+                });
+            }
             let phases = [Phase::BeforeIdentity, Phase::AfterIdentity]
                 .into_iter()
                 .map(|phase| PhaseRows {
@@ -147,6 +223,10 @@ pub fn explain(config: &Config, nodes: Option<u32>) -> Explanation {
                 matches: words::matching(&r.matching),
                 warnings: take(&mut all, |w| w.route == i),
                 phases,
+                counters: (!operations.is_empty())
+                    .then(|| route_facts.get(i).map(Counters::of))
+                    .flatten(),
+                operations,
             }
         })
         .collect();

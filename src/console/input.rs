@@ -15,7 +15,13 @@ pub enum Format {
 /// Reads `path` (`-` for stdin), at most one byte more than a configuration
 /// may have, so a huge file costs no more memory than an accepted one.
 pub fn read(path: &str) -> std::io::Result<Vec<u8>> {
-    let limit = MAX_CONFIG_BYTES as u64 + 1;
+    read_capped(path, MAX_CONFIG_BYTES)
+}
+
+/// Reads `path` (`-` for stdin), at most `cap + 1` bytes: more than `cap`
+/// means too big, told without reading the rest.
+pub fn read_capped(path: &str, cap: usize) -> std::io::Result<Vec<u8>> {
+    let limit = cap as u64 + 1;
     let mut bytes = Vec::new();
     if path == "-" {
         std::io::stdin()
@@ -86,15 +92,47 @@ fn root_error(message: String) -> ConfigError {
     }
 }
 
+/// A configuration-sized document (at most 1 MiB: a configuration, a
+/// bounds file) as JSON bytes: JSON as it is, YAML turned into JSON within
+/// the same budgets as a configuration.
+pub fn to_json(bytes: &[u8], format: Format) -> Result<Vec<u8>, ConfigError> {
+    if bytes.len() > MAX_CONFIG_BYTES {
+        return Err(too_big("the file"));
+    }
+    match format {
+        Format::Json => Ok(bytes.to_vec()),
+        Format::Yaml => yaml_to_json(bytes),
+    }
+}
+
+/// Budgets for a large YAML document read only in part (an OpenAPI
+/// document of up to `max_bytes`): deep enough for nested schemas, with
+/// alias expansion as bounded as in a configuration.
+pub fn document_options(max_bytes: usize) -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_depth: 128,
+            max_documents: 1,
+            max_nodes: 2_000_000,
+            max_events: 6_000_000,
+            max_aliases: 10_000,
+            max_anchors: 10_000,
+            max_total_scalar_bytes: max_bytes,
+        },
+        alias_limits: serde_saphyr::alias_limits! {
+            max_total_replayed_events: 100_000,
+            max_replay_stack_depth: 16,
+        },
+        strict_booleans: true,
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
+    }
+}
+
 /// A YAML document as the bytes of the equivalent JSON. Budgets keep a
 /// hostile document (deep nesting, alias bombs) to bounded time and memory.
 fn yaml_to_json(bytes: &[u8]) -> Result<Vec<u8>, ConfigError> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        root_error(format!(
-            "configuration is not UTF-8 (byte {})",
-            e.valid_up_to()
-        ))
-    })?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| root_error(format!("the file is not UTF-8 (byte {})", e.valid_up_to())))?;
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_depth: 32,
@@ -113,7 +151,7 @@ fn yaml_to_json(bytes: &[u8]) -> Result<Vec<u8>, ConfigError> {
         duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
     };
     let value: serde_json::Value = serde_saphyr::from_str_with_options(text, options)
-        .map_err(|e| root_error(format!("not valid YAML for a configuration: {e}")))?;
+        .map_err(|e| root_error(format!("not valid YAML: {e}")))?;
     // A document with nothing in it is an empty configuration, as in JSON.
     let value = if value.is_null() {
         serde_json::Value::Object(serde_json::Map::new())
@@ -129,7 +167,7 @@ fn yaml_to_json(bytes: &[u8]) -> Result<Vec<u8>, ConfigError> {
 }
 
 /// `"… at line 3 column 7"` → `"…"`.
-fn without_json_location(message: &str) -> &str {
+pub fn without_json_location(message: &str) -> &str {
     if let Some(at) = message.rfind(" at line ") {
         let rest = &message[at + " at line ".len()..];
         let mut words = rest.split(' ');

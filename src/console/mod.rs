@@ -8,13 +8,17 @@
 //!   the filter at configure time);
 //! - [`explain`]: every route's bounds grouped by phase, with the warnings
 //!   beside them, as data, as text ([`render`]) or as JSON;
-//! - [`input`] and [`schema`]: the CLI only (not compiled into the module).
+//! - [`input`], [`openapi`] and [`schema`]: the CLI only (not compiled into
+//!   the module); [`openapi`] turns an OpenAPI document and a bounds file
+//!   into a route's `operations`.
 //!
 //! [`Config`]: crate::config::Config
 
 pub mod explain;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod input;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod openapi;
 pub mod render;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod schema;

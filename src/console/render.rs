@@ -15,9 +15,18 @@ pub fn text(e: &Explanation) -> String {
         Some(n) => format!("on {n} nodes"),
         None => "counted per Envoy node".to_string(),
     };
+    let operations = if e.summary.operations == 0 {
+        String::new()
+    } else {
+        format!(
+            ", {} with {}",
+            plural(e.summary.operations, "operation"),
+            plural(e.summary.operation_bounds, "bound")
+        )
+    };
     let _ = writeln!(
         out,
-        "ratebound configuration {:?}: {}, {} ({nodes})",
+        "ratebound configuration {:?}: {}, {}{operations} ({nodes})",
         e.instance,
         plural(e.summary.routes, "route"),
         plural(e.summary.bounds, "bound"),
@@ -49,9 +58,28 @@ fn route(out: &mut String, r: &RouteRow) {
         let _ = writeln!(out, "  {}:", p.phase.title());
         let width = p.bounds.iter().map(|b| b.name.len()).max().unwrap_or(0);
         for b in &p.bounds {
-            let _ = writeln!(out, "    {:<width$}  {}  {}", b.name, b.words, b.path);
+            let words = match &b.operation {
+                Some(op) => format!("{op}: {}", b.words),
+                None => b.words.clone(),
+            };
+            let _ = writeln!(out, "    {:<width$}  {words}  {}", b.name, b.path);
             for w in &b.warnings {
                 warning(out, "      ", w, false);
+            }
+        }
+    }
+    if let Some(c) = &r.counters {
+        let _ = writeln!(
+            out,
+            "  {}, {}:",
+            plural(r.operations.len(), "operation"),
+            c.words()
+        );
+        let width = r.operations.iter().map(|o| o.name.len()).max().unwrap_or(0);
+        for o in &r.operations {
+            let _ = writeln!(out, "    {:<width$}  {}  {}", o.name, o.title, o.path);
+            for w in &o.warnings {
+                warning(out, "      ", w, true);
             }
         }
     }
@@ -121,6 +149,45 @@ mod tests {
             .lines()
             .nth(1)
             .is_some_and(|l| l.starts_with("    word")));
+    }
+
+    #[test]
+    fn operations_read_under_their_route_by_phase_with_their_counters() {
+        let c = parse(br#"{"instance":"shop","identity":{"header":{"user":"x-user"}},"routes":[{"name":"shop","match":{"path_prefix":"/api"},
+            "bounds":[{"name":"addr","per":"address","limit":100,"window":"PT1M"}],
+            "operations":[
+              {"operation_id":"payOrder","method":"POST","path":"/api/orders/{id}/pay","bounds":[{"per":"user","limit":5,"window":"PT1M"}]},
+              {"name":"mine","method":"GET","path":"/api/orders/mine","bounds":[{"name":"addr","per":"address","limit":30,"window":"PT1M"}]},
+              {"operation_id":"health","method":"GET","path":"/health","bounds":[{"per":"route","limit":10,"window":"PT1S"}]}]}]}"#)
+        .unwrap();
+        let t = text(&explain(&c, None));
+        assert!(
+            t.starts_with("ratebound configuration \"shop\": 1 route, 1 bound, 3 operations with 3 bounds (counted per Envoy node)\n"),
+            "{t}"
+        );
+        let before = t.find("  before identity").unwrap();
+        let after = t.find("  after identity").unwrap();
+        let mine = t
+            .find("    mine.addr  GET /api/orders/mine: 30 a minute per client address, per operation  $.routes[0].operations[1].bounds[0]\n")
+            .unwrap_or_else(|| panic!("{t}"));
+        let health = t
+            .find("    health.b0  GET /health (health): 10 a second for the whole operation  $.routes[0].operations[2].bounds[0]\n")
+            .unwrap_or_else(|| panic!("{t}"));
+        let pay = t
+            .find("    payOrder.b0  POST /api/orders/{id}/pay (payOrder): 5 a minute per user, per operation  $.routes[0].operations[0].bounds[0]\n")
+            .unwrap_or_else(|| panic!("{t}"));
+        assert!(
+            before < mine && mine < health && health < after && after < pay,
+            "{t}"
+        );
+        assert!(
+            t.contains("  3 operations, up to 20,001 counters (2 keyed bounds × 10,000 callers + 1 counter for a whole operation):\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("    health    GET /health (health)  $.routes[0].operations[2]\n      warning[unreachable-operation] $.routes[0].operations[2].path: operation GET /health (health)\n        never matches"),
+            "{t}"
+        );
     }
 
     #[test]

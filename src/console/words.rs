@@ -76,9 +76,52 @@ pub fn bound(limit: u64, window_ms: u64, key: Per, audience: Option<&str>) -> St
     s
 }
 
+/// What an operation bound's counter is keyed on: one counter per
+/// operation and per caller ("per user, per operation"), or one for the
+/// operation ("for the whole operation").
+pub fn per_operation(key: Per) -> String {
+    match key {
+        Per::Route => "for the whole operation".to_string(),
+        other => format!("{}, per operation", per(other)),
+    }
+}
+
+/// An operation bound in one phrase: "5 a minute per user, per operation".
+pub fn operation_bound(limit: u64, window_ms: u64, key: Per, audience: Option<&str>) -> String {
+    let mut s = format!("{} {}", rate(limit, window_ms), per_operation(key));
+    if let Some(who) = audience {
+        s.push_str(", for ");
+        s.push_str(who);
+    }
+    s
+}
+
+/// An operation as the OpenAPI document names it: "POST /orders/{id}/pay
+/// (payOrder)", the operationId only when there is one.
+pub fn operation(method: &str, template: &str, operation_id: Option<&str>) -> String {
+    match operation_id {
+        Some(id) => format!("{method} {template} ({id})"),
+        None => format!("{method} {template}"),
+    }
+}
+
 /// The cluster reading of a bound: counters live on each node.
 pub fn per_node(limit: u64, window_ms: u64, key: Per, nodes: Option<u32>) -> String {
-    let key = per(key);
+    per_node_keyed(limit, window_ms, per(key), nodes)
+}
+
+/// The cluster reading of an operation bound.
+pub fn per_node_operation(limit: u64, window_ms: u64, key: Per, nodes: Option<u32>) -> String {
+    let key = per_operation(key);
+    let key = if key.contains(',') {
+        format!("{key},")
+    } else {
+        key
+    };
+    per_node_keyed(limit, window_ms, &key, nodes)
+}
+
+fn per_node_keyed(limit: u64, window_ms: u64, key: &str, nodes: Option<u32>) -> String {
     match nodes {
         Some(1) => format!(
             "per node: on 1 node up to {} {key} through the installation",
@@ -188,6 +231,31 @@ mod tests {
         );
         assert!(
             per_node(5, 60_000, Per::Address, Some(1)).starts_with("per node: on 1 node up to 5")
+        );
+    }
+
+    #[test]
+    fn operation_bounds_say_per_operation() {
+        assert_eq!(
+            operation_bound(5, 60_000, Per::User, None),
+            "5 a minute per user, per operation"
+        );
+        assert_eq!(
+            operation_bound(100, 1_000, Per::Route, None),
+            "100 a second for the whole operation"
+        );
+        assert_eq!(
+            operation_bound(50, 60_000, Per::User, Some("anyone holding trial")),
+            "50 a minute per user, per operation, for anyone holding trial"
+        );
+        assert_eq!(
+            operation("POST", "/orders/{id}/pay", Some("payOrder")),
+            "POST /orders/{id}/pay (payOrder)"
+        );
+        assert_eq!(operation("GET", "/orders/mine", None), "GET /orders/mine");
+        assert_eq!(
+            per_node_operation(5, 60_000, Per::User, Some(2)),
+            "per node: on 2 nodes up to 2 × 5 = 10 a minute per user, per operation, through the installation"
         );
     }
 

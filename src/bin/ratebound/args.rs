@@ -3,17 +3,26 @@
 pub const USAGE: &str = "\
 usage: ratebound check [--strict] [--nodes N] FILE|-
        ratebound explain [--nodes N] [--format text|json] FILE|-
+       ratebound openapi SPEC --route NAME --bounds FILE [--config BASE] [--match-prefix P] [--servers]
        ratebound schema
        ratebound --version
 
   check     validate a configuration (JSON or YAML) with the filter's own parser;
             list every error with its JSON path, then the warnings and notes
   explain   every route's bounds in plain words, by the phase they are checked in
+  openapi   give operations of an OpenAPI 3.0/3.1 document (JSON or YAML) bounds of their own:
+            FILE maps an operationId, or \"METHOD /path\", to its bounds; prints the BASE
+            configuration (or a new one) with route NAME's operations set, as JSON on stdout
   schema    print the JSON Schema of the configuration
 
   --strict        check fails on warnings too (notes never fail)
   --nodes N       how many Envoy nodes run the configuration: counters are per node
   --format F      text (default) or json
+  --route NAME    openapi: the route whose operations are set (created when BASE has none)
+  --bounds FILE   openapi: the bounds of the operations picked (JSON or YAML)
+  --config BASE   openapi: the configuration to start from
+  --match-prefix P  openapi: match.path_prefix of a new route (default: what the paths share)
+  --servers       openapi: put the path of the operations' servers URL before their paths
 
 exit status: 0 valid, 1 invalid (or --strict and warnings), 2 usage or unreadable file";
 
@@ -35,9 +44,20 @@ pub enum Command {
         nodes: Option<u32>,
         format: Format,
     },
+    Openapi(Openapi),
     Schema,
     Version,
     Help,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Openapi {
+    pub spec: String,
+    pub route: String,
+    pub bounds: String,
+    pub config: Option<String>,
+    pub match_prefix: Option<String>,
+    pub servers: bool,
 }
 
 /// Parses the arguments after the program name.
@@ -49,6 +69,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         "--version" | "-V" | "version" => no_more(rest, Command::Version),
         "--help" | "-h" | "help" => Ok(Command::Help),
         "schema" => no_more(rest, Command::Schema),
+        "openapi" => openapi(rest).map(Command::Openapi),
         "check" | "explain" => {
             let mut flags = Flags::default();
             flags.read(first, rest)?;
@@ -77,6 +98,53 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         }
         other => Err(format!("unknown command {other:?}")),
     }
+}
+
+fn openapi(args: &[String]) -> Result<Openapi, String> {
+    let mut o = Openapi::default();
+    let (mut spec, mut route, mut bounds) = (None, None, None);
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next().cloned())
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match flag {
+            "--route" => route = Some(value("--route")?),
+            "--bounds" => bounds = Some(value("--bounds")?),
+            "--config" => o.config = Some(value("--config")?),
+            "--match-prefix" => {
+                let p = value("--match-prefix")?;
+                if !p.starts_with('/') {
+                    return Err(format!("--match-prefix {p:?} must start with '/'"));
+                }
+                o.match_prefix = Some(p);
+            }
+            "--servers" if inline.is_none() => o.servers = true,
+            f if f.starts_with('-') && f != "-" => {
+                return Err(format!("unknown option {arg:?} for openapi"))
+            }
+            _ => {
+                if let Some(first) = &spec {
+                    return Err(format!("openapi takes one SPEC; got {first:?} and {arg:?}"));
+                }
+                spec = Some(arg.clone());
+            }
+        }
+    }
+    o.spec = spec.ok_or("openapi needs a SPEC (an OpenAPI document, or - for stdin)")?;
+    o.route = route.ok_or("openapi needs --route NAME")?;
+    o.bounds = bounds.ok_or("openapi needs --bounds FILE")?;
+    if o.spec == "-" && o.bounds == "-" {
+        return Err("SPEC and --bounds cannot both be stdin".into());
+    }
+    Ok(o)
 }
 
 fn no_more(rest: &[String], c: Command) -> Result<Command, String> {
@@ -176,6 +244,24 @@ mod tests {
             })
         );
         assert_eq!(p(&["--version"]), Ok(Command::Version));
+        assert_eq!(
+            p(&[
+                "openapi",
+                "shop.yaml",
+                "--route",
+                "shop",
+                "--bounds=b.json",
+                "--servers"
+            ]),
+            Ok(Command::Openapi(Openapi {
+                spec: "shop.yaml".into(),
+                route: "shop".into(),
+                bounds: "b.json".into(),
+                config: None,
+                match_prefix: None,
+                servers: true
+            }))
+        );
         assert_eq!(p(&["schema"]), Ok(Command::Schema));
     }
 
@@ -194,6 +280,26 @@ mod tests {
             &["explain", "--format", "xml", "a"],
             &["explain", "--strict", "a"],
             &["schema", "extra"],
+            &["openapi", "--route", "a", "--bounds", "b"],
+            &["openapi", "s.json", "--bounds", "b"],
+            &["openapi", "s.json", "--route", "a"],
+            &[
+                "openapi", "s.json", "t.json", "--route", "a", "--bounds", "b",
+            ],
+            &[
+                "openapi",
+                "s.json",
+                "--route",
+                "a",
+                "--bounds",
+                "b",
+                "--match-prefix",
+                "api",
+            ],
+            &["openapi", "-", "--route", "a", "--bounds", "-"],
+            &[
+                "openapi", "s.json", "--route", "a", "--bounds", "b", "--nodes", "3",
+            ],
         ] {
             assert!(p(bad).is_err(), "{bad:?}");
         }

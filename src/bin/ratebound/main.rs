@@ -6,7 +6,7 @@ mod args;
 
 use args::{Command, Format};
 use ratebound::config::{Config, ConfigError};
-use ratebound::console::{explain, input, render, schema, warnings, Level};
+use ratebound::console::{explain, input, openapi, render, schema, warnings, Level};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -41,6 +41,7 @@ fn run(command: Command) -> u8 {
             out(&format!("{}\n", args::USAGE));
             VALID
         }
+        Command::Openapi(o) => generate(&o),
         Command::Schema => {
             out(&schema::text());
             VALID
@@ -86,6 +87,103 @@ fn load(file: &str) -> Result<Config, u8> {
     })
 }
 
+/// `ratebound openapi`: the configuration on stdout; what was done, the
+/// errors and the warnings on stderr (stdout stays a configuration).
+fn generate(o: &args::Openapi) -> u8 {
+    let read = |file: &str, cap: usize| {
+        input::read_capped(file, cap).map_err(|e| {
+            err(&format!("ratebound: cannot read {file}: {e}\n"));
+            USAGE
+        })
+    };
+    let spec = match read(&o.spec, openapi::MAX_DOCUMENT_BYTES) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let bounds = match read(&o.bounds, ratebound::config::MAX_CONFIG_BYTES) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let base = match &o.config {
+        None => None,
+        Some(file) => {
+            // The base must be valid on its own; its errors name it.
+            let bytes = match read(file, ratebound::config::MAX_CONFIG_BYTES) {
+                Ok(b) => b,
+                Err(code) => return code,
+            };
+            if let Err(errors) = input::load(&bytes, input::detect(file, &bytes)) {
+                err(&errors_text(file, &errors));
+                err("ratebound openapi: the base configuration (--config) is invalid\n");
+                return INVALID;
+            }
+            let json = input::to_json(&bytes, input::detect(file, &bytes))
+                .ok()
+                .and_then(|j| serde_json::from_slice::<serde_json::Value>(&j).ok());
+            match json {
+                Some(v) if v.is_object() => Some(v),
+                // An empty base is an empty configuration.
+                _ => None,
+            }
+        }
+    };
+    let fail = |errors: &[openapi::Error]| {
+        let mut s: String = errors.iter().map(|e| format!("error: {e}\n")).collect();
+        let n = errors.len();
+        s.push_str(&format!(
+            "ratebound openapi: no configuration written, {n} error{}\n",
+            if n == 1 { "" } else { "s" }
+        ));
+        err(&s);
+        INVALID
+    };
+    let doc = match openapi::read_document(&spec, input::detect(&o.spec, &spec), &o.spec) {
+        Ok(d) => d,
+        Err(e) => return fail(&[e]),
+    };
+    let picks = match openapi::read_picks(&bounds, input::detect(&o.bounds, &bounds), &o.bounds) {
+        Ok(p) => p,
+        Err(e) => return fail(&[e]),
+    };
+    let request = openapi::Request {
+        route: o.route.clone(),
+        match_prefix: o.match_prefix.clone(),
+        servers: o.servers,
+        spec_label: o.spec.clone(),
+        bounds_label: o.bounds.clone(),
+    };
+    match openapi::generate(&doc, &picks, base, &request) {
+        Err(errors) => fail(&errors),
+        Ok(g) => {
+            let mut text = serde_json::to_string_pretty(&g.json).unwrap_or_default();
+            text.push('\n');
+            out(&text);
+            let mut s: String = g.notes.iter().map(|n| format!("note: {n}\n")).collect();
+            let ws: Vec<_> = warnings(&g.config, None)
+                .into_iter()
+                .filter(|w| w.level == Level::Warning)
+                .collect();
+            s.extend(ws.iter().map(|w| format!("{w}\n")));
+            let ops: usize = g
+                .config
+                .routes
+                .iter()
+                .find(|r| r.name == o.route)
+                .map_or(0, |r| r.operations.len());
+            s.push_str(&format!(
+                "ratebound openapi: route {:?} with {} from {} (OpenAPI {}), {}\n",
+                o.route,
+                plural(ops, "operation"),
+                o.spec,
+                doc.version,
+                plural(ws.len(), "warning")
+            ));
+            err(&s);
+            VALID
+        }
+    }
+}
+
 fn errors_text(file: &str, errors: &[ConfigError]) -> String {
     let mut s: String = errors.iter().map(|e| format!("error: {e}\n")).collect();
     let n = errors.len();
@@ -102,8 +200,14 @@ fn check(file: &str, config: &Config, strict: bool, nodes: Option<u32>) -> u8 {
     let warned = ws.iter().filter(|w| w.level == Level::Warning).count();
     let noted = ws.len() - warned;
     let bounds: usize = config.routes.iter().map(|r| r.bounds.len()).sum();
+    let operations: usize = config.routes.iter().map(|r| r.operations.len()).sum();
+    let operations = if operations == 0 {
+        String::new()
+    } else {
+        format!(", {}", plural(operations, "operation"))
+    };
     s.push_str(&format!(
-        "{file}: valid ({}, {}), {}, {}\n",
+        "{file}: valid ({}, {}{operations}), {}, {}\n",
         plural(config.routes.len(), "route"),
         plural(bounds, "bound"),
         plural(warned, "warning"),
