@@ -1,39 +1,56 @@
 //! Envoy stats: per route and bound, `allowed`, `refused`, `would_refuse`
-//! (shadow), `overflow` (counters) and `tracked` (gauge); per instance `store_errors`,
-//! `identity_errors`, `session_calls`, `session_cache_hits`.
+//! (shadow), `overflow` (counters) and `tracked` (gauge); per instance
+//! `store_errors`, `identity_errors`, `session_calls`, `session_cache_hits`.
 //! Names are `ratebound.<instance>.<route>.<bound>.<stat>` (Envoy shows
 //! them under `wasmcustom.`); their number is fixed by the configuration,
 //! never by the traffic.
+//!
+//! Counters are added up in the VM and handed to Envoy on the 1 s tick:
+//! a host call per bound per request saved on the request path, for stats
+//! that are at most a second late.
 
 use crate::limiter::{BoundEvent, Event};
 use crate::plan::Plan;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
+use std::cell::Cell;
 
-#[derive(Default)]
+/// A counter: Envoy's id and what this VM has not handed over yet.
+struct Counter {
+    id: u32,
+    unflushed: Cell<u64>,
+}
+
+/// Indices into `Metrics::counters`.
 struct BoundIds {
-    allowed: Option<u32>,
-    refused: Option<u32>,
-    would_refuse: Option<u32>,
-    overflow: Option<u32>,
+    allowed: Option<usize>,
+    refused: Option<usize>,
+    would_refuse: Option<usize>,
+    overflow: Option<usize>,
     tracked: Option<u32>,
 }
 
 pub struct Metrics {
+    counters: Vec<Counter>,
     bounds: Vec<Vec<BoundIds>>,
-    store_errors: Option<u32>,
-    identity_errors: Option<u32>,
-    session_calls: Option<u32>,
-    session_cache_hits: Option<u32>,
-}
-
-fn define(kind: MetricType, name: &str) -> Option<u32> {
-    hostcalls::define_metric(kind, name).ok()
+    store_errors: Option<usize>,
+    identity_errors: Option<usize>,
+    session_calls: Option<usize>,
+    session_cache_hits: Option<usize>,
 }
 
 impl Metrics {
     pub fn define(plan: &Plan) -> Metrics {
         let base = format!("ratebound.{}", plan.instance);
+        let mut counters = Vec::new();
+        let mut counter = |name: String| {
+            let id = hostcalls::define_metric(MetricType::Counter, &name).ok()?;
+            counters.push(Counter {
+                id,
+                unflushed: Cell::new(0),
+            });
+            Some(counters.len() - 1)
+        };
         let bounds = plan
             .routes
             .iter()
@@ -43,23 +60,47 @@ impl Metrics {
                     .map(|b| {
                         let n = format!("{base}.{}.{}", r.name, b.name);
                         BoundIds {
-                            allowed: define(MetricType::Counter, &format!("{n}.allowed")),
-                            refused: define(MetricType::Counter, &format!("{n}.refused")),
-                            would_refuse: define(MetricType::Counter, &format!("{n}.would_refuse")),
-                            overflow: define(MetricType::Counter, &format!("{n}.overflow")),
-                            tracked: define(MetricType::Gauge, &format!("{n}.tracked")),
+                            allowed: counter(format!("{n}.allowed")),
+                            refused: counter(format!("{n}.refused")),
+                            would_refuse: counter(format!("{n}.would_refuse")),
+                            overflow: counter(format!("{n}.overflow")),
+                            tracked: hostcalls::define_metric(
+                                MetricType::Gauge,
+                                &format!("{n}.tracked"),
+                            )
+                            .ok(),
                         }
                     })
                     .collect()
             })
             .collect();
-        let counter = |name: &str| define(MetricType::Counter, &format!("{base}.{name}"));
+        let store_errors = counter(format!("{base}.store_errors"));
+        let identity_errors = counter(format!("{base}.identity_errors"));
+        let session_calls = counter(format!("{base}.session_calls"));
+        let session_cache_hits = counter(format!("{base}.session_cache_hits"));
         Metrics {
+            counters,
             bounds,
-            store_errors: counter("store_errors"),
-            identity_errors: counter("identity_errors"),
-            session_calls: counter("session_calls"),
-            session_cache_hits: counter("session_cache_hits"),
+            store_errors,
+            identity_errors,
+            session_calls,
+            session_cache_hits,
+        }
+    }
+
+    fn inc(&self, slot: Option<usize>) {
+        if let Some(c) = slot.and_then(|s| self.counters.get(s)) {
+            c.unflushed.set(c.unflushed.get() + 1);
+        }
+    }
+
+    /// Hands the counts added up since the last flush to Envoy.
+    pub fn flush(&self) {
+        for c in &self.counters {
+            let n = c.unflushed.replace(0);
+            if n > 0 {
+                let _ = hostcalls::increment_metric(c.id, i64::try_from(n).unwrap_or(i64::MAX));
+            }
         }
     }
 
@@ -72,14 +113,13 @@ impl Metrics {
             let Some(ids) = self.ids(route, e.bound) else {
                 continue;
             };
-            let id = match e.event {
+            self.inc(match e.event {
                 Event::Allowed => ids.allowed,
                 Event::Refused => ids.refused,
                 Event::WouldRefuse => ids.would_refuse,
-            };
-            inc(id);
+            });
             if e.overflow {
-                inc(ids.overflow);
+                self.inc(ids.overflow);
             }
         }
     }
@@ -91,24 +131,18 @@ impl Metrics {
     }
 
     pub fn store_error(&self) {
-        inc(self.store_errors);
+        self.inc(self.store_errors);
     }
 
     pub fn identity_error(&self) {
-        inc(self.identity_errors);
+        self.inc(self.identity_errors);
     }
 
     pub fn session_call(&self) {
-        inc(self.session_calls);
+        self.inc(self.session_calls);
     }
 
     pub fn session_cache_hit(&self) {
-        inc(self.session_cache_hits);
-    }
-}
-
-fn inc(id: Option<u32>) {
-    if let Some(id) = id {
-        let _ = hostcalls::increment_metric(id, 1);
+        self.inc(self.session_cache_hits);
     }
 }

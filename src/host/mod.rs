@@ -107,12 +107,13 @@ impl RootContext for Root {
 
     fn on_tick(&mut self) {
         let Some(active) = &self.active else { return };
+        active.metrics.flush();
         let store = SharedData;
         let plan = &active.limiter.plan;
         if let Ok(false) = lanes::is_current(&store, &plan.instance, plan.hash) {
             // Superseded: this context only serves connections draining from
-            // an older configuration; its gauges would now be wrong.
-            let _ = hostcalls::set_tick_period(Duration::ZERO);
+            // an older configuration. It hands over their counts, but its
+            // gauges would now be wrong and its lanes are not its own.
             return;
         }
         self.ticks += 1;

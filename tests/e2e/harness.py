@@ -362,6 +362,7 @@ static_resources:
             return r.read().decode()
 
     def stats(self, filter_re: str | None = None) -> dict[str, int]:
+        settle_stats()
         path = "/stats"
         if filter_re:
             path += "?filter=" + urllib.parse.quote(filter_re)
@@ -435,6 +436,23 @@ static_resources:
 # --------------------------------------------------------------------------
 # Clients
 # --------------------------------------------------------------------------
+# The filter hands its counters to Envoy on its 1 s tick: a stat read right
+# after a request waits until a tick has passed since the last request.
+FLUSH_S = 1.3
+_last_request = 0.0
+
+
+def _sent() -> None:
+    global _last_request
+    _last_request = time.monotonic()
+
+
+def settle_stats() -> None:
+    wait = _last_request + FLUSH_S - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
+
+
 def request(port: int, path: str, src: str = "127.0.0.1", method: str = "GET",
             headers: dict | None = None, timeout: float = 10.0):
     """One request on a fresh connection from `src`. Returns (status, headers, body).
@@ -459,6 +477,7 @@ def request(port: int, path: str, src: str = "127.0.0.1", method: str = "GET",
         return resp.status, hdrs, body
     finally:
         conn.close()
+        _sent()
 
 
 async def _one(port: int, path: str, src: str, timeout: float,
@@ -523,7 +542,10 @@ def burst(port: int, n: int, concurrency: int, src_fn=lambda i: "127.0.0.1",
         start.set()
         return list(await asyncio.gather(*tasks))
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    finally:
+        _sent()
 
 
 def xff_flood(port: int, n: int, xff_fn, connections: int = 16, depth: int = 1,
@@ -599,7 +621,10 @@ def xff_flood(port: int, n: int, xff_fn, connections: int = 16, depth: int = 1,
         await asyncio.wait_for(asyncio.gather(*workers), timeout)
         return counts
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    finally:
+        _sent()
 
 
 # --------------------------------------------------------------------------

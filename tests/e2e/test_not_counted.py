@@ -30,7 +30,7 @@ def test_hammering_while_refused_does_not_extend_the_lockout(envoy):
     while time.time() < T + 1.9 and len(hammered) < 5000:
         hammered.append(request(e.port, "/", src=src)[0])
     assert hammered and set(hammered) == {429}, {s: hammered.count(s) for s in set(hammered)}
-    refused_during = e.rb("nc", "r", "per_address", "refused")
+    refused_during = len(hammered)  # all 429 (asserted above)
 
     admitted_at = None
     polls = 0
