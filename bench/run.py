@@ -67,7 +67,19 @@ def build_variants(jwks: str, token: str) -> list[Variant]:
                 [rb(bl.CFG_REFUSING)], expect_status=429),
         Variant("7", "jwt_noop_wasm", "jwt_authn + do-nothing wasm (baseline of 5)",
                 [bl.jwt_authn_filter(jwks), noop()], headers=auth),
-    ]
+    ] + compare_variants()
+
+
+def compare_variants() -> list[Variant]:
+    """RATEBOUND_COMPARE_WASM=path adds variant 8: another build of the module
+    with variant 4's configuration, measured in the same interleaved rounds
+    (an A/B test of a change to the hot path)."""
+    other = os.environ.get("RATEBOUND_COMPARE_WASM")
+    if not other:
+        return []
+    path = Path(other).resolve()
+    return [Variant("8", "compare_address", f"variant 4 with {path.name} (compare)",
+                    [bl.wasm_filter("ratebound", path, bl.CFG_ONE_ADDRESS)])]
 
 
 # --------------------------------------------------------------------------
