@@ -26,8 +26,8 @@ fi
 mkdir -p dist
 
 echo "build: wasm module (release, $TARGET)"
-cargo build --release --target "$TARGET" --lib
-cp "target/$TARGET/release/ratebound.wasm" dist/ratebound.wasm
+cargo build --profile wasm --target "$TARGET" --lib
+cp "target/$TARGET/wasm/ratebound.wasm" dist/ratebound.wasm
 
 echo "build: native CLI"
 cargo build --release --bin ratebound
@@ -35,8 +35,8 @@ cp target/release/ratebound dist/ratebound
 
 if [[ "$SELFTEST" == 1 ]]; then
   echo "build: selftest wasm module"
-  CARGO_TARGET_DIR=target/selftest cargo build --release --target "$TARGET" --lib --features selftest
-  cp "target/selftest/$TARGET/release/ratebound.wasm" dist/ratebound-selftest.wasm
+  CARGO_TARGET_DIR=target/selftest cargo build --profile wasm --target "$TARGET" --lib --features selftest
+  cp "target/selftest/$TARGET/wasm/ratebound.wasm" dist/ratebound-selftest.wasm
 fi
 
 # The Istio manifests with the module's url and sha256 filled in.

@@ -3,6 +3,7 @@
 //! Everything that decides is plain Rust that takes `now` as an argument;
 //! only `host` (compiled for wasm32) talks to Envoy.
 
+pub mod accuracy;
 pub mod address;
 pub mod config;
 pub mod console;

@@ -5,112 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use proptest::prelude::*;
+use ratebound::accuracy::population;
 use ratebound::config::parse;
 use ratebound::limiter::{Caller, Limiter};
 use ratebound::plan::Plan;
 use ratebound::slots::{self, Lane, Table};
 use ratebound::store::{ensure, MemStore, Store};
 use ratebound::window::{Counts, Rate, Verdict};
-use std::collections::VecDeque;
-
-/// Deterministic generator for traces (xorshift64*).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Exponential gap with the given mean.
-    fn gap(&mut self, mean_ms: f64) -> u64 {
-        (-(1.0 - self.unit()).ln() * mean_ms).round() as u64
-    }
-    /// Standard normal (Box-Muller).
-    fn normal(&mut self) -> f64 {
-        let u = self.unit().max(1e-12);
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
-    }
-}
-
-/// Errors of the estimate against an exact sliding log, per caller:
-/// - wrongly admitted: the exact count of admitted requests in the trailing
-///   window had already reached the limit;
-/// - wrongly refused: the caller's offered requests in the trailing window
-///   were under the limit (a compliant caller was refused).
-#[derive(Default)]
-struct Errors {
-    requests: usize,
-    wrongly_admitted: usize,
-    wrongly_refused: usize,
-}
-
-impl Errors {
-    fn replay(&mut self, rate: Rate, times: &[u64]) {
-        let w = rate.window_ms;
-        let mut c = Counts::default();
-        let mut admitted: VecDeque<u64> = VecDeque::new();
-        let mut offered: VecDeque<u64> = VecDeque::new();
-        for &t in times {
-            while admitted.front().is_some_and(|&x| x + w <= t) {
-                admitted.pop_front();
-            }
-            while offered.front().is_some_and(|&x| x + w <= t) {
-                offered.pop_front();
-            }
-            let compliant = (offered.len() as u32) < rate.limit;
-            offered.push_back(t);
-            self.requests += 1;
-            match rate.decide(c, t) {
-                Verdict::Admit { counts, .. } => {
-                    c = counts;
-                    if admitted.len() as u32 >= rate.limit {
-                        self.wrongly_admitted += 1;
-                    }
-                    admitted.push_back(t);
-                }
-                Verdict::Refuse { .. } => self.wrongly_refused += usize::from(compliant),
-            }
-        }
-    }
-    fn share(n: usize, of: usize) -> f64 {
-        n as f64 / of.max(1) as f64
-    }
-}
-
-fn poisson(rng: &mut Rng, start: u64, end: u64, mean_ms: f64) -> Vec<u64> {
-    let mut t = start;
-    std::iter::from_fn(|| {
-        t += rng.gap(mean_ms);
-        (t < end).then_some(t)
-    })
-    .collect()
-}
-
-/// Callers whose rates are log-normal around `median` × limit: most far
-/// below their limit, a tail above it (Cloudflare's "real traffic" shape).
-fn population(
-    seed: u64,
-    rate: Rate,
-    callers: usize,
-    windows: u64,
-    median: f64,
-    sigma: f64,
-) -> Errors {
-    let mut rng = Rng(seed);
-    let mut errors = Errors::default();
-    for _ in 0..callers {
-        let load = median * (sigma * rng.normal()).exp();
-        let mean = rate.window_ms as f64 / (f64::from(rate.limit) * load);
-        let start = 1_000 * rate.window_ms + rng.next() % rate.window_ms;
-        let times = poisson(&mut rng, start, start + windows * rate.window_ms, mean);
-        errors.replay(rate, &times);
-    }
-    errors
-}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(8))]
@@ -123,7 +24,7 @@ proptest! {
     ) {
         let rate = Rate { limit, window_ms: window_s * 1_000 };
         let e = population(seed, rate, 2_000, 20, 0.05, 1.0);
-        let wrong = Errors::share(e.wrongly_admitted + e.wrongly_refused, e.requests);
+        let wrong = e.wrong_share();
         prop_assert!(wrong <= 0.01, "{:.3}% of {} wrong", wrong * 100.0, e.requests);
     }
 
@@ -134,7 +35,7 @@ proptest! {
     ) {
         let rate = Rate { limit, window_ms: 60_000 };
         let e = population(seed, rate, 2_000, 20, 0.05, 1.5);
-        let refused = Errors::share(e.wrongly_refused, e.requests);
+        let refused = e.refused_share();
         prop_assert!(refused <= 0.01, "{:.3}% wrongly refused", refused * 100.0);
     }
 }
