@@ -44,6 +44,9 @@ def test_roles_from_a_verified_jwt_make_pricing_tiers(envoy):
     assert statuses(e.port, 8, headers=carol) == [200] * 8
     assert e.rb("tiers", "api", "partner", "allowed") == 8
     assert e.rb("tiers", "api", "trial", "refused") == 2
+    # The console's warning, logged by the filter once (not once per VM).
+    warned = [l for l in e.log().splitlines() if "ratebound configuration warning" in l]
+    assert len(warned) == 1 and "narrowed-only" in warned[0], warned
 
 
 def test_forged_identity_header_and_forwarded_for_change_nothing(envoy):
