@@ -33,22 +33,13 @@ pub const METHODS: [&str; 8] = [
 ];
 
 /// One problem, named where it is: `shop.yaml paths["/orders"].post`,
-/// `bounds.json "payOrder"[0].limit`, `--route`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
-    pub at: String,
-    pub message: String,
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.at, self.message)
-    }
-}
+/// Where (`bounds.json "payOrder"[0].limit`, `--route`) and what: the same
+/// shape as a configuration error.
+pub type Error = config::ConfigError;
 
 fn error(at: impl Into<String>, message: impl Into<String>) -> Error {
     Error {
-        at: at.into(),
+        path: at.into(),
         message: message.into(),
     }
 }
@@ -1078,7 +1069,7 @@ mod tests {
             &r,
         )
         .unwrap_err();
-        assert_eq!(e[0].at, "--match-prefix");
+        assert_eq!(e[0].path, "--match-prefix");
     }
 
     #[test]

@@ -100,27 +100,53 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
     }
 }
 
-fn openapi(args: &[String]) -> Result<Openapi, String> {
-    let mut o = Openapi::default();
-    let (mut spec, mut route, mut bounds) = (None, None, None);
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
+/// Walks arguments as `--flag value`, `--flag=value` or plain words.
+struct Words<'a> {
+    it: std::slice::Iter<'a, String>,
+}
+
+/// One argument: the whole word, its flag part, and a value given inline.
+struct Word<'a> {
+    arg: &'a String,
+    flag: &'a str,
+    inline: Option<String>,
+}
+
+impl<'a> Words<'a> {
+    fn new(args: &'a [String]) -> Words<'a> {
+        Words { it: args.iter() }
+    }
+
+    fn next_word(&mut self) -> Option<Word<'a>> {
+        let arg = self.it.next()?;
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
             _ => (arg.as_str(), None),
         };
-        let mut value = |name: &str| {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        match flag {
-            "--route" => route = Some(value("--route")?),
-            "--bounds" => bounds = Some(value("--bounds")?),
-            "--config" => o.config = Some(value("--config")?),
+        Some(Word { arg, flag, inline })
+    }
+
+    /// The value of flag `w`: inline, or the next word.
+    fn value(&mut self, w: &Word) -> Result<String, String> {
+        w.inline
+            .clone()
+            .or_else(|| self.it.next().cloned())
+            .ok_or_else(|| format!("{} needs a value", w.flag))
+    }
+}
+
+fn openapi(args: &[String]) -> Result<Openapi, String> {
+    let mut o = Openapi::default();
+    let (mut spec, mut route, mut bounds) = (None, None, None);
+    let mut words = Words::new(args);
+    while let Some(w) = words.next_word() {
+        let (arg, inline) = (w.arg, &w.inline);
+        match w.flag {
+            "--route" => route = Some(words.value(&w)?),
+            "--bounds" => bounds = Some(words.value(&w)?),
+            "--config" => o.config = Some(words.value(&w)?),
             "--match-prefix" => {
-                let p = value("--match-prefix")?;
+                let p = words.value(&w)?;
                 if !p.starts_with('/') {
                     return Err(format!("--match-prefix {p:?} must start with '/'"));
                 }
@@ -164,23 +190,14 @@ struct Flags {
 
 impl Flags {
     fn read(&mut self, command: &str, args: &[String]) -> Result<(), String> {
-        let mut it = args.iter();
-        while let Some(arg) = it.next() {
-            let (flag, inline) = match arg.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-                _ => (arg.as_str(), None),
-            };
-            let mut value = |name: &str| {
-                inline
-                    .clone()
-                    .or_else(|| it.next().cloned())
-                    .ok_or_else(|| format!("{name} needs a value"))
-            };
-            match flag {
+        let mut words = Words::new(args);
+        while let Some(w) = words.next_word() {
+            let (arg, inline) = (w.arg, &w.inline);
+            match w.flag {
                 "--strict" if inline.is_none() => self.strict = true,
-                "--nodes" => self.nodes = Some(nodes(&value("--nodes")?)?),
+                "--nodes" => self.nodes = Some(nodes(&words.value(&w)?)?),
                 "--format" => {
-                    self.format = Some(match value("--format")?.as_str() {
+                    self.format = Some(match words.value(&w)?.as_str() {
                         "text" => Format::Text,
                         "json" => Format::Json,
                         other => return Err(format!("--format {other:?}: use text or json")),
