@@ -45,6 +45,7 @@ class Variant:
     headers: dict = field(default_factory=dict)
     expect_status: int = 200  # status of a request once warmed up
     baseline: str = "2"  # the variant whose cost this one adds to
+    optional: bool = False  # measured only when named in --only
     env: bl.Envoy | None = None
     failed: str | None = None
     runs: list = field(default_factory=list)  # per round: dict
@@ -67,7 +68,26 @@ def build_variants(jwks: str, token: str) -> list[Variant]:
                 [rb(bl.CFG_REFUSING)], expect_status=429),
         Variant("7", "jwt_noop_wasm", "jwt_authn + do-nothing wasm (baseline of 5)",
                 [bl.jwt_authn_filter(jwks), noop()], headers=auth),
-    ] + compare_variants()
+    ] + identity_variants(jwks, auth) + compare_variants()
+
+
+def identity_variants(jwks: str, auth: dict) -> list[Variant]:
+    """What each identity source adds (`--only 2,4,7,9,10,11`): each variant
+    differs from its baseline by the source alone."""
+    rb = lambda cfg: bl.wasm_filter("ratebound", bl.RATEBOUND_WASM, cfg)  # noqa: E731
+    user = [{"name": "user", "per": "user", "limit": 1_000_000_000, "window": "PT1M"}]
+    header_user = bl.ratebound_config("benchhdr", user, identity={"header": {"user": "x-user-id"}})
+    jwt_user = bl.ratebound_config("benchjwt", user, identity={"jwt": {"user_claim": "sub"}})
+    return [
+        Variant("9", "header_user", "1 bound per user from a trusted header (vs 4)",
+                [rb(header_user)], headers={"x-user-id": "bench-user"}, baseline="4", optional=True),
+        Variant("10", "jwt_address", "jwt_authn + 1 bound per address (baseline of 11)",
+                [bl.jwt_authn_filter(jwks), rb(bl.CFG_ONE_ADDRESS)], headers=auth,
+                baseline="7", optional=True),
+        Variant("11", "jwt_user", "jwt_authn + 1 bound per user from the JWT (vs 10)",
+                [bl.jwt_authn_filter(jwks), rb(jwt_user)], headers=auth, baseline="10",
+                optional=True),
+    ]
 
 
 def compare_variants() -> list[Variant]:
@@ -397,6 +417,8 @@ def main() -> int:
     if args.only:
         keep = set(args.only.split(","))
         variants = [v for v in variants if v.id in keep]
+    else:
+        variants = [v for v in variants if not v.optional]
 
     commit = sh(["git", "-C", str(bl.ROOT), "rev-parse", "HEAD"])
     dirty = sh(["git", "-C", str(bl.ROOT), "status", "--porcelain", "--untracked-files=no"])
