@@ -143,7 +143,7 @@ def local_ratelimit_filter() -> dict:
     }
 
 
-def jwt_authn_filter(jwks: str) -> dict:
+def jwt_authn_filter(jwks: str, claim_header: str | None = None) -> dict:
     """RS256 tokens from issuer `bench`, verified against an inline JWKS; the payload
     lands in dynamic metadata under `payload` (as Istio does). Verified tokens are
     cached (jwt_cache_config), as a real deployment would, so the signature check is
@@ -159,6 +159,10 @@ def jwt_authn_filter(jwks: str) -> dict:
                     "payload_in_metadata": "payload",
                     "forward": True,
                     "jwt_cache_config": {"jwt_cache_size": 100},
+                    # jwt_authn writes the verified `sub` into this header
+                    # (clients' copies must be stripped before any filter).
+                    **({"claim_to_headers": [{"header_name": claim_header, "claim_name": "sub"}]}
+                       if claim_header else {}),
                 }
             },
             "rules": [{"match": {"prefix": "/"}, "requires": {"provider_name": "bench"}}],

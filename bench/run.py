@@ -78,7 +78,17 @@ def identity_variants(jwks: str, auth: dict) -> list[Variant]:
     user = [{"name": "user", "per": "user", "limit": 1_000_000_000, "window": "PT1M"}]
     header_user = bl.ratebound_config("benchhdr", user, identity={"header": {"user": "x-user-id"}})
     jwt_user = bl.ratebound_config("benchjwt", user, identity={"jwt": {"user_claim": "sub"}})
+    three_hdr = bl.ratebound_config(
+        "bench3h",
+        [{"name": "route", "per": "route", "limit": 4_000_000_000, "window": "PT1M"},
+         {"name": "addr", "per": "address", "limit": 1_000_000_000, "window": "PT1M"}] + user,
+        identity={"header": {"user": "x-jwt-sub"}})
+    jwt_hdr = lambda: bl.jwt_authn_filter(jwks, claim_header="x-jwt-sub")  # noqa: E731
     return [
+        Variant("12", "three_jwt_header", "as 5, the JWT user read from jwt_authn's claim_to_headers",
+                [jwt_hdr(), rb(three_hdr)], headers=auth, baseline="13", optional=True),
+        Variant("13", "jwt_header_noop", "jwt_authn (claim_to_headers) + do-nothing wasm (baseline of 12)",
+                [jwt_hdr(), bl.wasm_filter("noop", bl.NOOP_WASM, None)], headers=auth, optional=True),
         Variant("9", "header_user", "1 bound per user from a trusted header (vs 4)",
                 [rb(header_user)], headers={"x-user-id": "bench-user"}, baseline="4", optional=True),
         Variant("10", "jwt_address", "jwt_authn + 1 bound per address (baseline of 11)",
