@@ -411,7 +411,8 @@ pub fn parse(bytes: &[u8]) -> Result<Config, Vec<ConfigError>> {
     let mut de = serde_json::Deserializer::from_str(text);
     let config: Config = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = json_path(&e.path().to_string());
-        vec![err(path, structural_message(e.inner()))]
+        // serde_json's message ends with "at line L column C": kept, it helps in big files.
+        vec![err(path, e.inner().to_string())]
     })?;
     de.end()
         .map_err(|e| vec![err("$", format!("trailing characters: {e}"))])?;
@@ -430,16 +431,6 @@ fn json_path(serde_path: &str) -> String {
         format!("${serde_path}")
     } else {
         format!("$.{serde_path}")
-    }
-}
-
-fn structural_message(e: &serde_json::Error) -> String {
-    // serde_json appends "at line L column C"; keep it, it helps in big files.
-    let msg = e.to_string();
-    if msg.contains("unknown variant") && msg.contains("`route`") {
-        format!("{msg} (per is what the counter is keyed on)")
-    } else {
-        msg
     }
 }
 
@@ -675,10 +666,8 @@ fn validate_identity_needs(
     at: &str,
     errors: &mut Vec<ConfigError>,
 ) {
-    let needs_identity =
-        matches!(b.per, Per::User | Per::Token | Per::Org) || !b.applies_to.is_everybody();
     let Some(id) = id else {
-        if needs_identity {
+        if b.needs_identity() {
             errors.push(err(
                 if b.applies_to.is_everybody() { format!("{at}.per") } else { format!("{at}.applies_to") },
                 "needs a caller identity, and \"identity\" configures no source; add \"identity\" (jwt, mtls, header or session) or use per \"route\"/\"address\" for everybody",

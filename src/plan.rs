@@ -9,6 +9,7 @@ use crate::config::{
 use crate::operations::{parse_template, OpTree};
 use crate::window::Rate;
 use siphasher::sip::SipHasher13;
+use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
 
 #[derive(Debug, Clone)]
@@ -64,12 +65,19 @@ pub struct Operation {
 impl Route {
     /// The bounds a request to operation `op` is checked against before
     /// identity: the route's, then the operation's.
-    pub fn early_bounds(&self, op: Option<usize>) -> Vec<usize> {
-        let mut v = self.early.clone();
-        if let Some(o) = op.and_then(|o| self.operations.get(o)) {
-            v.extend_from_slice(&o.early);
+    pub fn early_bounds(&self, op: Option<usize>) -> Cow<'_, [usize]> {
+        match op.and_then(|o| self.operations.get(o)) {
+            None => Cow::Borrowed(&self.early),
+            Some(o) => Cow::Owned([self.early.as_slice(), &o.early].concat()),
         }
-        v
+    }
+
+    /// Some bound of the route, or of operation `op`, needs an identity.
+    pub fn needs_identity(&self, op: Option<usize>) -> bool {
+        !self.late.is_empty()
+            || op
+                .and_then(|o| self.operations.get(o))
+                .is_some_and(|o| !o.late.is_empty())
     }
 
     /// Bounds that need identity (before `applies_to` narrows them).
@@ -271,7 +279,7 @@ fn route_fingerprint(r: &RouteConfig, all_shadow: bool) -> u64 {
 impl Bound {
     /// Keyed on, or narrowed by, who the caller is.
     pub fn needs_identity(&self) -> bool {
-        matches!(self.per, Per::User | Per::Token | Per::Org) || !self.applies_to.is_everybody()
+        self.per.needs_identity() || !self.applies_to.is_everybody()
     }
 }
 

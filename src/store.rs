@@ -89,10 +89,6 @@ impl MemStore {
         self.inner.borrow().map.len()
     }
 
-    pub fn keys(&self) -> Vec<String> {
-        self.inner.borrow().map.keys().cloned().collect()
-    }
-
     /// Every key and value, sorted: compare two to see what a call wrote.
     pub fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
         let mut all: Vec<_> = self

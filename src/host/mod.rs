@@ -454,11 +454,8 @@ impl HttpContext for Request {
         if let Some(refused) = lim.prepare(&SharedData, &mut pending, &early, &anonymous, now) {
             return self.conclude(&active, r, refused);
         }
-        let needs_identity = !route.late.is_empty()
-            || op
-                .and_then(|o| route.operations.get(o))
-                .is_some_and(|o| !o.late.is_empty());
-        let Some(identity_config) = plan.identity.as_ref().filter(|_| needs_identity) else {
+        let Some(identity_config) = plan.identity.as_ref().filter(|_| route.needs_identity(op))
+        else {
             let d = lim.commit(&SharedData, pending, now);
             return self.conclude(&active, r, d);
         };
