@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 RATEBOUND_WASM = ROOT / "dist" / "ratebound.wasm"
 NOOP_WASM = BENCH / "noop-filter" / "target" / "wasm32-wasip1" / "release" / "noop_filter.wasm"
+PROBE_WASM = BENCH / "probe-filter" / "target" / "wasm32-wasip1" / "release" / "probe_filter.wasm"
 
 READY_TIMEOUT = 30.0  # s for Envoy to become ready (V8 compiles the module)
 STOP_TIMEOUT = 5.0  # s between SIGTERM and SIGKILL

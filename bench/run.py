@@ -68,7 +68,7 @@ def build_variants(jwks: str, token: str) -> list[Variant]:
                 [rb(bl.CFG_REFUSING)], expect_status=429),
         Variant("7", "jwt_noop_wasm", "jwt_authn + do-nothing wasm (baseline of 5)",
                 [bl.jwt_authn_filter(jwks), noop()], headers=auth),
-    ] + identity_variants(jwks, auth) + compare_variants()
+    ] + identity_variants(jwks, auth) + probe_variants() + compare_variants()
 
 
 def identity_variants(jwks: str, auth: dict) -> list[Variant]:
@@ -98,6 +98,30 @@ def identity_variants(jwks: str, auth: dict) -> list[Variant]:
                 [bl.jwt_authn_filter(jwks), rb(jwt_user)], headers=auth, baseline="10",
                 optional=True),
     ]
+
+
+PROBES = {
+    "20": ["address"],
+    "21": ["time"],
+    "22": ["header"],
+    "23": ["shared_get"],
+    "24": ["shared"],
+    "25": ["replace3"],
+    "26": ["add3"],
+    "27": ["refuse"],
+    "28": ["refuse_nobody"],
+    "29": ["address", "time", "shared", "replace3"],  # variant 4's host calls, nothing else
+    "30": ["address", "time", "shared_get", "refuse"],  # variant 6's host calls
+}
+
+
+def probe_variants() -> list[Variant]:
+    """Where the time goes (`--only 2,20,21,...`): the probe filter doing one
+    kind of host call per request, priced against the do-nothing filter."""
+    return [Variant(i, "probe_" + "_".join(ops), "probe: " + " + ".join(ops),
+                    [bl.wasm_filter("probe", bl.PROBE_WASM, ops)],
+                    expect_status=429 if ops[0].startswith("refuse") else 200, optional=True)
+            for i, ops in PROBES.items()]
 
 
 def compare_variants() -> list[Variant]:

@@ -49,8 +49,9 @@ fi
 if ! rustup target list --installed | grep -qx wasm32-wasip1; then
   rustup target add wasm32-wasip1
 fi
-echo "bench/setup: building bench/noop-filter"
+echo "bench/setup: building bench/noop-filter and bench/probe-filter"
 cargo build --quiet --release --target wasm32-wasip1 --manifest-path bench/noop-filter/Cargo.toml
+cargo build --quiet --release --target wasm32-wasip1 --manifest-path bench/probe-filter/Cargo.toml
 
 if [[ "$(nproc)" -lt 2 ]]; then
   echo "bench/setup: the benchmarks pin Envoy to CPU 0 and the load generator to CPU 1; this machine has $(nproc) CPU" >&2

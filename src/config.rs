@@ -93,6 +93,17 @@ pub struct JwtSource {
     pub roles_claim: Option<String>,
     /// The claim identifying the token itself (e.g. `jti`, `client_id`).
     pub token_claim: Option<String>,
+    /// The request header jwt_authn takes the token from (its
+    /// `from_headers`; a `Bearer ` prefix is skipped). Only used to
+    /// remember, per worker, the identity of a token jwt_authn verified.
+    #[serde(default = "default_token_header")]
+    pub token_header: String,
+    /// How long a verified token's identity is remembered (never past the
+    /// token's `exp`); 0 reads jwt_authn's metadata on every request.
+    #[serde(default = "default_jwt_cache_ttl_s")]
+    pub cache_ttl_s: u64,
+    #[serde(default = "default_cache_entries")]
+    pub cache_entries: usize,
 }
 
 /// The mTLS peer: its URI SAN (a SPIFFE id) is the user.
@@ -357,6 +368,12 @@ fn default_payload() -> String {
 fn default_sub() -> String {
     "sub".to_string()
 }
+fn default_token_header() -> String {
+    "authorization".to_string()
+}
+fn default_jwt_cache_ttl_s() -> u64 {
+    60
+}
 fn default_session_path() -> String {
     "/session".to_string()
 }
@@ -567,6 +584,14 @@ fn validate_operations(c: &Config, r: &RouteConfig, at: &str, errors: &mut Vec<C
     }
 }
 
+/// A lowercase request header name a trusted filter can set.
+fn is_header_name(v: &str) -> bool {
+    !v.is_empty()
+        && !v.starts_with(':')
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
 fn validate_identity(id: &IdentityConfig, errors: &mut Vec<ConfigError>) {
     let at = "$.identity";
     if id.jwt.is_none() && id.mtls.is_none() && id.header.is_none() && id.session.is_none() {
@@ -591,6 +616,27 @@ fn validate_identity(id: &IdentityConfig, errors: &mut Vec<ConfigError>) {
                 ));
             }
         }
+        if !is_header_name(&j.token_header) {
+            errors.push(err(
+                format!("{at}.jwt.token_header"),
+                format!(
+                    "{:?} is not a header name; write it in lower case, e.g. \"authorization\"",
+                    j.token_header
+                ),
+            ));
+        }
+        if j.cache_ttl_s > 3_600 {
+            errors.push(err(
+                format!("{at}.jwt.cache_ttl_s"),
+                "must be 0 (no cache) to 3600 seconds",
+            ));
+        }
+        if !(1..=100_000).contains(&j.cache_entries) {
+            errors.push(err(
+                format!("{at}.jwt.cache_entries"),
+                "must be 1 to 100000",
+            ));
+        }
     }
     if let Some(h) = &id.header {
         let names = [
@@ -607,12 +653,7 @@ fn validate_identity(id: &IdentityConfig, errors: &mut Vec<ConfigError>) {
         }
         for (field, value) in names {
             if let Some(v) = value {
-                let ok = !v.is_empty()
-                    && !v.starts_with(':')
-                    && v.bytes().all(|b| {
-                        b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'
-                    });
-                if !ok {
+                if !is_header_name(v) {
                     errors.push(err(
                         format!("{at}.header.{field}"),
                         format!("{v:?} is not a header name; write it in lower case, e.g. \"x-user-id\""),

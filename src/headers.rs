@@ -21,27 +21,77 @@ pub struct Shown<'a> {
 /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, and with
 /// `structured` also `RateLimit-Policy: "name";q=100;w=60` and
 /// `RateLimit: "name";r=0;t=17` (RFC 8941 strings; bound names need no
-/// escaping: they are `[A-Za-z0-9_-]`).
-pub fn quota_headers(s: &Shown) -> Vec<(&'static str, String)> {
+/// escaping: they are `[A-Za-z0-9_-]`), handed to `put` one by one. Each
+/// value is written into one stack buffer: no allocation on the path of
+/// every admitted request.
+pub fn each_quota_header(s: &Shown, mut put: impl FnMut(&'static str, &str)) {
     let q = &s.quota;
     let reset = seconds_up(q.reset_ms);
-    let mut h = vec![
-        ("ratelimit-limit", q.limit.to_string()),
-        ("ratelimit-remaining", q.remaining.to_string()),
-        ("ratelimit-reset", reset.to_string()),
-    ];
+    let mut buf = Buf::default();
+    put("ratelimit-limit", buf.show(format_args!("{}", q.limit)));
+    put(
+        "ratelimit-remaining",
+        buf.show(format_args!("{}", q.remaining)),
+    );
+    put("ratelimit-reset", buf.show(format_args!("{reset}")));
     if s.structured {
         let w = s.window_ms / 1_000;
-        h.push((
-            "ratelimit-policy",
-            format!("\"{}\";q={};w={w}", s.bound, q.limit),
-        ));
-        h.push((
-            "ratelimit",
-            format!("\"{}\";r={};t={reset}", s.bound, q.remaining),
-        ));
+        let policy = format_args!("\"{}\";q={};w={w}", s.bound, q.limit);
+        put("ratelimit-policy", buf.show(policy));
+        let now = format_args!("\"{}\";r={};t={reset}", s.bound, q.remaining);
+        put("ratelimit", buf.show(now));
     }
+}
+
+/// The quota fields as owned pairs (for the refusal, which sends them all
+/// in one call).
+pub fn quota_headers(s: &Shown) -> Vec<(&'static str, String)> {
+    let mut h = Vec::with_capacity(7);
+    each_quota_header(s, |k, v| h.push((k, v.to_string())));
     h
+}
+
+/// A value rendered on the stack. Names shown are at most 129 characters
+/// (`<operation>.<bound>`, each 1-64) and numbers at most 20 digits, so
+/// every field fits; a longer one would be cut, never overflow.
+struct Buf {
+    bytes: [u8; 192],
+    len: usize,
+}
+
+impl Default for Buf {
+    fn default() -> Self {
+        Buf {
+            bytes: [0; 192],
+            len: 0,
+        }
+    }
+}
+
+impl std::fmt::Write for Buf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let room = self.bytes.len() - self.len;
+        let take = s.len().min(room);
+        self.bytes[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.len += take;
+        if take < s.len() {
+            Err(std::fmt::Error)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Buf {
+    fn show(&mut self, args: std::fmt::Arguments) -> &str {
+        self.len = 0;
+        let _ = std::fmt::Write::write_fmt(self, args);
+        // Cut only at a character boundary (names are ASCII anyway).
+        match std::str::from_utf8(&self.bytes[..self.len]) {
+            Ok(s) => s,
+            Err(e) => std::str::from_utf8(&self.bytes[..e.valid_up_to()]).unwrap_or_default(),
+        }
+    }
 }
 
 /// The headers of a 429: the quota of the refusing bound, and Retry-After
@@ -115,5 +165,34 @@ mod tests {
         assert_eq!(body["status"], 429);
         assert_eq!(body["retry_after"], 13);
         assert_eq!(body["bound"], "b");
+    }
+
+    #[test]
+    fn the_longest_name_and_numbers_are_shown_whole() {
+        let name = format!("{}.{}", "o".repeat(64), "b".repeat(64));
+        let shown = Shown {
+            bound: &name,
+            window_ms: 86_400_000,
+            quota: Quota {
+                limit: u32::MAX,
+                remaining: u32::MAX,
+                reset_ms: u64::MAX,
+            },
+            structured: true,
+        };
+        let h = quota_headers(&shown);
+        let reset = u64::MAX.div_ceil(1_000);
+        assert_eq!(
+            h.iter()
+                .find(|(k, _)| *k == "ratelimit")
+                .map(|(_, v)| v.clone()),
+            Some(format!("\"{name}\";r={};t={reset}", u32::MAX))
+        );
+        assert_eq!(
+            h.iter()
+                .find(|(k, _)| *k == "ratelimit-policy")
+                .map(|(_, v)| v.clone()),
+            Some(format!("\"{name}\";q={};w=86400", u32::MAX))
+        );
     }
 }

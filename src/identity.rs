@@ -2,7 +2,7 @@
 //! hands over (JWT claims, the mTLS peer, trusted headers, a session answer).
 //! Nothing here reads from the host; it only interprets bytes.
 
-use crate::config::Access;
+use crate::config::{Access, JwtSource};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Identity {
@@ -129,6 +129,25 @@ fn pairs(bytes: &[u8]) -> Option<Vec<(String, String)>> {
         ));
     }
     (at == bytes.len()).then_some(out)
+}
+
+/// The identity in a JWT's claims, `claim` giving each configured claim
+/// (dotted path) as the bytes Envoy hands over for it. Shared by the
+/// metadata jwt_authn wrote and the token itself, so both read alike.
+pub fn from_claims(jwt: &JwtSource, mut claim: impl FnMut(&str) -> Option<Vec<u8>>) -> Identity {
+    let mut read = |name: Option<&str>| name.and_then(&mut claim);
+    let user = read(Some(&jwt.user_claim)).and_then(|b| text(&b));
+    let org = read(jwt.org_claim.as_deref()).and_then(|b| text(&b));
+    let token = read(jwt.token_claim.as_deref()).and_then(|b| text(&b));
+    let roles = read(jwt.roles_claim.as_deref())
+        .map(|b| roles(&b))
+        .unwrap_or_default();
+    Identity {
+        user,
+        org,
+        token,
+        roles,
+    }
 }
 
 /// The identity of an mTLS peer from its URI SAN (`spiffe://td/ns/NS/sa/SA`).

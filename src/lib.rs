@@ -9,11 +9,13 @@ pub mod config;
 pub mod console;
 pub mod headers;
 pub mod identity;
+pub mod identity_cache;
+pub mod jwt_token;
 pub mod lanes;
 pub mod limiter;
 pub mod operations;
 pub mod plan;
-pub mod session_cache;
+pub mod refusals;
 pub mod slots;
 pub mod store;
 #[cfg(any(test, feature = "selftest"))]

@@ -9,10 +9,13 @@
 use crate::config::Per;
 use crate::identity::Identity;
 use crate::plan::Plan;
+use crate::refusals::Refusals;
 use crate::slots::{self, Committed, Lane, Prepared};
 use crate::store::{Store, StoreError, CAS_RETRIES};
 use crate::window::{Quota, Verdict};
 use siphasher::sip::SipHasher13;
+use smallvec::{smallvec, SmallVec};
+use std::cell::RefCell;
 use std::hash::Hasher;
 
 /// A compiled plan with every bound bound to its lane.
@@ -21,6 +24,8 @@ pub struct Limiter {
     /// `lanes[route][bound]`.
     pub lanes: Vec<Vec<Lane>>,
     seed: [u64; 2],
+    /// This worker's standing refusals (see `refusals`).
+    refusals: RefCell<Refusals>,
 }
 
 /// Who is calling, as far as the checked bounds need to know.
@@ -49,17 +54,34 @@ pub struct BoundEvent {
     pub overflow: bool,
 }
 
+/// A few per request: kept inline, so a decision allocates nothing.
+pub type Events = SmallVec<[BoundEvent; 4]>;
+
 #[derive(Debug, Default)]
 pub struct Decision {
     /// The bound that refused and what to tell the client.
     pub refused: Option<(usize, Quota)>,
     /// When admitted: the most constrained bound.
     pub tightest: Option<(usize, Quota)>,
-    pub events: Vec<BoundEvent>,
+    pub events: Events,
     pub errors: Vec<StoreError>,
 }
 
 impl Pending {
+    /// The decision when bound `i` refuses before anything was written.
+    fn refused(&mut self, i: usize, quota: Quota, overflow: bool) -> Decision {
+        Decision {
+            refused: Some((i, quota)),
+            tightest: None,
+            events: smallvec![BoundEvent {
+                bound: i,
+                event: Event::Refused,
+                overflow,
+            }],
+            errors: std::mem::take(&mut self.errors),
+        }
+    }
+
     pub fn route(&self) -> usize {
         self.route
     }
@@ -82,7 +104,7 @@ enum Outcome {
 pub struct Pending {
     route: usize,
     op: Option<usize>,
-    prepared: Vec<(usize, u64, Prepared)>,
+    prepared: SmallVec<[(usize, u64, Prepared); 4]>,
     /// Shadow bounds that would have refused: not counted, not refusing.
     shadowed: Vec<(usize, Quota)>,
     errors: Vec<StoreError>,
@@ -90,7 +112,12 @@ pub struct Pending {
 
 impl Limiter {
     pub fn new(plan: Plan, lanes: Vec<Vec<Lane>>, seed: [u64; 2]) -> Limiter {
-        Limiter { plan, lanes, seed }
+        Limiter {
+            plan,
+            lanes,
+            seed,
+            refusals: RefCell::default(),
+        }
     }
 
     /// The key a caller is counted under for a bound of kind `per`, keyed
@@ -131,7 +158,7 @@ impl Limiter {
         Pending {
             route,
             op,
-            prepared: Vec::new(),
+            prepared: SmallVec::new(),
             shadowed: Vec::new(),
             errors: Vec::new(),
         }
@@ -168,6 +195,17 @@ impl Limiter {
                 continue;
             };
             let key = self.caller_key(bound.per, caller);
+            let standing = (!bound.shadow)
+                .then(|| {
+                    self.refusals
+                        .try_borrow()
+                        .ok()?
+                        .get(pending.route, i, key, now_ms)
+                })
+                .flatten();
+            if let Some(quota) = standing {
+                return Some(pending.refused(i, quota, false));
+            }
             match slots::prepare(store, lane, key, now_ms) {
                 Ok(p) => {
                     if let Verdict::Refuse { quota } = p.verdict {
@@ -177,16 +215,12 @@ impl Limiter {
                             pending.shadowed.push((i, quota));
                             continue;
                         }
-                        return Some(Decision {
-                            refused: Some((i, quota)),
-                            tightest: None,
-                            events: vec![BoundEvent {
-                                bound: i,
-                                event: Event::Refused,
-                                overflow: p.overflow,
-                            }],
-                            errors: std::mem::take(&mut pending.errors),
-                        });
+                        if !p.overflow {
+                            if let Ok(mut r) = self.refusals.try_borrow_mut() {
+                                r.insert(pending.route, i, key, now_ms, quota);
+                            }
+                        }
+                        return Some(pending.refused(i, quota, p.overflow));
                     }
                     pending.prepared.push((i, key, p));
                 }
@@ -211,16 +245,15 @@ impl Limiter {
             return d;
         };
         let mut shadowed = pending.shadowed;
-        let mut done = Vec::with_capacity(pending.prepared.len());
+        let mut done: SmallVec<[_; 4]> = SmallVec::new();
         for (i, key, mut p) in pending.prepared {
             let Some(lane) = lanes.get(i) else { continue };
-            let mut outcome = Outcome::Failed(StoreError(format!(
-                "bound {i}: contended past {CAS_RETRIES} attempts"
-            )));
+            // Decided in the loop; none after every attempt means contention.
+            let mut outcome = None;
             for _ in 0..CAS_RETRIES {
                 match slots::commit(store, lane, key, &p) {
                     Ok(Committed::Done(u)) => {
-                        outcome = Outcome::Recorded(u);
+                        outcome = Some(Outcome::Recorded(u));
                         break;
                     }
                     Ok(Committed::Stale) => match slots::prepare(store, lane, key, now_ms) {
@@ -228,7 +261,7 @@ impl Limiter {
                             let shadow = route.bounds.get(i).is_some_and(|b| b.shadow);
                             if let (Verdict::Refuse { quota }, true) = (fresh.verdict, shadow) {
                                 shadowed.push((i, quota));
-                                outcome = Outcome::Shadowed;
+                                outcome = Some(Outcome::Shadowed);
                                 break;
                             }
                             if let Verdict::Refuse { quota } = fresh.verdict {
@@ -238,7 +271,7 @@ impl Limiter {
                                     }
                                 }
                                 d.refused = Some((i, quota));
-                                d.events = vec![BoundEvent {
+                                d.events = smallvec![BoundEvent {
                                     bound: i,
                                     event: Event::Refused,
                                     overflow: fresh.overflow,
@@ -248,16 +281,21 @@ impl Limiter {
                             p = fresh;
                         }
                         Err(e) => {
-                            outcome = Outcome::Failed(e);
+                            outcome = Some(Outcome::Failed(e));
                             break;
                         }
                     },
                     Err(e) => {
-                        outcome = Outcome::Failed(e);
+                        outcome = Some(Outcome::Failed(e));
                         break;
                     }
                 }
             }
+            let outcome = outcome.unwrap_or_else(|| {
+                Outcome::Failed(StoreError(format!(
+                    "bound {i}: contended past {CAS_RETRIES} attempts"
+                )))
+            });
             match outcome {
                 Outcome::Recorded(u) => done.push((i, u, p)),
                 Outcome::Shadowed => {}
@@ -491,5 +529,42 @@ mod tests {
             decisions[4].tightest.map(|(b, q)| (b, q.remaining)),
             Some((0, 0))
         );
+    }
+
+    #[test]
+    fn a_caller_refused_again_before_its_wait_costs_no_store_read() {
+        let s = MemStore::new();
+        let lim = limiter(
+            &s,
+            r#"{"routes":[{"name":"r","bounds":[
+              {"name":"a","per":"address","limit":2,"window":"PT1M"}]}]}"#,
+        );
+        let c = Caller {
+            address: "10.0.0.7",
+            identity: None,
+        };
+        assert_eq!(admitted(&lim, &s, &c, 2), 2);
+        let first = lim.check(&s, 0, None, &c, 130_000).refused.unwrap();
+        let (_, quota) = first;
+        // The store would fail every read now: a standing refusal needs none.
+        s.fail_next(usize::MAX);
+        let again = lim.check(&s, 0, None, &c, 130_500);
+        assert!(again.errors.is_empty());
+        assert_eq!(
+            again.refused.map(|r| r.1.reset_ms),
+            Some(quota.reset_ms - 500)
+        );
+        s.fail_next(0);
+        // One millisecond before the wait is over: still refused; at it: in.
+        let end = 130_000 + quota.reset_ms;
+        assert!(lim.check(&s, 0, None, &c, end - 1).refused.is_some());
+        assert!(lim.check(&s, 0, None, &c, end).refused.is_none());
+        // Another caller was never refused: it reads the store as before.
+        let other = Caller {
+            address: "10.0.0.8",
+            identity: None,
+        };
+        s.fail_next(1);
+        assert_eq!(lim.check(&s, 0, None, &other, end).errors.len(), 1);
     }
 }

@@ -230,12 +230,12 @@ pub fn prepare<S: Store + ?Sized>(
         return prepare_single(store, lane, now_ms, false);
     };
     let (a, b) = lane.buckets_of(caller);
-    let (va, ca) = store.get(&lane.bucket_keys[a])?;
-    if let Some(p) = prepare_in(lane, a, va.as_deref(), ca, caller, now_ms) {
+    let (mut va, ca) = store.get(&lane.bucket_keys[a])?;
+    if let Some(p) = prepare_in(lane, a, &mut va, ca, caller, now_ms) {
         return Ok(p);
     }
-    let (vb, cb) = store.get(&lane.bucket_keys[b])?;
-    if let Some(p) = prepare_in(lane, b, vb.as_deref(), cb, caller, now_ms) {
+    let (mut vb, cb) = store.get(&lane.bucket_keys[b])?;
+    if let Some(p) = prepare_in(lane, b, &mut vb, cb, caller, now_ms) {
         return Ok(p);
     }
     let ea = decode_bucket(lane.tag, va.as_deref());
@@ -303,16 +303,17 @@ fn prepare_single<S: Store + ?Sized>(
 }
 
 /// The decision for `caller` if bucket `i` (its raw value) holds it. The
-/// common path: the entry is found and rewritten in a copy of the bytes.
+/// common path: the entry is found and rewritten in the bytes just read,
+/// which become the value to write back (no copy).
 fn prepare_in(
     lane: &Lane,
     i: usize,
-    value: Option<&[u8]>,
+    value: &mut Option<Vec<u8>>,
     cas: Option<u32>,
     caller: u64,
     now_ms: u64,
 ) -> Option<Prepared> {
-    let entries = tagged(lane.tag, value, ENTRY)?;
+    let entries = tagged(lane.tag, value.as_deref(), ENTRY)?;
     let at = entries
         .chunks_exact(ENTRY)
         .position(|e| u64_at(e, 0) == caller)?
@@ -326,7 +327,7 @@ fn prepare_in(
     let verdict = lane.rate.decide(stored, now_ms);
     let value = match verdict {
         Verdict::Admit { counts, .. } => {
-            let mut v = value.unwrap_or_default().to_vec();
+            let mut v = value.take().unwrap_or_default();
             let at = 4 + at;
             v[at + 8..at + 16].copy_from_slice(&counts.win.to_le_bytes());
             v[at + 16..at + 20].copy_from_slice(&counts.cur.to_le_bytes());

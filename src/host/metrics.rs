@@ -1,6 +1,7 @@
 //! Envoy stats: per route and bound, `allowed`, `refused`, `would_refuse`
 //! (shadow), `overflow` (counters) and `tracked` (gauge); per instance
-//! `store_errors`, `identity_errors`, `session_calls`, `session_cache_hits`.
+//! `store_errors`, `identity_errors`, `session_calls`, `session_cache_hits`,
+//! `jwt_cache_hits`.
 //! Names are `ratebound.<instance>.<route>.<bound>.<stat>` (Envoy shows
 //! them under `wasmcustom.`); their number is fixed by the configuration,
 //! never by the traffic.
@@ -37,6 +38,7 @@ pub struct Metrics {
     identity_errors: Option<usize>,
     session_calls: Option<usize>,
     session_cache_hits: Option<usize>,
+    jwt_cache_hits: Option<usize>,
 }
 
 impl Metrics {
@@ -78,6 +80,7 @@ impl Metrics {
         let identity_errors = counter(format!("{base}.identity_errors"));
         let session_calls = counter(format!("{base}.session_calls"));
         let session_cache_hits = counter(format!("{base}.session_cache_hits"));
+        let jwt_cache_hits = counter(format!("{base}.jwt_cache_hits"));
         Metrics {
             counters,
             bounds,
@@ -85,6 +88,7 @@ impl Metrics {
             identity_errors,
             session_calls,
             session_cache_hits,
+            jwt_cache_hits,
         }
     }
 
@@ -144,5 +148,9 @@ impl Metrics {
 
     pub fn session_cache_hit(&self) {
         self.inc(self.session_cache_hits);
+    }
+
+    pub fn jwt_cache_hit(&self) {
+        self.inc(self.jwt_cache_hits);
     }
 }

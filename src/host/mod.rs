@@ -11,10 +11,10 @@ use crate::config::{OnError, SessionSource};
 use crate::console;
 use crate::headers;
 use crate::identity::{self as id_decode, Identity};
+use crate::identity_cache::{credential_key, IdentityCache};
 use crate::lanes;
 use crate::limiter::{Caller, Decision, Limiter, Pending};
 use crate::plan::{Plan, RequestInfo};
-use crate::session_cache::{credential_key, SessionCache};
 use crate::slots::{self, Lane, Table};
 use crate::store::ensure;
 use crate::window::Quota;
@@ -48,7 +48,9 @@ struct Root {
 struct Active {
     limiter: Limiter,
     metrics: Metrics,
-    sessions: RefCell<SessionCache>,
+    sessions: RefCell<IdentityCache>,
+    /// Identities of JWTs jwt_authn verified, per token.
+    tokens: RefCell<IdentityCache>,
 }
 
 impl Context for Root {}
@@ -137,7 +139,7 @@ impl RootContext for Root {
     fn create_http_context(&self, _: u32) -> Option<Box<dyn HttpContext>> {
         Some(Box::new(Request {
             active: self.active.clone(),
-            success: Vec::new(),
+            success: None,
             refused: false,
             waiting: None,
         }))
@@ -199,13 +201,18 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
     }
     let metrics = Metrics::define(&plan);
     let sessions = match plan.identity.as_ref().and_then(|i| i.session.as_ref()) {
-        Some(s) => SessionCache::new(s.cache_entries, s.cache_ttl_s * 1_000),
-        None => SessionCache::new(1, 0),
+        Some(s) => IdentityCache::new(s.cache_entries, s.cache_ttl_s * 1_000),
+        None => IdentityCache::new(1, 0),
+    };
+    let tokens = match plan.identity.as_ref().and_then(|i| i.jwt.as_ref()) {
+        Some(j) => IdentityCache::new(j.cache_entries, j.cache_ttl_s * 1_000),
+        None => IdentityCache::new(1, 0),
     };
     Ok(Active {
         limiter: Limiter::new(plan, all, resolved.directory.seed),
         metrics,
         sessions: RefCell::new(sessions),
+        tokens: RefCell::new(tokens),
     })
 }
 
@@ -229,8 +236,8 @@ fn fresh_seed() -> [u64; 2] {
 
 struct Request {
     active: Option<Rc<Active>>,
-    /// Headers for an admitted response, prepared on the request path.
-    success: Vec<(&'static str, String)>,
+    /// The bound an admitted response shows: (route, bound, its quota).
+    success: Option<(usize, usize, Quota)>,
     /// This filter sent the local reply: its response path adds nothing.
     refused: bool,
     /// Waiting for the session service.
@@ -289,9 +296,7 @@ impl Request {
         }
         let plan = &active.limiter.plan;
         if plan.success_headers {
-            if let Some(s) = d.tightest.and_then(|(b, q)| shown(plan, route, b, q)) {
-                self.success = headers::quota_headers(&s);
-            }
+            self.success = d.tightest.map(|(b, q)| (route, b, q));
         }
         Action::Continue
     }
@@ -461,7 +466,15 @@ impl HttpContext for Request {
         };
 
         // Phase 2: who is calling, then the bounds that depend on it.
-        let mut id = identity::resolve(identity_config);
+        let tokens = identity::Tokens {
+            cache: &active.tokens,
+            seed: lim.seed(),
+            now_ms: now,
+        };
+        let (mut id, remembered) = identity::resolve(identity_config, &tokens);
+        if remembered {
+            active.metrics.jwt_cache_hit();
+        }
         if let (false, Some(session)) = (id.authenticated(), identity_config.session.as_ref()) {
             if let Some((header, value)) = Self::credential(session) {
                 let key = credential_key(lim.seed(), &value);
@@ -518,8 +531,13 @@ impl HttpContext for Request {
         if self.refused {
             return Action::Continue;
         }
-        for (name, value) in std::mem::take(&mut self.success) {
-            let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, Some(&value));
+        let (Some(active), Some((route, b, quota))) = (&self.active, self.success.take()) else {
+            return Action::Continue;
+        };
+        if let Some(s) = shown(&active.limiter.plan, route, b, quota) {
+            headers::each_quota_header(&s, |name, value| {
+                let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, Some(value));
+            });
         }
         Action::Continue
     }

@@ -85,9 +85,13 @@ class IdentityEnvoy(Envoy):
     also copied into x-user-id by jwt_authn itself), x-user-id removed from
     every client request before any filter, and a `session` cluster."""
 
-    def __init__(self, *a, session_port: int | None = None, **kw) -> None:
+    def __init__(self, *a, session_port: int | None = None, forward_token: bool = False,
+                 **kw) -> None:
         super().__init__(*a, **kw)
         self.session_port = session_port
+        # jwt_authn removes the verified token from the request unless told
+        # to forward it (`forward`, Istio's forwardOriginalToken).
+        self.forward_token = forward_token
 
     def _listener_yaml(self, filter_config) -> str:
         y = super()._listener_yaml(filter_config)
@@ -106,6 +110,7 @@ class IdentityEnvoy(Envoy):
                   issuer: e2e
                   local_jwks: {{ inline_string: '{jwks()}' }}
                   payload_in_metadata: payload
+                  forward: {"true" if self.forward_token else "false"}
                   claim_to_headers:
                   - {{ header_name: {USER_HEADER}, claim_name: sub }}
               rules:

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from harness import ensure_room, request
-from identity_env import USER_HEADER, IdentityEnvoy, SessionService, bearer
+from harness import ensure_room, request, settle_stats
+from identity_env import USER_HEADER, IdentityEnvoy, SessionService, bearer, jwt
 
 
 def statuses(port, n, **kw):
@@ -44,9 +44,48 @@ def test_roles_from_a_verified_jwt_make_pricing_tiers(envoy):
     assert statuses(e.port, 8, headers=carol) == [200] * 8
     assert e.rb("tiers", "api", "partner", "allowed") == 8
     assert e.rb("tiers", "api", "trial", "refused") == 2
+    # jwt_authn's default removes the token once verified: nothing to
+    # remember it by, so every request read the verified claims.
+    assert e.rb("tiers", what="jwt_cache_hits") == 0
     # The console's warning, logged by the filter once (not once per VM).
     warned = [l for l in e.log().splitlines() if "ratebound configuration warning" in l]
     assert len(warned) == 1 and "narrowed-only" in warned[0], warned
+
+
+def test_a_verified_token_is_remembered_and_only_a_verified_one(envoy):
+    """When jwt_authn forwards the token, the second request with a token it
+    verified reads no metadata (jwt_cache_hits); a token in another header
+    than the one verified, even one claiming a user, is never remembered and
+    never counted as that user."""
+    cfg = {
+        "instance": "jwtmem",
+        "identity": {"jwt": {"roles_claim": "roles"}},
+        "routes": [route([{"name": "user", "per": "user", "limit": 3, "window": "PT1M"}])],
+    }
+    e = envoy(cfg, cls=IdentityEnvoy, concurrency=1, forward_token=True)
+    ensure_room(60, 10)
+    alice = bearer(sub="alice", roles=["partner"])
+    assert statuses(e.port, 4, headers=alice) == [200, 200, 200, 429]
+    assert statuses(e.port, 1, headers=bearer(sub="bob")) == [200]
+    settle_stats()
+    assert e.rb("jwtmem", what="jwt_cache_hits") == 3, "alice's 2nd-4th requests"
+    assert e.rb("jwtmem", "api", "user", "refused") == 1
+
+    # Misconfigured on purpose: ratebound looks for the token in x-other,
+    # jwt_authn verifies Authorization. A forged x-other token claiming
+    # "mallory" never names the caller, and is never remembered.
+    cfg2 = {
+        "instance": "jwtmem2",
+        "identity": {"jwt": {"token_header": "x-other"}},
+        "routes": [route([{"name": "user", "per": "user", "limit": 2, "window": "PT1M"}])],
+    }
+    e2 = envoy(cfg2, cls=IdentityEnvoy, concurrency=1)
+    forged = jwt(sub="mallory").rsplit(".", 1)[0] + ".Zm9yZ2Vk"
+    for who in ("carol", "dave"):
+        h = {**bearer(sub=who), "x-other": forged}
+        assert statuses(e2.port, 3, headers=h) == [200, 200, 429], who
+    settle_stats()
+    assert e2.rb("jwtmem2", what="jwt_cache_hits") == 0
 
 
 def test_forged_identity_header_and_forwarded_for_change_nothing(envoy):

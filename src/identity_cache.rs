@@ -1,13 +1,14 @@
-//! Identities answered by the session service, per credential, for a
-//! configured time, in a bounded map. Credentials are kept only as a keyed
-//! 128-bit hash: the cache never holds a secret.
+//! Identities per credential (a session the session service answered for,
+//! a JWT jwt_authn verified), for a configured time, in a bounded map, one
+//! per worker. Credentials are kept only as a keyed 128-bit hash: the
+//! cache never holds a secret.
 
 use crate::identity::Identity;
 use siphasher::sip128::{Hasher128, SipHasher13};
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hasher;
 
-pub struct SessionCache {
+pub struct IdentityCache {
     entries: HashMap<u128, (Identity, u64)>,
     /// Insertion order, for evicting the oldest when full.
     order: VecDeque<u128>,
@@ -22,9 +23,9 @@ pub fn credential_key(seed: [u64; 2], credential: &str) -> u128 {
     h.finish128().as_u128()
 }
 
-impl SessionCache {
-    pub fn new(capacity: usize, ttl_ms: u64) -> SessionCache {
-        SessionCache {
+impl IdentityCache {
+    pub fn new(capacity: usize, ttl_ms: u64) -> IdentityCache {
+        IdentityCache {
             entries: HashMap::new(),
             order: VecDeque::new(),
             capacity: capacity.max(1),
@@ -40,14 +41,17 @@ impl SessionCache {
     }
 
     pub fn insert(&mut self, key: u128, id: Identity, now_ms: u64) {
-        if self.ttl_ms == 0 {
+        self.insert_until(key, id, now_ms, u64::MAX);
+    }
+
+    /// As `insert`, but forgotten at `until_ms` if that comes before the
+    /// configured time is up (a token's expiry).
+    pub fn insert_until(&mut self, key: u128, id: Identity, now_ms: u64, until_ms: u64) {
+        let expires = now_ms.saturating_add(self.ttl_ms).min(until_ms);
+        if self.ttl_ms == 0 || expires <= now_ms {
             return;
         }
-        if self
-            .entries
-            .insert(key, (id, now_ms + self.ttl_ms))
-            .is_none()
-        {
+        if self.entries.insert(key, (id, expires)).is_none() {
             self.order.push_back(key);
         }
         while self.entries.len() > self.capacity {
@@ -86,7 +90,7 @@ mod tests {
 
     #[test]
     fn answers_expire_and_the_map_stays_bounded() {
-        let mut c = SessionCache::new(3, 1_000);
+        let mut c = IdentityCache::new(3, 1_000);
         let k = |s: &str| credential_key([1, 2], s);
         c.insert(k("a"), id("a"), 0);
         assert_eq!(
@@ -112,8 +116,19 @@ mod tests {
     }
 
     #[test]
+    fn a_token_is_forgotten_at_its_expiry_if_that_comes_first() {
+        let mut c = IdentityCache::new(3, 60_000);
+        c.insert_until(1, id("a"), 1_000, 5_000);
+        assert!(c.get(1, 4_999).is_some());
+        assert!(c.get(1, 5_000).is_none());
+        // Already expired: not remembered at all.
+        c.insert_until(2, id("b"), 1_000, 1_000);
+        assert!(c.get(2, 1_000).is_none());
+    }
+
+    #[test]
     fn a_zero_ttl_caches_nothing() {
-        let mut c = SessionCache::new(3, 0);
+        let mut c = IdentityCache::new(3, 0);
         c.insert(1, id("a"), 0);
         assert!(c.is_empty());
     }

@@ -1,0 +1,162 @@
+//! What a JWT says about its holder, read from the token itself — never
+//! trusted on its own: a worker remembers a token's identity only after
+//! jwt_authn verified that very token and its claims read the same as the
+//! verified payload (see `host::identity`). Decoding only; no signature
+//! check happens here.
+
+use crate::config::JwtSource;
+use crate::identity::{self, Identity};
+use serde_json::Value;
+
+/// The token in a header value: after a `Bearer ` prefix if there is one.
+pub fn bearer(header: &str) -> &str {
+    let h = header.trim();
+    match h.get(..7) {
+        Some(p) if p.eq_ignore_ascii_case("bearer ") => h[7..].trim_start(),
+        _ => h,
+    }
+}
+
+/// base64url without padding (RFC 7515 §2), padding tolerated.
+fn base64url(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    // A lone sixth bit pattern (length ≡ 1 mod 4) is not base64.
+    (bits < 6).then_some(out)
+}
+
+/// A claim as Envoy hands over the same claim from jwt_authn's metadata:
+/// strings as their bytes, numbers as f64 little endian, lists as JSON.
+fn claim_bytes(payload: &Value, dotted: &str) -> Option<Vec<u8>> {
+    let v = dotted.split('.').try_fold(payload, |v, k| v.get(k))?;
+    match v {
+        Value::String(s) => Some(s.as_bytes().to_vec()),
+        Value::Number(n) => n.as_f64().map(|f| f.to_le_bytes().to_vec()),
+        Value::Array(_) => serde_json::to_vec(v).ok(),
+        _ => None,
+    }
+}
+
+/// The identity a compact JWS claims, and its `exp` (seconds), if any.
+pub fn claimed(token: &str, jwt: &JwtSource) -> Option<(Identity, Option<u64>)> {
+    let mut parts = token.split('.');
+    let (_, payload, _) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let payload: Value = serde_json::from_slice(&base64url(payload)?).ok()?;
+    let exp = payload
+        .get("exp")
+        .and_then(Value::as_f64)
+        .map(|e| e.max(0.0) as u64);
+    let id = identity::from_claims(jwt, |c| claim_bytes(&payload, c));
+    Some((id, exp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jwt(roles: Option<&str>) -> JwtSource {
+        crate::config::parse(
+            format!(
+                r#"{{"identity":{{"jwt":{{"org_claim":"org.name"{}}}}},"routes":[]}}"#,
+                roles.map_or(String::new(), |r| format!(r#","roles_claim":"{r}""#))
+            )
+            .as_bytes(),
+        )
+        .unwrap()
+        .identity
+        .unwrap()
+        .jwt
+        .unwrap()
+    }
+
+    fn b64(bytes: &[u8]) -> String {
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n =
+                chunk.iter().fold(0u32, |a, b| a << 8 | u32::from(*b)) << (8 * (3 - chunk.len()));
+            for i in 0..=chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            }
+        }
+        out
+    }
+
+    fn token(payload: &str) -> String {
+        format!(
+            "{}.{}.c2ln",
+            b64(br#"{"alg":"RS256"}"#),
+            b64(payload.as_bytes())
+        )
+    }
+
+    #[test]
+    fn reads_claims_as_the_metadata_would_give_them() {
+        let t =
+            token(r#"{"sub":"alice","org":{"name":"acme"},"roles":["a","b"],"exp":1700000000}"#);
+        let (id, exp) = claimed(&t, &jwt(Some("roles"))).unwrap();
+        assert_eq!(id.user.as_deref(), Some("alice"));
+        assert_eq!(id.org.as_deref(), Some("acme"));
+        assert_eq!(id.roles, vec!["a", "b"]);
+        assert_eq!(exp, Some(1_700_000_000));
+        // A numeric subject reads as the metadata's f64 does.
+        let (id, exp) = claimed(&token(r#"{"sub":42}"#), &jwt(None)).unwrap();
+        assert_eq!(id.user.as_deref(), Some("42"));
+        assert_eq!(exp, None);
+        // A space-delimited scope is a list of roles.
+        let (id, _) = claimed(
+            &token(r#"{"sub":"x","scope":"read write"}"#),
+            &jwt(Some("scope")),
+        )
+        .unwrap();
+        assert_eq!(id.roles, vec!["read", "write"]);
+    }
+
+    #[test]
+    fn anything_but_a_compact_jws_is_no_identity() {
+        let j = jwt(None);
+        assert!(claimed("", &j).is_none());
+        assert!(claimed("a.b", &j).is_none());
+        assert!(claimed("a.b.c.d", &j).is_none());
+        assert!(claimed("a.!!!.c", &j).is_none());
+        assert!(claimed(&format!("a.{}.c", b64(b"not json")), &j).is_none());
+    }
+
+    #[test]
+    fn bearer_prefix_is_skipped_in_any_case() {
+        assert_eq!(bearer("Bearer abc"), "abc");
+        assert_eq!(bearer("bearer  abc "), "abc");
+        assert_eq!(bearer("abc"), "abc");
+        assert_eq!(bearer("Bear"), "Bear");
+    }
+
+    #[test]
+    fn base64url_round_trips_every_length() {
+        for n in 0..40u8 {
+            let data: Vec<u8> = (0..n).map(|i| i.wrapping_mul(37)).collect();
+            assert_eq!(base64url(&b64(&data)), Some(data));
+        }
+        assert_eq!(base64url("A"), None);
+    }
+}
