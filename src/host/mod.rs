@@ -534,9 +534,11 @@ impl HttpContext for Request {
         let (Some(active), Some((route, b, quota))) = (&self.active, self.success.take()) else {
             return Action::Continue;
         };
+        // Appended, as Envoy's own rate limit filters do: an upstream's own
+        // fields stay beside ours, and an append costs less than a replace.
         if let Some(s) = shown(&active.limiter.plan, route, b, quota) {
             headers::each_quota_header(&s, |name, value| {
-                let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, Some(value));
+                let _ = hostcalls::add_map_value(MapType::HttpResponseHeaders, name, value);
             });
         }
         Action::Continue

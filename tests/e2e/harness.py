@@ -68,7 +68,7 @@ def _q(s: str) -> str:
 
 
 # --------------------------------------------------------------------------
-# Upstream: counts its hits.
+# Upstream: counts its hits (paths with "own-limit" get its own RateLimit-Limit).
 # --------------------------------------------------------------------------
 class Upstream:
     def __init__(self) -> None:
@@ -84,6 +84,8 @@ class Upstream:
                     outer.hits += 1
                 body = b"hello from upstream\n"
                 self.send_response(200)
+                if "own-limit" in self.path:  # an upstream with its own rate limit
+                    self.send_header("ratelimit-limit", "1000")
                 self.send_header("content-type", "text/plain")
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()

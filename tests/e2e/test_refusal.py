@@ -113,15 +113,18 @@ def test_upstream_never_contacted_for_a_refusal(envoy, upstream):
     for _ in range(2):
         status, h, body = request(e.port, "/up/x", src=src)
         assert status == 200 and body == b"hello from upstream\n", (status, h, body)
-    assert upstream.hits == 2
-    assert e.stat("cluster.upstream.upstream_rq_total") == 2
+    # An upstream's own RateLimit fields are kept; ratebound appends its own.
+    status, h, _ = request(e.port, "/up/own-limit", src=addr(5))
+    assert status == 200 and h["ratelimit-limit"] == ["1000", "2"], h
+    assert upstream.hits == 3
+    assert e.stat("cluster.upstream.upstream_rq_total") == 3
     for _ in range(10):
         status, h, body = request(e.port, "/up/x", src=src)
         assert_refusal(status, h, body, limit=2, route="up", bound="per_address", window_s=60)
     print(f"upstream hits {upstream.hits}, upstream_rq_total "
-          f"{e.stat('cluster.upstream.upstream_rq_total')} after 2 admitted + 10 refused")
-    assert upstream.hits == 2
-    assert e.stat("cluster.upstream.upstream_rq_total") == 2
+          f"{e.stat('cluster.upstream.upstream_rq_total')} after 3 admitted + 10 refused")
+    assert upstream.hits == 3
+    assert e.stat("cluster.upstream.upstream_rq_total") == 3
     # the direct route is not matched by this configuration
     status, h, _ = request(e.port, "/", src=src)
     assert status == 200 and "ratelimit-limit" not in h
