@@ -68,7 +68,7 @@ def build_variants(jwks: str, token: str) -> list[Variant]:
                 [rb(bl.CFG_REFUSING)], expect_status=429),
         Variant("7", "jwt_noop_wasm", "jwt_authn + do-nothing wasm (baseline of 5)",
                 [bl.jwt_authn_filter(jwks), noop()], headers=auth),
-    ] + identity_variants(jwks, auth) + probe_variants() + compare_variants()
+    ] + identity_variants(jwks, auth) + probe_variants(jwks, auth) + compare_variants()
 
 
 def identity_variants(jwks: str, auth: dict) -> list[Variant]:
@@ -115,13 +115,29 @@ PROBES = {
 }
 
 
-def probe_variants() -> list[Variant]:
+# The same probes behind jwt_authn (baseline 7), with its token.
+JWT_PROBES = {
+    "31": ["address"],
+    "32": ["shared"],
+    "33": ["add3"],
+    "34": ["time"],
+    "35": ["address", "time", "shared", "add3"],  # variant 10's host calls
+}
+
+
+def probe_variants(jwks: str, auth: dict) -> list[Variant]:
     """Where the time goes (`--only 2,20,21,...`): the probe filter doing one
-    kind of host call per request, priced against the do-nothing filter."""
-    return [Variant(i, "probe_" + "_".join(ops), "probe: " + " + ".join(ops),
-                    [bl.wasm_filter("probe", bl.PROBE_WASM, ops)],
-                    expect_status=429 if ops[0].startswith("refuse") else 200, optional=True)
-            for i, ops in PROBES.items()]
+    kind of host call per request, priced against the do-nothing filter
+    (20-30) or against jwt_authn + the do-nothing filter (31-34)."""
+    plain = [Variant(i, "probe_" + "_".join(ops), "probe: " + " + ".join(ops),
+                     [bl.wasm_filter("probe", bl.PROBE_WASM, ops)],
+                     expect_status=429 if ops[0].startswith("refuse") else 200, optional=True)
+             for i, ops in PROBES.items()]
+    behind_jwt = [Variant(i, "jwt_probe_" + "_".join(ops), "jwt_authn + probe: " + " + ".join(ops),
+                          [bl.jwt_authn_filter(jwks), bl.wasm_filter("probe", bl.PROBE_WASM, ops)],
+                          headers=auth, baseline="7", optional=True)
+                  for i, ops in JWT_PROBES.items()]
+    return plain + behind_jwt
 
 
 def compare_variants() -> list[Variant]:
