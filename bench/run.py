@@ -111,7 +111,9 @@ PROBES = {
     "27": ["refuse"],
     "28": ["refuse_nobody"],
     "29": ["address", "time", "shared", "replace3"],  # variant 4's host calls, nothing else
-    "30": ["address", "time", "shared_get", "refuse"],  # variant 6's host calls
+    "30": ["address", "time", "shared_get", "refuse"],  # variant 6's host calls before refusals were remembered
+    "36": ["address", "time", "shared", "add3"],  # variant 4's host calls now
+    "37": ["address", "time", "refuse"],  # variant 6's host calls now
 }
 
 

@@ -27,14 +27,14 @@ pub struct Shown<'a> {
 pub fn each_quota_header(s: &Shown, mut put: impl FnMut(&'static str, &str)) {
     let q = &s.quota;
     let reset = seconds_up(q.reset_ms);
-    let mut buf = Buf::default();
-    put("ratelimit-limit", buf.show(format_args!("{}", q.limit)));
+    put("ratelimit-limit", Digits::of(q.limit.into()).as_str());
     put(
         "ratelimit-remaining",
-        buf.show(format_args!("{}", q.remaining)),
+        Digits::of(q.remaining.into()).as_str(),
     );
-    put("ratelimit-reset", buf.show(format_args!("{reset}")));
+    put("ratelimit-reset", Digits::of(reset).as_str());
     if s.structured {
+        let mut buf = Buf::default();
         let w = s.window_ms / 1_000;
         let policy = format_args!("\"{}\";q={};w={w}", s.bound, q.limit);
         put("ratelimit-policy", buf.show(policy));
@@ -49,6 +49,34 @@ pub fn quota_headers(s: &Shown) -> Vec<(&'static str, String)> {
     let mut h = Vec::with_capacity(7);
     each_quota_header(s, |k, v| h.push((k, v.to_string())));
     h
+}
+
+/// A number's decimal digits on the stack: the three plain fields of every
+/// admitted response need no formatter.
+struct Digits {
+    bytes: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    fn of(mut n: u64) -> Digits {
+        let mut d = Digits {
+            bytes: [b'0'; 20],
+            start: 20,
+        };
+        loop {
+            d.start -= 1;
+            d.bytes[d.start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                return d;
+            }
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[self.start..]).unwrap_or_default()
+    }
 }
 
 /// A value rendered on the stack. Names shown are at most 129 characters
@@ -165,6 +193,13 @@ mod tests {
         assert_eq!(body["status"], 429);
         assert_eq!(body["retry_after"], 13);
         assert_eq!(body["bound"], "b");
+    }
+
+    #[test]
+    fn digits_are_decimal() {
+        for n in [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX] {
+            assert_eq!(Digits::of(n).as_str(), n.to_string());
+        }
     }
 
     #[test]

@@ -265,7 +265,7 @@ impl Limiter {
                                 break;
                             }
                             if let Verdict::Refuse { quota } = fresh.verdict {
-                                for (j, u, _) in &done {
+                                for (j, u, _, _) in &done {
                                     if let Err(e) = slots::undo(store, &lanes[*j], *u) {
                                         d.errors.push(e);
                                     }
@@ -297,7 +297,8 @@ impl Limiter {
                 )))
             });
             match outcome {
-                Outcome::Recorded(u) => done.push((i, u, p)),
+                // Only what the answer needs is kept, not the written bytes.
+                Outcome::Recorded(u) => done.push((i, u, p.verdict, p.overflow)),
                 Outcome::Shadowed => {}
                 Outcome::Failed(e) => d.errors.push(e),
             }
@@ -315,17 +316,17 @@ impl Limiter {
                 d.tightest = Some((i, quota));
             }
         }
-        for (i, _, p) in &done {
-            if let Verdict::Admit { quota, .. } = p.verdict {
+        for &(i, _, verdict, overflow) in &done {
+            if let Verdict::Admit { quota, .. } = verdict {
                 d.events.push(BoundEvent {
-                    bound: *i,
+                    bound: i,
                     event: Event::Allowed,
-                    overflow: p.overflow,
+                    overflow,
                 });
                 if d.tightest
                     .is_none_or(|(_, t)| quota.remaining < t.remaining)
                 {
-                    d.tightest = Some((*i, quota));
+                    d.tightest = Some((i, quota));
                 }
             }
         }
