@@ -133,7 +133,8 @@ def probe_variants(jwks: str, auth: dict) -> list[Variant]:
     (20-30) or against jwt_authn + the do-nothing filter (31-34)."""
     plain = [Variant(i, "probe_" + "_".join(ops), "probe: " + " + ".join(ops),
                      [bl.wasm_filter("probe", bl.PROBE_WASM, ops)],
-                     expect_status=429 if ops[0].startswith("refuse") else 200, optional=True)
+                     expect_status=429 if any(o.startswith("refuse") for o in ops) else 200,
+                     optional=True)
              for i, ops in PROBES.items()]
     behind_jwt = [Variant(i, "jwt_probe_" + "_".join(ops), "jwt_authn + probe: " + " + ".join(ops),
                           [bl.jwt_authn_filter(jwks), bl.wasm_filter("probe", bl.PROBE_WASM, ops)],
