@@ -68,7 +68,7 @@ def build_variants(jwks: str, token: str) -> list[Variant]:
                 [rb(bl.CFG_REFUSING)], expect_status=429),
         Variant("7", "jwt_noop_wasm", "jwt_authn + do-nothing wasm (baseline of 5)",
                 [bl.jwt_authn_filter(jwks), noop()], headers=auth),
-    ] + identity_variants(jwks, auth) + probe_variants(jwks, auth) + compare_variants()
+    ] + identity_variants(jwks, auth) + probe_variants(jwks, auth) + compare_variants(jwks, auth)
 
 
 def identity_variants(jwks: str, auth: dict) -> list[Variant]:
@@ -143,16 +143,20 @@ def probe_variants(jwks: str, auth: dict) -> list[Variant]:
     return plain + behind_jwt
 
 
-def compare_variants() -> list[Variant]:
+def compare_variants(jwks: str, auth: dict) -> list[Variant]:
     """RATEBOUND_COMPARE_WASM=path adds variant 8: another build of the module
     with variant 4's configuration, measured in the same interleaved rounds
-    (an A/B test of a change to the hot path)."""
+    (an A/B test of a change to the hot path); and, named in --only, 18: the
+    same build with variant 5's configuration."""
     other = os.environ.get("RATEBOUND_COMPARE_WASM")
     if not other:
         return []
     path = Path(other).resolve()
     return [Variant("8", "compare_address", f"variant 4 with {path.name} (compare)",
-                    [bl.wasm_filter("ratebound", path, bl.CFG_ONE_ADDRESS)])]
+                    [bl.wasm_filter("ratebound", path, bl.CFG_ONE_ADDRESS)]),
+            Variant("18", "compare_three_jwt", f"variant 5 with {path.name} (compare)",
+                    [bl.jwt_authn_filter(jwks), bl.wasm_filter("ratebound", path, bl.CFG_THREE_BOUNDS)],
+                    headers=auth, baseline="7", optional=True)]
 
 
 # --------------------------------------------------------------------------
@@ -433,6 +437,26 @@ def envoy_version() -> str:
     return m.group(1) if m else "?"
 
 
+def restart(live: list[Variant], work: Path, rnd: int, args) -> None:
+    """A fresh Envoy per variant for this round. One process keeps its own
+    memory layout and JIT code placement for life, and two processes running
+    the same module measured up to 3 µs apart in an A/A run
+    (`bench/results/20261130-122313-aa-v5.md`): new processes each round turn that bias into
+    round-to-round spread, which the median then absorbs."""
+    for v in live:
+        if v.env:
+            bl.stop_envoy(v.env)
+        port, admin = bl.free_port(), bl.free_port()
+        v.env = bl.start_envoy(f"v{v.id}-{v.key}-r{rnd + 1}", bl.bootstrap(v.filters, port, admin),
+                               work, port, admin, concurrency=1, cpu=ENVOY_CPU)
+    for v in live:
+        if not bl.wait_ready(v.env):
+            v.failed = f"round {rnd + 1}: restart failed: {v.env.failed}"
+            continue
+        if args.initial_warmup > 0:
+            run_wrk(v.env.port, args.initial_warmup, args.connections, v.headers)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
@@ -440,6 +464,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=1, help="seconds of warm-up before each run")
     ap.add_argument("--initial-warmup", type=int, default=3, help="seconds per variant after start-up")
     ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--keep-envoys", action="store_true",
+                    help="measure every round on the same Envoy processes (default: fresh ones each round)")
     ap.add_argument("--only", default="", help="comma-separated variant ids (default: all)")
     ap.add_argument("--out", default=str(bl.BENCH / "results"))
     ap.add_argument("--tag", default="", help="suffix of the result files' names")
@@ -536,6 +562,8 @@ def main() -> int:
 
         live = [v for v in variants if not v.failed]
         for rnd in range(args.rounds):
+            if rnd > 0 and not args.keep_envoys:
+                restart(live, work, rnd, args)
             k = rnd % max(1, len(live))
             order = live[k:] + live[:k]
             line = []
