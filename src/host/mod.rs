@@ -200,19 +200,25 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
         all.push(lanes_of_route);
     }
     let metrics = Metrics::define(&plan);
-    let sessions = match plan.identity.as_ref().and_then(|i| i.session.as_ref()) {
-        Some(s) => IdentityCache::new(s.cache_entries, s.cache_ttl_s * 1_000),
-        None => IdentityCache::new(1, 0),
+    // (entries, ttl_s) of a configured cache; none caches nothing.
+    let cache = |sized: Option<(usize, u64)>| {
+        let (entries, ttl_s) = sized.unwrap_or((1, 0));
+        RefCell::new(IdentityCache::new(entries, ttl_s * 1_000))
     };
-    let tokens = match plan.identity.as_ref().and_then(|i| i.jwt.as_ref()) {
-        Some(j) => IdentityCache::new(j.cache_entries, j.cache_ttl_s * 1_000),
-        None => IdentityCache::new(1, 0),
-    };
+    let id = plan.identity.as_ref();
+    let sessions = cache(
+        id.and_then(|i| i.session.as_ref())
+            .map(|s| (s.cache_entries, s.cache_ttl_s)),
+    );
+    let tokens = cache(
+        id.and_then(|i| i.jwt.as_ref())
+            .map(|j| (j.cache_entries, j.cache_ttl_s)),
+    );
     Ok(Active {
         limiter: Limiter::new(plan, all, resolved.directory.seed),
         metrics,
-        sessions: RefCell::new(sessions),
-        tokens: RefCell::new(tokens),
+        sessions,
+        tokens,
     })
 }
 
