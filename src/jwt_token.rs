@@ -56,7 +56,7 @@ fn claim_bytes(payload: &Value, dotted: &str) -> Option<Vec<u8>> {
 }
 
 /// The identity a compact JWS claims, and its `exp` (seconds), if any.
-pub fn claimed(token: &str, jwt: &JwtSource) -> Option<(Identity, Option<u64>)> {
+fn claimed(token: &str, jwt: &JwtSource) -> Option<(Identity, Option<u64>)> {
     let mut parts = token.split('.');
     let (_, payload, _) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() {
@@ -69,6 +69,18 @@ pub fn claimed(token: &str, jwt: &JwtSource) -> Option<(Identity, Option<u64>)> 
         .map(|e| e.max(0.0) as u64);
     let id = identity::from_claims(jwt, |c| claim_bytes(&payload, c));
     Some((id, exp))
+}
+
+/// Until when (ms) the identity jwt_authn verified may be remembered under
+/// `token`: only if it names someone and the token's own claims read the
+/// same, so a token other than the one verified is never remembered; never
+/// past the token's `exp`.
+pub fn vouched_until(token: &str, jwt: &JwtSource, verified: &Identity) -> Option<u64> {
+    if !verified.authenticated() {
+        return None;
+    }
+    let (own, exp) = claimed(token, jwt)?;
+    (own == *verified).then(|| exp.map_or(u64::MAX, |s| s.saturating_mul(1_000)))
 }
 
 #[cfg(test)]
@@ -158,5 +170,22 @@ mod tests {
             assert_eq!(base64url(&b64(&data)), Some(data));
         }
         assert_eq!(base64url("A"), None);
+    }
+
+    #[test]
+    fn only_the_verified_token_is_vouched_for_and_not_past_its_expiry() {
+        let j = jwt(None);
+        let alice = claimed(&token(r#"{"sub":"alice","exp":100}"#), &j)
+            .unwrap()
+            .0;
+        let t = token(r#"{"sub":"alice","exp":100}"#);
+        assert_eq!(vouched_until(&t, &j, &alice), Some(100_000));
+        let other = token(r#"{"sub":"mallory","exp":100}"#);
+        assert_eq!(vouched_until(&other, &j, &alice), None);
+        assert_eq!(
+            vouched_until(&token(r#"{"sub":"alice"}"#), &j, &alice),
+            Some(u64::MAX)
+        );
+        assert_eq!(vouched_until(&t, &j, &Identity::default()), None);
     }
 }

@@ -54,14 +54,9 @@ fn from_jwt(jwt: &JwtSource, tokens: &Tokens) -> (Identity, bool) {
         return (id, true);
     }
     let verified = from_metadata(jwt);
-    if verified.authenticated() {
-        if let Some((claimed, exp)) = jwt_token::claimed(token, jwt) {
-            if claimed == verified {
-                let until = exp.map_or(u64::MAX, |s| s.saturating_mul(1_000));
-                if let Ok(mut c) = tokens.cache.try_borrow_mut() {
-                    c.insert_until(key, verified.clone(), tokens.now_ms, until);
-                }
-            }
+    if let Some(until) = jwt_token::vouched_until(token, jwt, &verified) {
+        if let Ok(mut c) = tokens.cache.try_borrow_mut() {
+            c.insert_until(key, verified.clone(), tokens.now_ms, until);
         }
     }
     (verified, false)

@@ -68,9 +68,13 @@ def _q(s: str) -> str:
 
 
 # --------------------------------------------------------------------------
-# Upstream: counts its hits (paths with "own-limit" get its own RateLimit-Limit).
+# Local HTTP servers: the upstream (paths with "own-limit" get its own
+# RateLimit-Limit) and, in identity_env, the session service.
 # --------------------------------------------------------------------------
-class Upstream:
+class LocalServer:
+    """A loopback HTTP/1.1 server on a free port, served from a thread, that
+    counts its hits; `answer(path, headers)` gives (status, headers, body)."""
+
     def __init__(self) -> None:
         self.hits = 0
         self._lock = threading.Lock()
@@ -82,11 +86,10 @@ class Upstream:
             def do_GET(self):  # noqa: N802
                 with outer._lock:
                     outer.hits += 1
-                body = b"hello from upstream\n"
-                self.send_response(200)
-                if "own-limit" in self.path:  # an upstream with its own rate limit
-                    self.send_header("ratelimit-limit", "1000")
-                self.send_header("content-type", "text/plain")
+                code, headers, body = outer.answer(self.path, self.headers)
+                self.send_response(code)
+                for name, value in headers:
+                    self.send_header(name, value)
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -99,12 +102,20 @@ class Upstream:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def answer(self, path: str, headers) -> tuple[int, list[tuple[str, str]], bytes]:
+        raise NotImplementedError
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class Upstream(LocalServer):
+    def answer(self, path, headers):
+        own = [("ratelimit-limit", "1000")] if "own-limit" in path else []
+        return 200, own + [("content-type", "text/plain")], b"hello from upstream\n"
 
 
 # --------------------------------------------------------------------------

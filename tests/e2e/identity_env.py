@@ -5,11 +5,9 @@ headers stripped before any filter runs."""
 import base64
 import hashlib
 import hmac
-import http.server
 import json
-import threading
 
-from harness import Envoy
+from harness import Envoy, LocalServer
 
 SECRET = b"ratebound-e2e-jwt-secret-0123456789abcdef"
 USER_HEADER = "x-user-id"
@@ -35,49 +33,25 @@ def bearer(**claims) -> dict:
     return {"authorization": "Bearer " + jwt(**claims)}
 
 
-class SessionService:
+class SessionService(LocalServer):
     """Answers GET /session: the `sid` cookie names a user in `users`;
     unknown cookies get 401; `fail` makes it answer 500."""
 
     def __init__(self, users: dict[str, dict]) -> None:
         self.users = users
-        self.hits = 0
         self.fail = False
-        self.seen_auth: list[str] = []
-        self._lock = threading.Lock()
-        outer = self
+        super().__init__()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):  # noqa: N802
-                with outer._lock:
-                    outer.hits += 1
-                cookie = self.headers.get("cookie", "")
-                sid = cookie.split("sid=", 1)[1].split(";")[0] if "sid=" in cookie else ""
-                if outer.fail:
-                    code, body = 500, b"boom"
-                elif sid in outer.users:
-                    code, body = 200, json.dumps(outer.users[sid]).encode()
-                else:
-                    code, body = 401, b"{}"
-                self.send_response(code)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, path, headers):
+        cookie = headers.get("cookie", "")
+        sid = cookie.split("sid=", 1)[1].split(";")[0] if "sid=" in cookie else ""
+        if self.fail:
+            code, body = 500, b"boom"
+        elif sid in self.users:
+            code, body = 200, json.dumps(self.users[sid]).encode()
+        else:
+            code, body = 401, b"{}"
+        return code, [("content-type", "application/json")], body
 
 
 class IdentityEnvoy(Envoy):
