@@ -112,8 +112,9 @@ PROBES = {
     "28": ["refuse_nobody"],
     "29": ["address", "time", "shared", "replace3"],  # variant 4's host calls, nothing else
     "30": ["address", "time", "shared_get", "refuse"],  # variant 6's host calls before refusals were remembered
-    "36": ["address", "time", "shared", "add3"],  # variant 4's host calls now
+    "36": ["address", "time", "shared", "add3"],  # variant 4's host calls before its writes were remembered
     "37": ["address", "time", "refuse"],  # variant 6's host calls now
+    "38": ["address", "time", "shared_set", "add3"],  # variant 4's host calls with its writes remembered
 }
 
 

@@ -43,14 +43,6 @@ pub fn each_quota_header(s: &Shown, mut put: impl FnMut(&'static str, &str)) {
     }
 }
 
-/// The quota fields as owned pairs (for the refusal, which sends them all
-/// in one call).
-pub fn quota_headers(s: &Shown) -> Vec<(&'static str, String)> {
-    let mut h = Vec::with_capacity(7);
-    each_quota_header(s, |k, v| h.push((k, v.to_string())));
-    h
-}
-
 /// A number's decimal digits on the stack: the three plain fields of every
 /// admitted response need no formatter.
 struct Digits {
@@ -122,23 +114,68 @@ impl Buf {
     }
 }
 
-/// The headers of a 429: the quota of the refusing bound, and Retry-After
-/// equal to its reset (so never earlier than the structured `t`).
-pub fn refusal_headers(s: &Shown) -> Vec<(&'static str, String)> {
-    let mut h = quota_headers(s);
-    h.push(("retry-after", seconds_up(s.quota.reset_ms).to_string()));
-    h.push(("content-type", "application/problem+json".to_string()));
-    h
+/// A 429's headers and problem+json body, written into buffers kept from
+/// one refusal to the next: once warm, refusing allocates nothing here.
+#[derive(Debug, Default)]
+pub struct Refusal {
+    /// Header values end to end; `fields` says where each one ends.
+    values: String,
+    fields: Vec<(&'static str, usize)>,
+    body: String,
 }
 
-/// A short RFC 9457 body naming the route and bound that refused. Written
-/// directly: route and bound names are `[A-Za-z0-9_.-]`, nothing to escape.
-pub fn refusal_body(route: &str, bound: &str, q: &Quota) -> String {
-    let retry = seconds_up(q.reset_ms);
-    format!(
-        r#"{{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit {route}/{bound} ({limit} per window) reached; retry in {retry} s","route":"{route}","bound":"{bound}","retry_after":{retry}}}"#,
-        limit = q.limit
-    )
+impl Refusal {
+    /// The quota of the refusing bound, Retry-After equal to its reset (so
+    /// never earlier than the structured `t`), and a short RFC 9457 body
+    /// naming the route and bound. Route and bound names are
+    /// `[A-Za-z0-9_.-]`: nothing to escape.
+    pub fn render(&mut self, s: &Shown, route: &str) {
+        let (values, fields) = (&mut self.values, &mut self.fields);
+        values.clear();
+        fields.clear();
+        let mut put = |k: &'static str, v: &str| {
+            values.push_str(v);
+            fields.push((k, values.len()));
+        };
+        each_quota_header(s, &mut put);
+        let retry = Digits::of(seconds_up(s.quota.reset_ms));
+        put("retry-after", retry.as_str());
+        put("content-type", "application/problem+json");
+        let b = &mut self.body;
+        b.clear();
+        for part in [
+            r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit "#,
+            route,
+            "/",
+            s.bound,
+            " (",
+            Digits::of(s.quota.limit.into()).as_str(),
+            " per window) reached; retry in ",
+            retry.as_str(),
+            r#" s","route":""#,
+            route,
+            r#"","bound":""#,
+            s.bound,
+            r#"","retry_after":"#,
+            retry.as_str(),
+            "}",
+        ] {
+            b.push_str(part);
+        }
+    }
+
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let mut start = 0;
+        self.fields.iter().map(move |&(k, end)| {
+            let v = self.values.get(start..end).unwrap_or_default();
+            start = end;
+            (k, v)
+        })
+    }
+
+    pub fn body(&self) -> &str {
+        &self.body
+    }
 }
 
 #[cfg(test)]
@@ -157,7 +194,9 @@ mod tests {
             },
             structured: false,
         };
-        assert_eq!(quota_headers(&shown).len(), 3);
+        let mut n = 0;
+        each_quota_header(&shown, |_, _| n += 1);
+        assert_eq!(n, 3);
     }
 
     #[test]
@@ -181,18 +220,41 @@ mod tests {
             quota: q,
             structured: true,
         };
-        let h = refusal_headers(&shown);
-        let get = |n: &str| h.iter().find(|(k, _)| *k == n).map(|(_, v)| v.as_str());
+        let mut r = Refusal::default();
+        // Rendered twice: what the first left behind must not show.
+        r.render(
+            &Shown {
+                bound: "a_much_longer_bound_name",
+                window_ms: 3_600_000,
+                quota: Quota {
+                    limit: 123_456,
+                    remaining: 0,
+                    reset_ms: 999_999_999,
+                },
+                structured: true,
+            },
+            "a_longer_route",
+        );
+        r.render(&shown, "r");
+        let h: Vec<_> = r.headers().collect();
+        assert_eq!(h.len(), 7);
+        let get = |n: &str| h.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
         assert_eq!(get("ratelimit-policy"), Some(r#""per_address";q=5;w=60"#));
         assert_eq!(get("ratelimit"), Some(r#""per_address";r=0;t=13"#));
         assert_eq!(get("ratelimit-limit"), Some("5"));
         assert_eq!(get("ratelimit-remaining"), Some("0"));
         assert_eq!(get("ratelimit-reset"), Some("13"));
         assert_eq!(get("retry-after"), Some("13"));
-        let body: serde_json::Value = serde_json::from_str(&refusal_body("r", "b", &q)).unwrap();
+        assert_eq!(get("content-type"), Some("application/problem+json"));
+        let body: serde_json::Value = serde_json::from_str(r.body()).unwrap();
         assert_eq!(body["status"], 429);
         assert_eq!(body["retry_after"], 13);
-        assert_eq!(body["bound"], "b");
+        assert_eq!(body["route"], "r");
+        assert_eq!(body["bound"], "per_address");
+        assert_eq!(
+            body["detail"],
+            "rate limit r/per_address (5 per window) reached; retry in 13 s"
+        );
     }
 
     #[test]
@@ -215,7 +277,8 @@ mod tests {
             },
             structured: true,
         };
-        let h = quota_headers(&shown);
+        let mut h: Vec<(&str, String)> = vec![];
+        each_quota_header(&shown, |k, v| h.push((k, v.to_string())));
         let reset = u64::MAX.div_ceil(1_000);
         assert_eq!(
             h.iter()

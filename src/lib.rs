@@ -21,6 +21,7 @@ pub mod store;
 #[cfg(any(test, feature = "selftest"))]
 pub mod store_suite;
 pub mod window;
+pub mod write_memory;
 
 // Not in test builds: `cargo test --target wasm32-wasip1` runs the pure
 // core's tests as a plain WASI program (scripts/wasi-runner.mjs).

@@ -13,6 +13,7 @@ use crate::refusals::Refusals;
 use crate::slots::{self, Committed, Lane, Prepared};
 use crate::store::{Store, StoreError, CAS_RETRIES};
 use crate::window::{Quota, Verdict};
+use crate::write_memory::{Remembering, WriteMemory};
 use siphasher::sip::SipHasher13;
 use smallvec::{smallvec, SmallVec};
 use std::cell::RefCell;
@@ -26,6 +27,8 @@ pub struct Limiter {
     seed: [u64; 2],
     /// This worker's standing refusals (see `refusals`).
     refusals: RefCell<Refusals>,
+    /// This worker's last writes (see `write_memory`).
+    writes: RefCell<WriteMemory>,
 }
 
 /// Who is calling, as far as the checked bounds need to know.
@@ -117,6 +120,7 @@ impl Limiter {
             lanes,
             seed,
             refusals: RefCell::default(),
+            writes: RefCell::default(),
         }
     }
 
@@ -146,6 +150,26 @@ impl Limiter {
             }
         }
         h.finish()
+    }
+
+    fn remembering<'a, S: Store + ?Sized>(
+        &'a self,
+        store: &'a S,
+        now_ms: u64,
+    ) -> Remembering<'a, S> {
+        Remembering {
+            store,
+            memory: &self.writes,
+            now_ms,
+        }
+    }
+
+    /// Store reads this worker saved by remembering its writes, and the
+    /// writes from memory that were stale, since the last call.
+    pub fn take_memory_counts(&self) -> (u64, u64) {
+        self.writes
+            .try_borrow_mut()
+            .map_or((0, 0), |mut m| m.take_counts())
     }
 
     /// The installation's hashing keys (shared by every worker).
@@ -184,6 +208,7 @@ impl Limiter {
         caller: &Caller,
         now_ms: u64,
     ) -> Option<Decision> {
+        let store = &self.remembering(store, now_ms);
         let (Some(r), Some(lanes)) = (
             self.plan.routes.get(pending.route),
             self.lanes.get(pending.route),
@@ -234,6 +259,7 @@ impl Limiter {
     /// bound refuse after all (another worker took the last place since it
     /// was read), the bounds already recorded are taken back.
     pub fn commit<S: Store + ?Sized>(&self, store: &S, pending: Pending, now_ms: u64) -> Decision {
+        let store = &self.remembering(store, now_ms);
         let mut d = Decision {
             errors: pending.errors,
             ..Decision::default()
@@ -567,5 +593,57 @@ mod tests {
         };
         s.fail_next(1);
         assert_eq!(lim.check(&s, 0, None, &other, end).errors.len(), 1);
+    }
+
+    #[test]
+    fn a_caller_admitted_again_by_the_same_worker_costs_one_write() {
+        for per in ["route", "address"] {
+            let s = MemStore::new();
+            let json = format!(
+                r#"{{"routes":[{{"name":"r","bounds":[{{"per":"{per}","limit":50,"window":"PT1M"}}]}}]}}"#
+            );
+            let lim = limiter(&s, &json);
+            let c = Caller {
+                address: "10.0.0.7",
+                identity: None,
+            };
+            let check = |t: u64| lim.check(&s, 0, None, &c, t).refused.is_none();
+            assert!(check(120_000) && check(120_001));
+            let (reads, writes) = (s.reads(), s.writes());
+            assert!((2..12).all(|i| check(120_000 + i)));
+            assert_eq!(s.reads(), reads, "{per}");
+            assert_eq!(s.writes(), writes + 10, "{per}");
+            assert_eq!(s.stale_writes(), 0);
+        }
+    }
+
+    #[test]
+    fn a_refusal_the_memory_suggests_is_checked_with_the_store() {
+        // Another worker takes back a request it counted before ours: the
+        // store holds one less than this worker last wrote.
+        for per in ["route", "address"] {
+            let s = MemStore::new();
+            let json = format!(
+                r#"{{"routes":[{{"name":"r","bounds":[{{"per":"{per}","limit":3,"window":"PT1M"}}]}}]}}"#
+            );
+            let lim = limiter(&s, &json);
+            let (lane, c) = (&lim.lanes[0][0], Caller::default());
+            let key = lim.caller_key(lim.plan.routes[0].bounds[0].per, &c);
+            let now = 120_000;
+            let theirs = slots::prepare(&s, lane, key, now).unwrap();
+            let Ok(Committed::Done(undo)) = slots::commit(&s, lane, key, &theirs) else {
+                panic!("their request is counted");
+            };
+            assert_eq!(admitted(&lim, &s, &c, 2), 2);
+            slots::undo(&s, lane, undo).unwrap();
+            assert!(
+                lim.check(&s, 0, None, &c, now + 5).refused.is_none(),
+                "{per}"
+            );
+            assert!(
+                lim.check(&s, 0, None, &c, now + 6).refused.is_some(),
+                "{per}"
+            );
+        }
     }
 }

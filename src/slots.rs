@@ -230,7 +230,15 @@ pub fn prepare<S: Store + ?Sized>(
         return prepare_single(store, lane, now_ms, false);
     };
     let (a, b) = lane.buckets_of(caller);
-    let (mut va, ca) = store.get(&lane.bucket_keys[a])?;
+    let ((mut va, mut ca), recalled) = store.recall(&lane.bucket_keys[a])?;
+    if recalled {
+        // Memory serves an admission of a caller it holds, which the write
+        // will check; a refusal or an absent caller is read for real.
+        match prepare_in(lane, a, &mut va, ca, caller, now_ms) {
+            Some(p) if p.verdict.admits() => return Ok(p),
+            _ => (va, ca) = store.get(&lane.bucket_keys[a])?,
+        }
+    }
     if let Some(p) = prepare_in(lane, a, &mut va, ca, caller, now_ms) {
         return Ok(p);
     }
@@ -284,10 +292,17 @@ fn prepare_single<S: Store + ?Sized>(
     now_ms: u64,
     overflow: bool,
 ) -> Result<Prepared, StoreError> {
-    let (v, cas) = store.get(&lane.single_key)?;
-    let verdict = lane
+    let ((mut v, mut cas), recalled) = store.recall(&lane.single_key)?;
+    let mut verdict = lane
         .rate
         .decide(decode_counts(lane.tag, v.as_deref()), now_ms);
+    if recalled && !verdict.admits() {
+        // A refusal writes nothing, so nothing would check the memory.
+        (v, cas) = store.get(&lane.single_key)?;
+        verdict = lane
+            .rate
+            .decide(decode_counts(lane.tag, v.as_deref()), now_ms);
+    }
     let value = match verdict {
         Verdict::Admit { counts, .. } => encode_counts(lane.tag, counts),
         Verdict::Refuse { .. } => Vec::new(),

@@ -24,6 +24,12 @@ pub trait Store {
     /// Writes `value` if `cas` is `None` or still current. `Ok(false)` on a
     /// stale cas: read again and recompute.
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError>;
+    /// `get`, or the worker's memory of its own last write of `key`
+    /// (`write_memory`), saying which. A remembered value is only good for
+    /// a decision that is then written with its cas, which proves it right.
+    fn recall(&self, key: &str) -> Result<(Versioned, bool), StoreError> {
+        Ok((self.get(key)?, false))
+    }
 }
 
 /// How many times one key's read-compute-write is retried on contention
@@ -76,8 +82,10 @@ struct MemInner {
     next_cas: u32,
     /// Test hook: fail this many upcoming calls.
     fail_next: usize,
-    /// Successful writes so far.
+    /// Successful writes, stale writes and reads so far.
     sets: usize,
+    stale_sets: usize,
+    gets: usize,
 }
 
 impl MemStore {
@@ -112,6 +120,16 @@ impl MemStore {
         self.inner.borrow().sets
     }
 
+    /// Number of writes refused for a stale cas so far.
+    pub fn stale_writes(&self) -> usize {
+        self.inner.borrow().stale_sets
+    }
+
+    /// Number of reads so far.
+    pub fn reads(&self) -> usize {
+        self.inner.borrow().gets
+    }
+
     fn check_fail(inner: &mut MemInner) -> Result<(), StoreError> {
         if inner.fail_next > 0 {
             inner.fail_next -= 1;
@@ -125,6 +143,7 @@ impl Store for MemStore {
     fn get(&self, key: &str) -> Result<Versioned, StoreError> {
         let mut inner = self.inner.borrow_mut();
         Self::check_fail(&mut inner)?;
+        inner.gets += 1;
         Ok(match inner.map.get(key) {
             Some((v, cas)) => (Some(v.clone()), Some(*cas)),
             None => (None, None),
@@ -136,6 +155,7 @@ impl Store for MemStore {
         Self::check_fail(&mut inner)?;
         if let (Some(want), Some((_, have))) = (cas, inner.map.get(key)) {
             if want != *have {
+                inner.stale_sets += 1;
                 return Ok(false);
             }
         }
@@ -154,5 +174,8 @@ impl<S: Store + ?Sized> Store for &S {
     }
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
         (**self).set(key, value, cas)
+    }
+    fn recall(&self, key: &str) -> Result<(Versioned, bool), StoreError> {
+        (**self).recall(key)
     }
 }

@@ -60,6 +60,12 @@ pub enum Verdict {
     Refuse { quota: Quota },
 }
 
+impl Verdict {
+    pub fn admits(&self) -> bool {
+        matches!(self, Verdict::Admit { .. })
+    }
+}
+
 /// The figures a client is told (RateLimit-* headers), in milliseconds
 /// before rounding so the header layer decides rounding once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

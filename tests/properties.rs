@@ -236,3 +236,95 @@ fn a_failing_store_fails_open_and_says_so() {
     assert!(d.refused.is_none());
     assert_eq!(d.errors.len(), 1);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Workers that remember their own writes (`write_memory`), interleaved
+    /// — a request read by one, then others' requests and other writers'
+    /// writes, then its write — lose no update and miss no admission: each
+    /// counter holds exactly what was admitted, never past the limit, and
+    /// a refusal comes only once the limit is reached.
+    #[test]
+    fn workers_remembering_their_writes_stay_exact(
+        per_route in prop::bool::ANY,
+        ops in prop::collection::vec((0usize..3, 0u8..4, 0u8..6), 1..300),
+    ) {
+        const LIMIT: usize = 6;
+        let per = if per_route { "route" } else { "address" };
+        let json = format!(
+            r#"{{"routes":[{{"name":"r","bounds":[{{"per":"{per}","limit":{LIMIT},"window":"PT1H"}}]}}]}}"#
+        );
+        let store = MemStore::new();
+        let workers: Vec<Limiter> = (0..3)
+            .map(|_| {
+                let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
+                let b = &plan.routes[0].bounds[0];
+                let table = (!per_route).then_some(TABLE);
+                let l = Lane::new("x:0", 1, b.rate, table);
+                for k in l.all_keys() {
+                    ensure(&store, k).unwrap();
+                }
+                Limiter::new(plan, vec![vec![l]], [5, 6])
+            })
+            .collect();
+        let addresses: Vec<String> = (0..4).map(|i| format!("10.1.0.{i}")).collect();
+        let caller = |c: u8| Caller { address: &addresses[c as usize], identity: None };
+        let counter = |c: u8| if per_route { 0 } else { c as usize };
+        let now = 3_600_000 * 500 + 17;
+        let mut parked: Vec<Option<(u8, ratebound::limiter::Pending)>> = vec![None, None, None];
+        let mut admitted = [0usize; 4];
+        let mut refused = [false; 4];
+        let mut outcome = |c: u8, d: ratebound::limiter::Decision, admitted: &mut [usize; 4]| {
+            assert!(d.errors.is_empty(), "{:?}", d.errors);
+            match d.refused {
+                None => admitted[counter(c)] += 1,
+                Some(_) => refused[counter(c)] = true,
+            }
+        };
+        let mut foreign = 0u32;
+        for (w, c, kind) in ops {
+            let lim = &workers[w];
+            match kind {
+                0 | 1 => outcome(c, lim.check(&store, 0, None, &caller(c), now), &mut admitted),
+                2 => {
+                    // Read now, write later (as around an identity call-out).
+                    if let Some((c, p)) = parked[w].take() {
+                        outcome(c, lim.commit(&store, p, now), &mut admitted);
+                    }
+                    let mut p = lim.start(0, None);
+                    let early = lim.plan.routes[0].early_bounds(None).to_vec();
+                    match lim.prepare(&store, &mut p, &early, &caller(c), now) {
+                        Some(d) => outcome(c, d, &mut admitted),
+                        None => parked[w] = Some((c, p)),
+                    }
+                }
+                3 => {
+                    if let Some((c, p)) = parked[w].take() {
+                        outcome(c, lim.commit(&store, p, now), &mut admitted);
+                    }
+                }
+                _ => {
+                    // Some other plugin writes: the cas counter moves on.
+                    foreign += 1;
+                    store.set(&format!("other:{}", foreign % 7), b"x", None).unwrap();
+                }
+            }
+        }
+        for (w, slot) in parked.iter_mut().enumerate() {
+            if let Some((c, p)) = slot.take() {
+                outcome(c, workers[w].commit(&store, p, now), &mut admitted);
+            }
+        }
+        for c in 0..4u8 {
+            let i = counter(c);
+            let key = workers[0].caller_key(workers[0].plan.routes[0].bounds[0].per, &caller(c));
+            let held = slots::peek(&store, &workers[0].lanes[0][0], key).unwrap().map_or(0, |n| n.cur);
+            prop_assert_eq!(held as usize, admitted[i], "counter {} holds what was admitted", i);
+            prop_assert!(admitted[i] <= LIMIT);
+            if refused[i] {
+                prop_assert_eq!(admitted[i], LIMIT, "refused before the limit");
+            }
+        }
+    }
+}

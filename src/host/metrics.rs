@@ -1,7 +1,8 @@
 //! Envoy stats: per route and bound, `allowed`, `refused`, `would_refuse`
 //! (shadow), `overflow` (counters) and `tracked` (gauge); per instance
 //! `store_errors`, `identity_errors`, `session_calls`, `session_cache_hits`,
-//! `jwt_cache_hits`.
+//! `jwt_cache_hits`, `store_reads_saved` and `store_stale_guesses` (see
+//! `write_memory`).
 //! Names are `ratebound.<instance>.<route>.<bound>.<stat>` (Envoy shows
 //! them under `wasmcustom.`); their number is fixed by the configuration,
 //! never by the traffic.
@@ -39,6 +40,8 @@ pub struct Metrics {
     session_calls: Option<usize>,
     session_cache_hits: Option<usize>,
     jwt_cache_hits: Option<usize>,
+    store_reads_saved: Option<usize>,
+    store_stale_guesses: Option<usize>,
 }
 
 impl Metrics {
@@ -81,6 +84,8 @@ impl Metrics {
         let session_calls = counter(format!("{base}.session_calls"));
         let session_cache_hits = counter(format!("{base}.session_cache_hits"));
         let jwt_cache_hits = counter(format!("{base}.jwt_cache_hits"));
+        let store_reads_saved = counter(format!("{base}.store_reads_saved"));
+        let store_stale_guesses = counter(format!("{base}.store_stale_guesses"));
         Metrics {
             counters,
             bounds,
@@ -89,13 +94,25 @@ impl Metrics {
             session_calls,
             session_cache_hits,
             jwt_cache_hits,
+            store_reads_saved,
+            store_stale_guesses,
         }
     }
 
     fn inc(&self, slot: Option<usize>) {
+        self.add(slot, 1);
+    }
+
+    fn add(&self, slot: Option<usize>, n: u64) {
         if let Some(c) = slot.and_then(|s| self.counters.get(s)) {
-            c.unflushed.set(c.unflushed.get() + 1);
+            c.unflushed.set(c.unflushed.get() + n);
         }
+    }
+
+    /// What the worker's memory of its writes did (`Limiter::take_memory_counts`).
+    pub fn write_memory(&self, (saved, stale): (u64, u64)) {
+        self.add(self.store_reads_saved, saved);
+        self.add(self.store_stale_guesses, stale);
     }
 
     /// Hands the counts added up since the last flush to Envoy.

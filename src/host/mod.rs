@@ -51,6 +51,8 @@ struct Active {
     sessions: RefCell<IdentityCache>,
     /// Identities of JWTs jwt_authn verified, per token.
     tokens: RefCell<IdentityCache>,
+    /// The last 429 written, its buffers reused for the next.
+    refusal: RefCell<headers::Refusal>,
 }
 
 impl Context for Root {}
@@ -109,6 +111,9 @@ impl RootContext for Root {
 
     fn on_tick(&mut self) {
         let Some(active) = &self.active else { return };
+        active
+            .metrics
+            .write_memory(active.limiter.take_memory_counts());
         active.metrics.flush();
         let store = SharedData;
         let plan = &active.limiter.plan;
@@ -219,6 +224,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
         metrics,
         sessions,
         tokens,
+        refusal: RefCell::default(),
     })
 }
 
@@ -272,11 +278,17 @@ impl Request {
             .routes
             .get(route)
             .map_or("", |r| r.name.as_str());
-        let h = headers::refusal_headers(&shown);
-        let body = headers::refusal_body(route_name, shown.bound, &quota);
-        let pairs: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let Ok(mut refusal) = active.refusal.try_borrow_mut() else {
+            return Action::Continue;
+        };
+        refusal.render(&shown, route_name);
         self.refused = true;
-        if let Err(s) = hostcalls::send_http_response(429, pairs, Some(body.as_bytes())) {
+        let sent = hostcalls::send_http_response(
+            429,
+            refusal.headers().collect(),
+            Some(refusal.body().as_bytes()),
+        );
+        if let Err(s) = sent {
             log(
                 LogLevel::Error,
                 &format!("ratebound could not send 429: {s:?}"),

@@ -28,6 +28,9 @@ enum Op {
     SharedGet,
     /// `get_shared_data` then a CAS `set_shared_data` of the same 28 bytes.
     Shared,
+    /// `set_shared_data` of 28 bytes alone (ratebound's write when its
+    /// worker remembers the value and cas, see src/write_memory.rs).
+    SharedSet,
     /// Three response headers with `set_map_value` (replace).
     Replace3,
     /// Three response headers with `add_map_value`.
@@ -47,6 +50,7 @@ fn parse(config: &[u8]) -> Vec<Op> {
             "header" => Some(Op::Header),
             "shared_get" => Some(Op::SharedGet),
             "shared" => Some(Op::Shared),
+            "shared_set" => Some(Op::SharedSet),
             "replace3" => Some(Op::Replace3),
             "add3" => Some(Op::Add3),
             "refuse" => Some(Op::Refuse),
@@ -131,6 +135,10 @@ impl HttpContext for Probe {
                             let _ = hostcalls::set_shared_data(KEY, Some(&value), cas);
                         }
                     }
+                }
+                Op::SharedSet => {
+                    sink += hostcalls::set_shared_data(KEY, Some(&[sink as u8; 28]), None).is_ok()
+                        as usize;
                 }
                 Op::Refuse | Op::RefuseNoBody => {
                     self.refused = true;
