@@ -15,6 +15,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,9 +38,17 @@ def trial(conc: int, n: int, c: int, work: Path, idx: int) -> dict:
         codes = {int(k): int(v) for k, v in re.findall(r"\[(\d{3})\]\s+(\d+) responses", out.stdout)}
         err_block = out.stdout.split("Error distribution:")[-1] if "Error distribution:" in out.stdout else ""
         errors = sum(int(x) for x in re.findall(r"\[(\d+)\]\s+Get", err_block))
-        st = bl.admin_stats(env, f"ratebound.{inst}|worker_[0-9]+.downstream_cx_total")
-        per_worker = [int(v) for k, v in sorted(st.items()) if k.startswith("listener.") and "worker_" in k]
         p = f"wasmcustom.ratebound.{inst}.all.route"
+        # The filter hands its counts to Envoy on its 1 s tick: wait for them
+        # (bounded), or the stats columns would read 0.
+        deadline = time.monotonic() + 5
+        while True:
+            st = bl.admin_stats(env, f"ratebound.{inst}|worker_[0-9]+.downstream_cx_total")
+            counted = int(st.get(f"{p}.allowed", "0")) + int(st.get(f"{p}.refused", "0"))
+            if counted >= n or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        per_worker = [int(v) for k, v in sorted(st.items()) if k.startswith("listener.") and "worker_" in k]
         return {
             "admitted": codes.get(200, 0),
             "refused": codes.get(429, 0),
@@ -49,6 +58,10 @@ def trial(conc: int, n: int, c: int, work: Path, idx: int) -> dict:
             "stat_refused": int(st.get(f"{p}.refused", "-1")),
             "conns_per_worker": per_worker,
             "store_errors": int(st.get(f"wasmcustom.ratebound.{inst}.store_errors", "-1")),
+            # Writes made from a worker's memory of its own (src/write_memory.rs)
+            # and those the compare-and-swap found stale.
+            "saved": int(st.get(f"wasmcustom.ratebound.{inst}.store_reads_saved", "-1")),
+            "stale": int(st.get(f"wasmcustom.ratebound.{inst}.store_stale_guesses", "-1")),
         }
     finally:
         bl.stop_envoy(env)
@@ -79,7 +92,8 @@ def main() -> int:
             flag = "" if r["admitted"] == LIMIT else "   <-- not exact"
             print(f"  concurrency {conc} trial {i + 1:2}: admitted {r['admitted']:4}  refused {r['refused']:5}  "
                   f"other {r['other']}  errors {r['errors']}  (filter: allowed {r['stat_allowed']}, "
-                  f"refused {r['stat_refused']}, store_errors {r['store_errors']}; "
+                  f"refused {r['stat_refused']}, store_errors {r['store_errors']}, "
+                  f"writes from memory {r['saved']}, stale {r['stale']}; "
                   f"connections per worker {'/'.join(map(str, r['conns_per_worker']))}){flag}", flush=True)
         if admitted:
             exact = sum(1 for a in admitted if a == LIMIT)

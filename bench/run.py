@@ -592,7 +592,8 @@ def main() -> int:
             except OSError:
                 continue
             keep = {k: x for k, x in stats.items()
-                    if re.search(r"\.(allowed|refused|overflow|store_errors|jwt_cache_hits|rate_limited|ok|"
+                    if re.search(r"\.(allowed|refused|overflow|store_errors|store_reads_saved|"
+                                 r"store_stale_guesses|jwt_cache_hits|rate_limited|ok|"
                                  r"jwt_authn\.allowed|denied)$", k)}
             if keep:
                 meta["notes"].append(f"variant {v.id} stats after the run: "
