@@ -595,14 +595,17 @@ mod tests {
         assert_eq!(lim.check(&s, 0, None, &other, end).errors.len(), 1);
     }
 
+    fn one_bound(per: &str, limit: u32) -> String {
+        format!(
+            r#"{{"routes":[{{"name":"r","bounds":[{{"per":"{per}","limit":{limit},"window":"PT1M"}}]}}]}}"#
+        )
+    }
+
     #[test]
     fn a_caller_admitted_again_by_the_same_worker_costs_one_write() {
         for per in ["route", "address"] {
             let s = MemStore::new();
-            let json = format!(
-                r#"{{"routes":[{{"name":"r","bounds":[{{"per":"{per}","limit":50,"window":"PT1M"}}]}}]}}"#
-            );
-            let lim = limiter(&s, &json);
+            let lim = limiter(&s, &one_bound(per, 50));
             let c = Caller {
                 address: "10.0.0.7",
                 identity: None,
@@ -623,10 +626,7 @@ mod tests {
         // store holds one less than this worker last wrote.
         for per in ["route", "address"] {
             let s = MemStore::new();
-            let json = format!(
-                r#"{{"routes":[{{"name":"r","bounds":[{{"per":"{per}","limit":3,"window":"PT1M"}}]}}]}}"#
-            );
-            let lim = limiter(&s, &json);
+            let lim = limiter(&s, &one_bound(per, 3));
             let (lane, c) = (&lim.lanes[0][0], Caller::default());
             let key = lim.caller_key(lim.plan.routes[0].bounds[0].per, &c);
             let now = 120_000;
