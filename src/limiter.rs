@@ -561,11 +561,7 @@ mod tests {
     #[test]
     fn a_caller_refused_again_before_its_wait_costs_no_store_read() {
         let s = MemStore::new();
-        let lim = limiter(
-            &s,
-            r#"{"routes":[{"name":"r","bounds":[
-              {"name":"a","per":"address","limit":2,"window":"PT1M"}]}]}"#,
-        );
+        let lim = limiter(&s, &one_bound("address", 2));
         let c = Caller {
             address: "10.0.0.7",
             identity: None,
