@@ -278,6 +278,7 @@ impl Request {
             .routes
             .get(route)
             .map_or("", |r| r.name.as_str());
+        // Only busy if re-entered, which a single-threaded VM never does.
         let Ok(mut refusal) = active.refusal.try_borrow_mut() else {
             return Action::Continue;
         };
