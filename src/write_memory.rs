@@ -13,7 +13,9 @@
 //! when we wrote: that value went to an earlier write, no later write of the
 //! key can carry it, and the write is refused as stale, after which the
 //! caller is read for real. So a write made from memory lands only if the
-//! memory was right.
+//! memory was right. (This rests on that numbering, proxy-wasm-cpp-host's
+//! `SharedData::nextCas`: a host that numbered writes per key could let a
+//! stale guess land.)
 //!
 //! A remembered read is only good for a decision that is then written with
 //! its cas: `slots` reads again for a refusal or a caller it does not find.
