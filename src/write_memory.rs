@@ -139,14 +139,7 @@ impl WriteMemory {
                 self.last.0.clear();
                 self.last.0.push_str(key);
                 self.last.1 = now_ms;
-                let s = self.slots[i].get_or_insert_with(Slot::default);
-                s.key.clear();
-                s.key.push_str(key);
-                s.value.clear();
-                s.value.extend_from_slice(value);
-                s.cas = n;
-                s.at_ms = now_ms;
-                s.recalled = false;
+                self.remember(key, value, n, now_ms);
                 None
             }
             (true, None) => {
@@ -183,10 +176,17 @@ impl WriteMemory {
             Some((n, at)) if fresh(at, now_ms) && n.wrapping_sub(seen) < 1 << 31 => Some((n, at)),
             _ => Some((seen, now_ms)),
         };
+        self.remember(key, &value, cas, now_ms);
+    }
+
+    /// `key` holds `value` with `cas` unless someone wrote it since.
+    fn remember(&mut self, key: &str, value: &[u8], cas: u32, now_ms: u64) {
+        // Buffers are reused: once warm, remembering allocates nothing.
         let s = self.slots[index(key)].get_or_insert_with(Slot::default);
         s.key.clear();
         s.key.push_str(key);
-        s.value = value;
+        s.value.clear();
+        s.value.extend_from_slice(value);
         s.cas = cas;
         s.at_ms = now_ms;
         s.recalled = false;
@@ -253,6 +253,13 @@ mod tests {
         }
     }
 
+    /// A store holding one counter, "k", at 0.
+    fn counter_at_zero() -> MemStore {
+        let s = MemStore::new();
+        s.set("k", &0u32.to_le_bytes(), None).unwrap();
+        s
+    }
+
     /// Read-modify-write of a counter the way `slots` does: from memory
     /// when it can, for real when the write says the memory was stale.
     fn bump(r: &Remembering<MemStore>, key: &str) -> u32 {
@@ -271,8 +278,7 @@ mod tests {
 
     #[test]
     fn a_worker_alone_writes_again_without_reading() {
-        let s = MemStore::new();
-        s.set("k", &0u32.to_le_bytes(), None).unwrap();
+        let s = counter_at_zero();
         let m = RefCell::default();
         assert_eq!(bump(&view(&s, &m, 1_000), "k"), 1);
         // One read for the value, one to learn the counter; then writes only.
@@ -306,8 +312,7 @@ mod tests {
 
     #[test]
     fn another_writer_anywhere_makes_the_memory_read_again_and_loses_nothing() {
-        let s = MemStore::new();
-        s.set("k", &0u32.to_le_bytes(), None).unwrap();
+        let s = counter_at_zero();
         let (mine, theirs) = (RefCell::default(), RefCell::default());
         bump(&view(&s, &mine, 1_000), "k");
         bump(&view(&s, &mine, 1_000), "k");
@@ -325,8 +330,7 @@ mod tests {
         // key: our write is given a later cas than remembered. The value we
         // remembered went to that other write; when a third party rewrites
         // our key, no cas it gets can equal it.
-        let s = MemStore::new();
-        s.set("k", &0u32.to_le_bytes(), None).unwrap();
+        let s = counter_at_zero();
         let m = RefCell::default();
         bump(&view(&s, &m, 1_000), "k");
         bump(&view(&s, &m, 1_000), "k");
@@ -340,8 +344,7 @@ mod tests {
 
     #[test]
     fn memory_older_than_its_age_is_read_again() {
-        let s = MemStore::new();
-        s.set("k", &0u32.to_le_bytes(), None).unwrap();
+        let s = counter_at_zero();
         let m = RefCell::default();
         bump(&view(&s, &m, 1_000), "k");
         bump(&view(&s, &m, 1_000), "k");
@@ -357,8 +360,7 @@ mod tests {
 
     #[test]
     fn when_other_writers_keep_it_wrong_the_memory_mostly_rests() {
-        let s = MemStore::new();
-        s.set("k", &0u32.to_le_bytes(), None).unwrap();
+        let s = counter_at_zero();
         let m = RefCell::default();
         for i in 0..200u32 {
             assert_eq!(bump(&view(&s, &m, 1_000), "k"), i + 1);
