@@ -8,7 +8,7 @@ use ratebound::config::parse;
 use ratebound::limiter::{Caller, Limiter};
 use ratebound::plan::Plan;
 use ratebound::slots::{self, Lane, Table};
-use ratebound::store::{ensure, MemStore};
+use ratebound::store::MemStore;
 use ratebound::window::{Counts, Rate};
 use std::hint::black_box;
 
@@ -18,9 +18,7 @@ fn full_table(store: &MemStore) -> Lane {
         window_ms: 60_000,
     };
     let lane = Lane::new("b:0", 1, rate, Some(Table::DEFAULT));
-    for k in lane.all_keys() {
-        ensure(store, k).unwrap();
-    }
+    lane.create_keys(store).unwrap();
     for caller in 0..u64::from(Table::DEFAULT.cap) {
         let key = caller.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let p = slots::prepare(store, &lane, key, 1_000).unwrap();
@@ -67,9 +65,7 @@ fn core(c: &mut Criterion) {
         .map(|(j, b)| {
             let table = (b.per != ratebound::config::Per::Route).then_some(Table::DEFAULT);
             let l = Lane::new(&format!("l:{j}"), 1, b.rate, table);
-            for k in l.all_keys() {
-                ensure(&store, k).unwrap();
-            }
+            l.create_keys(&store).unwrap();
             l
         })
         .collect();

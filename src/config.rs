@@ -490,7 +490,49 @@ fn validate(c: &Config) -> Vec<ConfigError> {
         validate_bounds(c, &r.bounds, &format!("{at}.bounds"), &mut errors);
         validate_operations(c, r, &at, &mut errors);
     }
+    validate_budget(c, &mut errors);
     errors
+}
+
+/// The configuration fits the shared-data budget (`crate::budget`).
+fn validate_budget(c: &Config, errors: &mut Vec<ConfigError>) {
+    use crate::budget::{keys_of, CONFIG_BOUNDS, CONFIG_KEYS, TABLE_KEYS};
+    let bounds = c.routes.iter().flat_map(|r| {
+        r.bounds
+            .iter()
+            .chain(r.operations.iter().flat_map(|o| &o.bounds))
+    });
+    let (mut tables, mut singles) = (0usize, 0usize);
+    for b in bounds {
+        if b.per == Per::Route {
+            singles += 1;
+        } else {
+            tables += 1;
+        }
+    }
+    if tables + singles > CONFIG_BOUNDS {
+        errors.push(err(
+            "$.routes",
+            format!(
+                "{} bounds (operations' included); at most {CONFIG_BOUNDS} fit in one \
+                 configuration: split the routes across instances or remove bounds",
+                tables + singles
+            ),
+        ));
+    }
+    let keys = keys_of(tables, singles);
+    if keys > CONFIG_KEYS {
+        errors.push(err(
+            "$.routes",
+            format!(
+                "{tables} bounds keyed per caller need {keys} shared-data keys \
+                 ({TABLE_KEYS} each, to track up to 10,000 callers); the budget is \
+                 {CONFIG_KEYS} keys a configuration ({} keyed bounds): key some \
+                 bounds per route, or remove some",
+                CONFIG_KEYS / TABLE_KEYS
+            ),
+        ));
+    }
 }
 
 fn validate_bounds(c: &Config, bounds: &[BoundConfig], at: &str, errors: &mut Vec<ConfigError>) {
@@ -927,5 +969,36 @@ mod tests {
         // A top-level array: the path is `$[0]`, not `$.[0]`.
         let e = errors("[[[[1]]]]");
         assert!(e[0].starts_with("$[0]: "), "{e:?}");
+    }
+
+    fn with_bounds(keyed: usize, per_route: usize) -> String {
+        let b = |j: usize, per: &str| {
+            format!(r#"{{"name":"b{j}","per":"{per}","limit":5,"window":"PT1M"}}"#)
+        };
+        let bounds: Vec<String> = (0..keyed)
+            .map(|j| b(j, "address"))
+            .chain((keyed..keyed + per_route).map(|j| b(j, "route")))
+            .collect();
+        format!(
+            r#"{{"routes":[{{"name":"r","bounds":[{}]}}]}}"#,
+            bounds.join(",")
+        )
+    }
+
+    #[test]
+    fn a_configuration_over_the_key_budget_is_refused_with_the_numbers() {
+        assert!(
+            errors(&with_bounds(128, 896)).is_empty(),
+            "the most that fits"
+        );
+        let e = errors(&with_bounds(129, 0));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("$.routes: 129 bounds keyed per caller need 161508 shared-data keys")
+                && e[0].contains("the budget is 161280 keys"),
+            "{e:?}"
+        );
+        let e = errors(&with_bounds(0, 1_025));
+        assert!(e[0].starts_with("$.routes: 1025 bounds"), "{e:?}");
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod accuracy;
 pub mod address;
+pub mod budget;
 pub mod config;
 pub mod console;
 pub mod headers;

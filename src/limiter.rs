@@ -390,7 +390,7 @@ mod tests {
     use super::*;
     use crate::config::parse;
     use crate::slots::Table;
-    use crate::store::{ensure, MemStore};
+    use crate::store::MemStore;
 
     const SMALL: Table = Table {
         buckets: 16,
@@ -412,9 +412,7 @@ mod tests {
                     .map(|(b, bound)| {
                         let table = (bound.per != Per::Route).then_some(SMALL);
                         let l = Lane::new(&format!("t:{r}.{b}"), 1, bound.rate, table);
-                        for k in l.all_keys() {
-                            ensure(store, k).unwrap();
-                        }
+                        l.create_keys(store).unwrap();
                         l
                     })
                     .collect()

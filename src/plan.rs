@@ -378,6 +378,18 @@ impl Plan {
             .flat_map(|r| r.bounds.iter().map(|b| b.fingerprint))
             .collect()
     }
+
+    /// What every bound, in order, asks of the lane directory.
+    pub fn wants(&self) -> Vec<crate::lanes::Want> {
+        self.routes
+            .iter()
+            .flat_map(|r| r.bounds.iter())
+            .map(|b| crate::lanes::Want {
+                fingerprint: b.fingerprint,
+                table: b.per != Per::Route,
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use ratebound::config::parse;
 use ratebound::limiter::{Caller, Limiter};
 use ratebound::plan::Plan;
 use ratebound::slots::{self, Lane, Table};
-use ratebound::store::{ensure, MemStore, Store};
+use ratebound::store::{MemStore, Store};
 use ratebound::window::{Counts, Rate, Verdict};
 
 proptest! {
@@ -115,9 +115,7 @@ fn lane(store: &MemStore, tag: u32) -> Lane {
         },
         Some(TABLE),
     );
-    for k in l.all_keys() {
-        ensure(store, k).unwrap();
-    }
+    l.create_keys(store).unwrap();
     l
 }
 
@@ -198,9 +196,7 @@ proptest! {
             .map(|(i, b)| {
                 let table = (b.per == ratebound::config::Per::Address).then_some(TABLE);
                 let l = Lane::new(&format!("p:{i}"), 1, b.rate, table);
-                for k in l.all_keys() {
-                    ensure(&store, k).unwrap();
-                }
+                l.create_keys(&store).unwrap();
                 l
             })
             .collect();
@@ -262,9 +258,7 @@ proptest! {
                 let b = &plan.routes[0].bounds[0];
                 let table = (!per_route).then_some(TABLE);
                 let l = Lane::new("x:0", 1, b.rate, table);
-                for k in l.all_keys() {
-                    ensure(&store, k).unwrap();
-                }
+                l.create_keys(&store).unwrap();
                 Limiter::new(plan, vec![vec![l]], [5, 6])
             })
             .collect();
