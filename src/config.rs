@@ -494,22 +494,21 @@ fn validate(c: &Config) -> Vec<ConfigError> {
     errors
 }
 
-/// The configuration fits the shared-data budget (`crate::budget`).
-fn validate_budget(c: &Config, errors: &mut Vec<ConfigError>) {
-    use crate::budget::{keys_of, CONFIG_BOUNDS, CONFIG_KEYS, TABLE_KEYS};
+/// Bounds of every route and operation: (keyed per caller, per route).
+pub fn bound_kinds(c: &Config) -> (usize, usize) {
     let bounds = c.routes.iter().flat_map(|r| {
         r.bounds
             .iter()
             .chain(r.operations.iter().flat_map(|o| &o.bounds))
     });
-    let (mut tables, mut singles) = (0usize, 0usize);
-    for b in bounds {
-        if b.per == Per::Route {
-            singles += 1;
-        } else {
-            tables += 1;
-        }
-    }
+    let singles = bounds.clone().filter(|b| b.per == Per::Route).count();
+    (bounds.count() - singles, singles)
+}
+
+/// The configuration fits the shared-data budget (`crate::budget`).
+fn validate_budget(c: &Config, errors: &mut Vec<ConfigError>) {
+    use crate::budget::{keys_of, CONFIG_BOUNDS, CONFIG_KEYS, TABLE_KEYS};
+    let (tables, singles) = bound_kinds(c);
     if tables + singles > CONFIG_BOUNDS {
         errors.push(err(
             "$.routes",

@@ -730,3 +730,32 @@ fn explain_shows_operations_under_their_route_with_the_counter_count() {
     assert_eq!(v["summary"]["operations"], 5);
     assert_eq!(v["summary"]["operation_bounds"], 6);
 }
+
+#[test]
+fn check_says_how_much_of_the_key_budget_a_configuration_uses_and_refuses_more() {
+    let bounds = |n: usize| {
+        let b: Vec<String> = (0..n)
+            .map(|j| format!(r#"{{"name":"b{j}","per":"address","limit":5,"window":"PT1M"}}"#))
+            .collect();
+        format!(
+            r#"{{"routes":[{{"name":"r","bounds":[{}]}}]}}"#,
+            b.join(",")
+        )
+    };
+    let r = run(&["check", "-"], Some(bounds(128).as_bytes()));
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert!(
+        r.out
+            .contains("-: 160,256 of the 161,280 shared-data keys one configuration may use"),
+        "{}",
+        r.out
+    );
+    let r = run(&["check", "-"], Some(bounds(129).as_bytes()));
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert!(
+        r.out
+            .contains("error: $.routes: 129 bounds keyed per caller need 161508 shared-data keys"),
+        "{}",
+        r.out
+    );
+}
