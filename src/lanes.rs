@@ -6,7 +6,7 @@
 //! `vm_id`. One directory value (`ratebound:dir`) records them:
 //! - every configuration alive: the one in force for each instance and the
 //!   superseded ones Envoy keeps while their connections drain (up to
-//!   `--drain-time-s`, 600 s by default). A root context joins its entry at
+//!   `--drain-time-s`, 600 s by default; docs/envoy-host.md). A root context joins its entry at
 //!   its first tick and leaves it when Envoy destroys the context
 //!   (`on_done`): the entry is gone with the last one. (Envoy also
 //!   configures one more root context per configuration on the main thread
