@@ -56,12 +56,56 @@ pub struct Config {
     /// can be the smallest).
     #[serde(default = "default_true")]
     pub shadow_headers: bool,
+    /// How a client address becomes a caller: the network it is counted
+    /// under, per family.
+    #[serde(default)]
+    pub client_address: ClientAddressConfig,
     /// Where caller identities come from (verified sources only).
     pub identity: Option<IdentityConfig>,
     /// Routes in order: a request is counted by the first route that matches
     /// it, and by every bound of that route.
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
+}
+
+/// How a client address (Envoy's downstream address) becomes a counter key,
+/// for per-address bounds and for anonymous callers of identity bounds: the
+/// address is masked to its family's prefix and the network is the caller.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClientAddressConfig {
+    /// Leading bits of an IPv4 address that name a caller: 32 (the default)
+    /// counts each address. An IPv4-mapped IPv6 address counts as IPv4.
+    #[serde(default = "default_ipv4_prefix")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 32)))]
+    pub ipv4_prefix: u32,
+    /// Leading bits of an IPv6 address that name a caller: 64 (the default),
+    /// the network one subscriber usually holds, so an address rotated
+    /// inside it is still the same caller; 128 counts each address.
+    #[serde(default = "default_ipv6_prefix")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 128)))]
+    pub ipv6_prefix: u32,
+}
+
+impl Default for ClientAddressConfig {
+    fn default() -> Self {
+        ClientAddressConfig {
+            ipv4_prefix: default_ipv4_prefix(),
+            ipv6_prefix: default_ipv6_prefix(),
+        }
+    }
+}
+
+impl ClientAddressConfig {
+    /// The prefixes as the request path uses them (validated ranges; out
+    /// of range saturates, never panics).
+    pub fn prefixes(&self) -> crate::address::Prefixes {
+        crate::address::Prefixes {
+            ipv4: u8::try_from(self.ipv4_prefix.min(32)).unwrap_or(32),
+            ipv6: u8::try_from(self.ipv6_prefix.min(128)).unwrap_or(128),
+        }
+    }
 }
 
 /// The sources of a caller's identity, consulted in this order: JWT,
@@ -356,6 +400,12 @@ impl Per {
     }
 }
 
+fn default_ipv4_prefix() -> u32 {
+    32
+}
+fn default_ipv6_prefix() -> u32 {
+    64
+}
 fn default_instance() -> String {
     "ratebound".to_string()
 }
@@ -464,6 +514,22 @@ fn validate(c: &Config) -> Vec<ConfigError> {
         errors.push(err(
             "$.instance",
             "must be 1-64 characters of A-Z a-z 0-9 _ - (it prefixes shared-data keys and stats)",
+        ));
+    }
+    let a = &c.client_address;
+    if !(1..=32).contains(&a.ipv4_prefix) {
+        errors.push(err(
+            "$.client_address.ipv4_prefix",
+            format!(
+                "{} is out of range: give 1 to 32 leading bits (32 counts each IPv4 address)",
+                a.ipv4_prefix
+            ),
+        ));
+    }
+    if !(1..=128).contains(&a.ipv6_prefix) {
+        errors.push(err(
+            "$.client_address.ipv6_prefix",
+            format!("{} is out of range: give 1 to 128 leading bits (64, the default, counts each /64 network; 128 each address)", a.ipv6_prefix),
         ));
     }
     if let Some(id) = &c.identity {
@@ -948,6 +1014,25 @@ mod tests {
         assert!(e[0].starts_with("$.routes[0].bounds[0].per"), "{e:?}");
         let e = errors(r#"{"routes":{"name":"a"}}"#);
         assert!(e[0].starts_with("$.routes"), "{e:?}");
+    }
+
+    #[test]
+    fn client_address_prefixes_default_and_are_range_checked_with_a_path() {
+        let c = parse(GOOD.as_bytes()).unwrap();
+        assert_eq!(
+            (c.client_address.ipv4_prefix, c.client_address.ipv6_prefix),
+            (32, 64)
+        );
+        let e = errors(r#"{"client_address":{"ipv4_prefix":0,"ipv6_prefix":129}}"#);
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[0].starts_with("$.client_address.ipv4_prefix: "), "{e:?}");
+        assert!(e[0].contains("1 to 32"), "{e:?}");
+        assert!(e[1].starts_with("$.client_address.ipv6_prefix: "), "{e:?}");
+        assert!(e[1].contains("1 to 128"), "{e:?}");
+        let e = errors(r#"{"client_address":{"ipv6_prefix":"64"}}"#);
+        assert!(e[0].starts_with("$.client_address.ipv6_prefix: "), "{e:?}");
+        let e = errors(r#"{"client_address":{"ipv6":64}}"#);
+        assert!(e[0].starts_with("$.client_address"), "{e:?}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! reads: route matchers, bounds with their rates, and fingerprints that say
 //! whether a route changed between two configurations.
 
+use crate::address::Prefixes;
 use crate::config::{
     bound_name, operation_name, window_ms, Access, BoundConfig, Config, IdentityConfig,
     MatchConfig, Per, RouteConfig,
@@ -22,6 +23,8 @@ pub struct Plan {
     /// Which request attributes any matcher reads, so the host reads only those.
     pub needs: Needs,
     pub identity: Option<IdentityConfig>,
+    /// The network a client address is counted under, per family.
+    pub client_address: Prefixes,
     /// Changes whenever anything in the configuration changes.
     pub hash: u64,
 }
@@ -360,6 +363,7 @@ impl Plan {
             routes,
             needs,
             identity: c.identity.clone(),
+            client_address: c.client_address.prefixes(),
             hash: stable_hash(&format!("{c:?}")),
         }
     }

@@ -199,6 +199,7 @@ fn explain_reads_by_route_and_phase() {
     assert_eq!(r.code, 0, "{}", r.out);
     let want = "\
 ratebound configuration \"demo\": 1 route, 1 bound (on 3 nodes)
+client addresses are counted per IPv4 address and per IPv6 /64 network  $.client_address
 
 route \"hello\"  $.routes[0]
   takes GET requests, path starting with /hello, Envoy route \"hello\"

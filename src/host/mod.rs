@@ -10,7 +10,7 @@ use crate::config;
 use crate::config::{OnError, SessionSource};
 use crate::console;
 use crate::headers;
-use crate::identity::{self as id_decode, Identity};
+use crate::identity::{self as id_decode, Identity, SessionError};
 use crate::identity_cache::{credential_key, IdentityCache};
 use crate::lanes;
 use crate::limiter::{Caller, Decision, Limiter, Pending};
@@ -30,7 +30,13 @@ use std::time::Duration;
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     std::panic::set_hook(Box::new(|info| {
-        log(LogLevel::Critical, &format!("ratebound panicked: {info}"));
+        // Where, not what: a panic message can quote the data it choked on
+        // (a string slice error prints the string), and no request value
+        // may reach the log.
+        let at = info
+            .location()
+            .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
+        log(LogLevel::Critical, &format!("ratebound panicked{at}"));
     }));
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
 }}
@@ -477,7 +483,12 @@ impl Request {
 
     /// A failed session resolve: counted, logged, and answered with 503
     /// when the configured outcome is `deny` (then true).
-    fn identity_failed(&mut self, active: &Active, session: &SessionSource, why: &str) -> bool {
+    fn identity_failed(
+        &mut self,
+        active: &Active,
+        session: &SessionSource,
+        why: &SessionError,
+    ) -> bool {
         active.metrics.identity_error();
         log(
             LogLevel::Warn,
@@ -532,16 +543,11 @@ impl Context for Request {
             .ok()
             .flatten()
             .unwrap_or_default();
-        let answer = match status.as_str() {
-            "200" => hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size)
+        let answer = id_decode::session_outcome(&status, || {
+            hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size)
                 .ok()
                 .flatten()
-                .ok_or_else(|| "empty session answer".to_string())
-                .and_then(|b| id_decode::from_session_answer(&b)),
-            // Not signed in: a valid answer, and anonymous.
-            "401" | "403" | "404" => Ok(Identity::default()),
-            other => Err(format!("session service answered {other:?}")),
-        };
+        });
         let mut id = w.identity;
         match answer {
             Ok(found) => {
@@ -665,7 +671,7 @@ impl HttpContext for Request {
                                 return Action::Pause;
                             }
                             Err(s) => {
-                                let why = format!("call not dispatched: {s:?}");
+                                let why = SessionError::NotDispatched(format!("{s:?}"));
                                 if self.identity_failed(&active, session, &why) {
                                     return Action::Pause;
                                 }
