@@ -13,6 +13,7 @@ pub mod identity_cache;
 pub mod jwt_token;
 pub mod lanes;
 pub mod limiter;
+pub mod normalize;
 pub mod operations;
 pub mod plan;
 pub mod refusals;
