@@ -9,23 +9,11 @@ use std::fmt;
 /// What `valid_name` accepts, for the JSON Schema.
 #[cfg(not(target_arch = "wasm32"))]
 const NAME_PATTERN: &str = "^[A-Za-z0-9_-]{1,64}$";
-/// A superset of what [`window_ms`] parses, for the JSON Schema: `P`, then
-/// weeks alone, or days and a `T` part with hours, minutes, seconds (the
-/// parser also takes signs, exponents and decimal commas). Years and months
-/// are refused by both. The range (one second to one day) is checked by the
-/// parser only.
-#[cfg(not(target_arch = "wasm32"))]
-const WINDOW_PATTERN: &str = r"^P(?:N+W|(?:N+D)?(?:T(?:N+H)?(?:N+M)?(?:N+S)?)?)$";
-/// One number of a window, as the pattern above spells it.
-#[cfg(not(target_arch = "wasm32"))]
-const WINDOW_NUMBER: &str = "[-+0-9.,eE]";
 
 /// Largest accepted configuration, so a hostile file cannot make us allocate
 /// without bound before we even look at it.
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
-/// serde_json refuses nesting deeper than 128 itself; our schema is 5 deep.
-const MIN_WINDOW_MS: u64 = 1_000;
-const MAX_WINDOW_MS: u64 = 86_400_000;
+// serde_json refuses nesting deeper than 128 itself; our schema is 5 deep.
 
 /// The configuration of a ratebound filter (Envoy `configuration`, Istio
 /// `pluginConfig`).
@@ -271,8 +259,11 @@ pub struct BoundConfig {
         schemars(range(min = 1, max = 4_294_967_295u64))
     )]
     pub limit: u64,
-    /// An ISO-8601 duration from one second to one day: `PT1S`, `PT10S`,
-    /// `PT1M`, `PT1H`, `P1D`.
+    /// An ISO-8601 duration of whole seconds from one second to one day:
+    /// `PT1S`, `PT30S`, `PT1M`, `PT1H30M`, `P1D`. Days, then `T` and hours,
+    /// minutes, seconds, each a whole number; after the first part, hours
+    /// stay below 24 and minutes and seconds below 60 (`PT90S` or `PT1M30S`,
+    /// not `PT1M90S`).
     #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(window_pattern())))]
     pub window: String,
     /// Count and set headers, never refuse; `would_refuse` says what
@@ -298,9 +289,10 @@ pub enum Per {
     Org,
 }
 
+/// Exactly the windows [`window_ms`] accepts.
 #[cfg(not(target_arch = "wasm32"))]
 fn window_pattern() -> String {
-    WINDOW_PATTERN.replace('N', WINDOW_NUMBER)
+    crate::duration::pattern()
 }
 
 impl BoundConfig {
@@ -522,8 +514,8 @@ fn validate_bounds(c: &Config, bounds: &[BoundConfig], at: &str, errors: &mut Ve
                 ),
             ));
         }
-        if let Err(m) = window_ms(&b.window) {
-            errors.push(err(format!("{bt}.window"), m));
+        if let Err(e) = window_ms(&b.window) {
+            errors.push(err(format!("{bt}.window"), e.to_string()));
         }
         validate_identity_needs(c.identity.as_ref(), b, &bt, errors);
     }
@@ -804,36 +796,10 @@ pub fn bound_name(b: &BoundConfig, index: usize) -> String {
     b.name.clone().unwrap_or_else(|| format!("b{index}"))
 }
 
-/// Milliseconds of an ISO-8601 duration between one second and one day.
-pub fn window_ms(s: &str) -> Result<u64, String> {
-    let d = iso8601_duration::Duration::parse(s).map_err(|_| {
-        format!(
-            "{s:?} is not an ISO-8601 duration; write e.g. \"PT1S\", \"PT1M\", \"PT1H\" or \"P1D\""
-        )
-    })?;
-    // "P0Y…" parses with a year of zero: refuse the unit, not just its value.
-    let date = s.split(['T', 't']).next().unwrap_or(s);
-    if d.year != 0.0 || d.month != 0.0 || date.contains(['Y', 'y', 'M', 'm']) {
-        return Err(format!(
-            "{s:?} uses years or months, whose length varies; use days at most (\"P1D\")"
-        ));
-    }
-    let ms = f64::from(d.day) * 86_400_000.0
-        + f64::from(d.hour) * 3_600_000.0
-        + f64::from(d.minute) * 60_000.0
-        + f64::from(d.second) * 1_000.0;
-    if !(ms.is_finite() && ms >= 0.0) || ms % 1_000.0 != 0.0 {
-        return Err(format!(
-            "{s:?} must be a whole number of seconds (the RateLimit fields count in seconds)"
-        ));
-    }
-    let ms = ms as u64;
-    if !(MIN_WINDOW_MS..=MAX_WINDOW_MS).contains(&ms) {
-        return Err(format!(
-            "{s:?} is outside PT1S..P1D: below a second a sliding window measures jitter, past a day it is a quota that must survive restarts"
-        ));
-    }
-    Ok(ms)
+/// Milliseconds of a window: an ISO-8601 duration of whole seconds from
+/// `PT1S` to `P1D` ([`crate::duration`] says exactly which spellings).
+pub fn window_ms(s: &str) -> Result<u64, crate::duration::WindowError> {
+    crate::duration::window_ms(s)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ pub mod accuracy;
 pub mod address;
 pub mod config;
 pub mod console;
+pub mod duration;
 pub mod headers;
 pub mod identity;
 pub mod identity_cache;
