@@ -9,6 +9,13 @@ use std::fmt;
 /// What `valid_name` accepts, for the JSON Schema.
 #[cfg(not(target_arch = "wasm32"))]
 const NAME_PATTERN: &str = "^[A-Za-z0-9_-]{1,64}$";
+/// What [`crate::normalize::check_authority`] accepts: a host name or a
+/// bracketed IPv6 address, then at most a port from 1 to 65535.
+#[cfg(not(target_arch = "wasm32"))]
+const HOST_PATTERN: &str = r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~!$&'()*+,;=%-]+)(?::0*(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?$";
+/// A cookie name: an RFC 6265 token, as `is_cookie_name` checks.
+#[cfg(not(target_arch = "wasm32"))]
+const COOKIE_PATTERN: &str = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
 
 /// Largest accepted configuration, so a hostile file cannot make us allocate
 /// without bound before we even look at it.
@@ -128,8 +135,10 @@ pub struct SessionSource {
     #[serde(default = "default_session_path")]
     pub path: String,
     /// `:authority` of the call; the cluster name by default.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(HOST_PATTERN)))]
     pub authority: Option<String>,
     /// Name of the session cookie to forward.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(COOKIE_PATTERN)))]
     pub cookie: Option<String>,
     /// Forward the Authorization header.
     #[serde(default = "default_true")]
@@ -227,11 +236,15 @@ pub struct MatchConfig {
     /// Envoy's route `name` (the `xds.route_name` property).
     #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
     pub route_name: Option<String>,
-    /// Exact `:authority`, case-insensitive; without a port it matches any port.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    /// Exact `:authority`, case-insensitive, one trailing dot ignored;
+    /// without a port it matches any port.
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        schemars(length(min = 1), pattern(HOST_PATTERN))
+    )]
     pub host: Option<String>,
-    /// Prefix of the path, query string excluded.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^/")))]
+    /// Prefix of the path, query string excluded (so no `?` or `#`).
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^/[^?#]*$")))]
     pub path_prefix: Option<String>,
     /// HTTP methods in capitals; empty means any method.
     #[serde(default)]
@@ -576,6 +589,30 @@ fn validate_operations(c: &Config, r: &RouteConfig, at: &str, errors: &mut Vec<C
     }
 }
 
+/// An RFC 6265 cookie name (an RFC 7230 token).
+fn is_cookie_name(v: &str) -> bool {
+    !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// A configured host or authority that can never be an `:authority`.
+fn authority_error(v: &str, path: String, any_port: &str) -> Option<ConfigError> {
+    use crate::normalize::{check_authority, AuthorityError};
+    let message = match check_authority(v).err()? {
+        AuthorityError::Name => format!(
+            "{v:?} is not a host name (letters, digits, '-', '.', or an IPv6 address in brackets) with at most a \":port\"; write e.g. \"api.example.com\" or \"api.example.com:8443\""
+        ),
+        AuthorityError::Port(p) => {
+            let name = v.strip_suffix(p.as_str()).unwrap_or(v).trim_end_matches(':');
+            format!(
+                "{v:?} has port {p:?}, not a port number from 1 to 65535; write e.g. \"{name}:8443\", or \"{name}\" {any_port}"
+            )
+        }
+    };
+    Some(err(path, message))
+}
+
 /// A lowercase request header name a trusted filter can set.
 fn is_header_name(v: &str) -> bool {
     !v.is_empty()
@@ -666,6 +703,29 @@ fn validate_identity(id: &IdentityConfig, errors: &mut Vec<ConfigError>) {
             errors.push(err(
                 format!("{st}.path"),
                 format!("{:?} must start with '/'", sess.path),
+            ));
+        }
+        if let Some(a) = &sess.authority {
+            errors.extend(authority_error(
+                a,
+                format!("{st}.authority"),
+                "for the default port",
+            ));
+        }
+        if let Some(c) = sess.cookie.as_ref().filter(|c| !is_cookie_name(c)) {
+            // The name is what comes before the first character a token cannot hold.
+            let head: String = c
+                .chars()
+                .take_while(|ch| is_cookie_name(&ch.to_string()))
+                .collect();
+            let name = if head.is_empty() {
+                "sid"
+            } else {
+                head.as_str()
+            };
+            errors.push(err(
+                format!("{st}.cookie"),
+                format!("{c:?} is not a cookie name (an RFC 6265 token: letters, digits and !#$%&'*+-.^_`|~; no spaces, control characters, quotes, backslashes or ()<>@,;:/[]?={{}}); write the name alone, e.g. {name:?}"),
             ));
         }
         if sess.cookie.is_none() && !sess.authorization {
@@ -763,6 +823,16 @@ fn validate_match(m: &MatchConfig, at: &str, errors: &mut Vec<ConfigError>) {
                 format!("{at}.path_prefix"),
                 format!("{p:?} must start with '/'"),
             ));
+        } else if let Some((path, _)) = p.split_once('?') {
+            errors.push(err(
+                format!("{at}.path_prefix"),
+                format!("{p:?} holds a query ('?'), which is cut before matching: no request would ever match; write the path alone, {path:?}"),
+            ));
+        } else if let Some((path, _)) = p.split_once('#') {
+            errors.push(err(
+                format!("{at}.path_prefix"),
+                format!("{p:?} holds a fragment ('#'), which clients never send: no request would ever match; write the path alone, {path:?}"),
+            ));
         }
     }
     if let Some(n) = &m.route_name {
@@ -779,6 +849,8 @@ fn validate_match(m: &MatchConfig, at: &str, errors: &mut Vec<ConfigError>) {
                 format!("{at}.host"),
                 "must not be empty (omit it to match any host)",
             ));
+        } else {
+            errors.extend(authority_error(h, format!("{at}.host"), "for any port"));
         }
     }
     for (k, meth) in m.methods.iter().enumerate() {
@@ -881,6 +953,147 @@ mod tests {
             r#"{"routes":[{"name":"a","bounds":[{"per":"user","limit":5,"window":"PT1S"}]}]}"#,
         );
         assert!(e[0].starts_with("$.routes[0].bounds[0].per"), "{e:?}");
+    }
+
+    #[test]
+    fn configurations_that_cannot_work_are_rejected_with_the_fix() {
+        let route = |m: &str| format!(r#"{{"routes":[{{"name":"a","match":{m}}}]}}"#);
+        let session =
+            |s: &str| format!(r#"{{"identity":{{"session":{{"cluster":"s",{s}}}}},"routes":[]}}"#);
+        let cases = [
+            (
+                route(r#"{"path_prefix":"/a?b=1"}"#),
+                "$.routes[0].match.path_prefix",
+                "query",
+            ),
+            (
+                route(r#"{"path_prefix":"/a#top"}"#),
+                "$.routes[0].match.path_prefix",
+                "fragment",
+            ),
+            (
+                route(r#"{"host":"example.com:http"}"#),
+                "$.routes[0].match.host",
+                "port",
+            ),
+            (
+                route(r#"{"host":"example.com:"}"#),
+                "$.routes[0].match.host",
+                "port",
+            ),
+            (
+                route(r#"{"host":"example.com:0"}"#),
+                "$.routes[0].match.host",
+                "port",
+            ),
+            (
+                route(r#"{"host":"example.com:65536"}"#),
+                "$.routes[0].match.host",
+                "port",
+            ),
+            (
+                route(r#"{"host":"example.com:+80"}"#),
+                "$.routes[0].match.host",
+                "port",
+            ),
+            (
+                route(r#"{"host":"exa mple.com"}"#),
+                "$.routes[0].match.host",
+                "host name",
+            ),
+            (
+                route(r#"{"host":"example.com/api"}"#),
+                "$.routes[0].match.host",
+                "host name",
+            ),
+            (
+                route(r#"{"host":":8080"}"#),
+                "$.routes[0].match.host",
+                "host name",
+            ),
+            (
+                route(r#"{"host":"[::1"}"#),
+                "$.routes[0].match.host",
+                "host name",
+            ),
+            (
+                route(r#"{"host":"[::g]"}"#),
+                "$.routes[0].match.host",
+                "host name",
+            ),
+            (
+                session(r#""authority":"session\r\nx-injected: 1""#),
+                "$.identity.session.authority",
+                "host name",
+            ),
+            (
+                session(r#""authority":"session internal""#),
+                "$.identity.session.authority",
+                "host name",
+            ),
+            (
+                session(r#""authority":"session\u007f""#),
+                "$.identity.session.authority",
+                "host name",
+            ),
+            (
+                session(r#""authority":"session:99999""#),
+                "$.identity.session.authority",
+                "port",
+            ),
+            (
+                session(r#""authority":"""#),
+                "$.identity.session.authority",
+                "host name",
+            ),
+            (
+                session(r#""cookie":"sid;admin=1""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+            (
+                session(r#""cookie":"sid=1""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+            (
+                session(r#""cookie":"s id""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+            (
+                session(r#""cookie":"sid\u0001""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+            (
+                session(r#""cookie":"""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+            (
+                session(r#""cookie":"caf\u00e9""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+        ];
+        for (json, path, why) in &cases {
+            let e = errors(json);
+            assert_eq!(e.len(), 1, "{json}: {e:?}");
+            assert!(e[0].starts_with(&format!("{path}: ")), "{json}: {e:?}");
+            assert!(e[0].contains(why), "{json}: {e:?} should say {why:?}");
+        }
+        for ok in [
+            route(r#"{"path_prefix":"/a/b.json","host":"Example.COM."}"#),
+            route(r#"{"host":"example.com:8080"}"#),
+            route(r#"{"host":"[::1]:80"}"#),
+            route(r#"{"host":"[2001:db8::1]"}"#),
+            route(r#"{"host":"xn--bcher-kva.example"}"#),
+            session(r#""authority":"session.internal:8443","cookie":"__Host-sid""#),
+            session(r#""cookie":"!#$%&'*+-.^_`|~09AZaz""#),
+        ] {
+            assert_eq!(errors(&ok), Vec::<String>::new(), "{ok}");
+        }
     }
 
     #[test]

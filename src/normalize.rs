@@ -107,12 +107,82 @@ pub fn split_host(raw: &str) -> (&str, Port<'_>) {
     };
     let port = match port {
         None | Some("") => Port::None,
-        Some(p) => match p.parse::<u16>() {
-            Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => Port::Number(n),
-            _ => Port::Invalid(p),
-        },
+        Some(p) => port_number(p).map_or(Port::Invalid(p), Port::Number),
     };
     (name, port)
+}
+
+/// Digits only (leading zeros allowed), from 1 to 65535.
+fn port_number(p: &str) -> Option<u16> {
+    if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    p.parse::<u16>().ok().filter(|n| *n > 0)
+}
+
+/// Why a configured host (or authority) can never be an `:authority`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthorityError {
+    /// Not a host name (RFC 3986 reg-name characters) or a bracketed IPv6
+    /// address: spaces, control characters, `/`, `@`, `:` without a port…
+    Name,
+    /// A port that is not a number from 1 to 65535 (written as given).
+    Port(String),
+}
+
+/// Checks `host[:port]` as a configuration writes it: a host name of RFC
+/// 3986 reg-name characters or an IPv6 address in brackets, then at most a
+/// port from 1 to 65535 (leading zeros allowed). The JSON Schema's host
+/// pattern says the same.
+pub fn check_authority(raw: &str) -> Result<(), AuthorityError> {
+    let (name, port) = match raw.strip_prefix('[') {
+        Some(rest) => {
+            let (inner, after) = rest.split_once(']').ok_or(AuthorityError::Name)?;
+            let v6 = !inner.is_empty()
+                && inner
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+            if !v6 {
+                return Err(AuthorityError::Name);
+            }
+            match after.strip_prefix(':') {
+                Some(port) => (None, Some(port)),
+                None if after.is_empty() => (None, None),
+                None => return Err(AuthorityError::Name),
+            }
+        }
+        None => match raw.split_once(':') {
+            Some((name, port)) => (Some(name), Some(port)),
+            None => (Some(raw), None),
+        },
+    };
+    let reg_name = |n: &str| {
+        !n.is_empty()
+            && n.bytes().all(|b| {
+                is_unreserved(b)
+                    || matches!(
+                        b,
+                        b'!' | b'$'
+                            | b'&'
+                            | b'\''
+                            | b'('
+                            | b')'
+                            | b'*'
+                            | b'+'
+                            | b','
+                            | b';'
+                            | b'='
+                            | b'%'
+                    )
+            })
+    };
+    if name.is_some_and(|n| !reg_name(n)) {
+        return Err(AuthorityError::Name);
+    }
+    match port {
+        Some(p) if port_number(p).is_none() => Err(AuthorityError::Port(p.to_string())),
+        _ => Ok(()),
+    }
 }
 
 /// An `:authority` normalised: see [`Host`]. An authority whose port is not

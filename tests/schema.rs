@@ -134,6 +134,92 @@ fn window_accepted_by_schema(v: &jsonschema::Validator, window: &str) -> bool {
         {"per": "address", "limit": 5, "window": window}]}]}))
 }
 
+/// Hosts, session authorities, cookie names and path prefixes that can
+/// work, and ones that cannot: the schema and the parser say the same.
+#[test]
+fn the_schema_and_the_parser_agree_on_hosts_cookies_and_prefixes() {
+    let v = validator();
+    let agree = |doc: Value, ok: bool, what: &str| {
+        assert_eq!(v.is_valid(&doc), ok, "the schema on {what}: {doc}");
+        assert_eq!(
+            parse(doc.to_string().as_bytes()).is_ok(),
+            ok,
+            "the parser on {what}: {doc}"
+        );
+    };
+    let hosts = [
+        ("example.com", true),
+        ("Example.COM.", true),
+        ("xn--bcher-kva.example", true),
+        ("example.com:8080", true),
+        ("example.com:08080", true),
+        ("example.com:65535", true),
+        ("[::1]", true),
+        ("[2001:db8::1]:443", true),
+        ("example.com:", false),
+        ("example.com:0", false),
+        ("example.com:65536", false),
+        ("example.com:http", false),
+        ("example.com:+80", false),
+        ("example.com:80:80", false),
+        ("exa mple.com", false),
+        ("example.com/api", false),
+        ("user@example.com", false),
+        (":8080", false),
+        ("::1", false),
+        ("[::1", false),
+        ("[::g]", false),
+        ("[::1]x", false),
+        ("session\r\nx: 1", false),
+        ("", false),
+    ];
+    for (h, ok) in hosts {
+        agree(
+            json!({"routes": [{"name": "a", "match": {"host": h}}]}),
+            ok,
+            "a host",
+        );
+        agree(
+            json!({"identity": {"session": {"cluster": "s", "authority": h}}}),
+            ok,
+            "an authority",
+        );
+    }
+    for (c, ok) in [
+        ("sid", true),
+        ("__Host-sid", true),
+        ("!#$%&'*+-.^_`|~09AZaz", true),
+        ("sid;admin=1", false),
+        ("sid=1", false),
+        ("s id", false),
+        ("sid\u{1}", false),
+        ("caf\u{e9}", false),
+        ("\"sid\"", false),
+        ("", false),
+    ] {
+        agree(
+            json!({"identity": {"session": {"cluster": "s", "cookie": c}}}),
+            ok,
+            "a cookie name",
+        );
+    }
+    for (p, ok) in [
+        ("/api", true),
+        ("/", true),
+        ("/a%3Fb", true),
+        ("/api?v=1", false),
+        ("/api#x", false),
+        ("/?", false),
+        ("api", false),
+    ] {
+        agree(
+            json!({"routes": [{"name": "a", "match": {"path_prefix": p}}]}),
+            ok,
+            "a path prefix",
+        );
+    }
+}
+
 /// Window spellings and what they are (milliseconds), or `None` when they
 /// are no window: the parser and the schema must both say so.
 const WINDOWS: &[(&str, Option<u64>)] = &[
