@@ -90,7 +90,10 @@ pub fn split_host(raw: &str) -> (&str, Port<'_>) {
     let (name, port) = if raw.starts_with('[') {
         match raw.find(']') {
             Some(close) => {
-                let (name, rest) = raw.split_at(close + 1);
+                // `]` is one byte: both halves start on a character.
+                let (Some(name), Some(rest)) = (raw.get(..=close), raw.get(close + 1..)) else {
+                    return (raw, Port::None);
+                };
                 match rest.strip_prefix(':') {
                     Some(port) => (name, Some(port)),
                     None if rest.is_empty() => (name, None),
@@ -224,6 +227,9 @@ fn path_with(raw: &str, slash: EncodedSlash) -> Cow<'_, str> {
 /// The path of an absolute-form target (`http://host/p` is `/p`; `http://host`
 /// is `/`); any other target as it is.
 fn origin_form(p: &str) -> &str {
+    if p.starts_with('/') {
+        return p;
+    }
     let Some((scheme, rest)) = p.split_once("://") else {
         return p;
     };
@@ -254,26 +260,42 @@ fn is_unreserved(b: u8) -> bool {
 }
 
 /// A byte a normal path holds as itself: RFC 3986 `pchar` without
-/// pct-encoded, and `/` (never `\`, which is read as `/`).
+/// pct-encoded, and `/` (never `\\`, which is read as `/`). A table: the
+/// request path checks every byte.
 fn is_plain(b: u8) -> bool {
-    is_unreserved(b)
-        || matches!(
-            b,
-            b'!' | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'@'
-                | b'/'
-        )
+    PLAIN.get(usize::from(b)).copied().unwrap_or(false)
 }
+
+const PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'@'
+                    | b'/'
+            );
+        b += 1;
+    }
+    t
+};
 
 /// The escape at the start of `b` (`%` and two hex digits): its value.
 fn escape(b: &[u8]) -> Option<u8> {
