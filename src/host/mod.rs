@@ -589,7 +589,9 @@ impl HttpContext for Request {
             path: path.as_deref(),
             method: method.as_deref(),
         };
-        let Some(r) = plan.route_for(&info) else {
+        // Normalised once, for the route and its operation.
+        let request = info.normalized();
+        let Some(r) = plan.route_for_normalized(&request) else {
             return Action::Continue;
         };
         let route = &plan.routes[r];
@@ -603,7 +605,7 @@ impl HttpContext for Request {
             .unwrap_or_default();
         let address = strip_port(&source);
 
-        let op = route.operation_for(method.as_deref(), path.as_deref());
+        let op = route.operation_for(&request);
         let now = now_ms();
 
         // Phase 1: bounds that need no identity, before anything is resolved.
