@@ -6,17 +6,7 @@ import re
 import time
 
 from harness import addr, ensure_room, request
-
-
-def per_address(limit, instance="drain"):
-    return {
-        "instance": instance,
-        "routes": [
-            {"name": "r", "match": {"route_name": "direct"},
-             "bounds": [{"name": "per_address", "per": "address", "limit": limit,
-                         "window": "PT1M"}]},
-        ],
-    }
+from test_reload import per_address
 
 
 class KeepAlive:
@@ -44,15 +34,15 @@ def test_three_configurations_alive_never_share_counters(envoy):
     # Three pushes, every bound changed each time: 100/min, 101/min, 5/min.
     # A keep-alive connection stays on the first; new connections get the
     # third. Each must count on its own.
-    e = envoy(per_address(100), drain_time_s=3600)
+    e = envoy(per_address(100, "drain"), drain_time_s=3600)
     ensure_room(60, 25)
     src = addr(7, base=90)
     first = KeepAlive(e.port, src)
     try:
         seen_first = [first.get()[1]["ratelimit-remaining"] for _ in range(3)]
         assert seen_first == ["99", "98", "97"], seen_first
-        assert e.reload(per_address(101)) == "success"
-        assert e.reload(per_address(5)) == "success"
+        assert e.reload(per_address(101, "drain")) == "success"
+        assert e.reload(per_address(5, "drain")) == "success"
         third, old = [], []
         for _ in range(12):
             status, h, _ = request(e.port, "/", src=src)
