@@ -30,6 +30,7 @@
 use crate::budget::{self, BudgetError};
 use crate::store::{update, Store, StoreError};
 use siphasher::sip::SipHasher13;
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 /// The directory's one shared-data key.
@@ -187,25 +188,27 @@ impl Directory {
             .any(|l| l.instance == e.instance && e.first <= l.gen && l.gen <= e.last)
     }
 
+    /// The lanes of `instance` that generation `gen` uses, by fingerprint.
+    fn covering(&self, instance: u64, gen: u64) -> HashMap<u64, usize> {
+        self.lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.instance == instance && e.first <= gen && gen <= e.last)
+            .map(|(i, e)| (e.fingerprint, i))
+            .collect()
+    }
+
     fn lanes_of(&self, instance: u64, gen: u64, wants: &[Want]) -> Option<Vec<Assigned>> {
+        let mut by_fingerprint = self.covering(instance, gen);
         wants
             .iter()
             .map(|w| {
-                self.lanes
-                    .iter()
-                    .position(|e| {
-                        e.instance == instance
-                            && e.fingerprint == w.fingerprint
-                            && e.first <= gen
-                            && gen <= e.last
-                    })
-                    .and_then(|i| {
-                        let e = self.lanes.get(i)?;
-                        Some(Assigned {
-                            lane: i,
-                            tag: e.tag,
-                        })
-                    })
+                let i = by_fingerprint.remove(&w.fingerprint)?;
+                let e = self.lanes.get(i)?;
+                Some(Assigned {
+                    lane: i,
+                    tag: e.tag,
+                })
             })
             .collect()
     }
@@ -269,45 +272,42 @@ impl Directory {
         let mut taken = vec![false; self.lanes.len()];
         let mut out: Vec<Option<Assigned>> = vec![None; wants.len()];
         // Bounds of the newest configuration keep their lanes.
-        if let Some(prev) = newest_gen {
-            for (k, w) in wants.iter().enumerate() {
-                let keep = self.lanes.iter().enumerate().position(|(i, e)| {
-                    e.instance == inst
-                        && e.fingerprint == w.fingerprint
-                        && e.first <= prev
-                        && prev <= e.last
-                        && !taken.get(i).copied().unwrap_or(true)
+        let mut keep = newest_gen
+            .map(|prev| self.covering(inst, prev))
+            .unwrap_or_default();
+        for (w, slot) in wants.iter().zip(out.iter_mut()) {
+            let Some(i) = keep.remove(&w.fingerprint) else {
+                continue;
+            };
+            if let (Some(e), Some(t)) = (self.lanes.get_mut(i), taken.get_mut(i)) {
+                e.last = gen;
+                *t = true;
+                *slot = Some(Assigned {
+                    lane: i,
+                    tag: e.tag,
                 });
-                let Some(i) = keep else { continue };
-                if let (Some(slot), Some(e)) = (out.get_mut(k), self.lanes.get_mut(i)) {
-                    e.last = gen;
-                    *slot = Some(Assigned {
-                        lane: i,
-                        tag: e.tag,
-                    });
-                    if let Some(t) = taken.get_mut(i) {
-                        *t = true;
-                    }
-                }
             }
         }
         // Others take a lane no live configuration uses: a caller table
         // goes where one exists already, a single counter where none does.
-        for (k, w) in wants.iter().enumerate() {
-            if out.get(k).is_some_and(Option::is_some) {
+        // Lowest first: popped from the back of reversed lists.
+        let (mut free_tables, mut free_singles): (Vec<usize>, Vec<usize>) = self
+            .lanes
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| !taken.get(*i).copied().unwrap_or(true) && !self.in_use(e))
+            .map(|(i, _)| i)
+            .rev()
+            .partition(|i| self.lanes.get(*i).is_some_and(|e| e.table));
+        for (w, slot) in wants.iter().zip(out.iter_mut()) {
+            if slot.is_some() {
                 continue;
             }
-            let free: Vec<usize> = (0..self.lanes.len())
-                .filter(|i| {
-                    !taken.get(*i).copied().unwrap_or(true)
-                        && self.lanes.get(*i).is_some_and(|e| !self.in_use(e))
-                })
-                .collect();
-            let pick = free
-                .iter()
-                .copied()
-                .find(|i| self.lanes.get(*i).is_some_and(|e| e.table == w.table))
-                .or_else(|| free.first().copied());
+            let pick = if w.table {
+                free_tables.pop().or_else(|| free_singles.pop())
+            } else {
+                free_singles.pop().or_else(|| free_tables.pop())
+            };
             let i = match pick {
                 Some(i) => i,
                 None => {
@@ -318,7 +318,6 @@ impl Directory {
                         });
                     }
                     self.lanes.push(LaneEntry::default());
-                    taken.push(false);
                     self.lanes.len() - 1
                 }
             };
@@ -333,15 +332,10 @@ impl Directory {
                 first: gen,
                 last: gen,
             };
-            if let Some(t) = taken.get_mut(i) {
-                *t = true;
-            }
-            if let Some(slot) = out.get_mut(k) {
-                *slot = Some(Assigned {
-                    lane: i,
-                    tag: e.tag,
-                });
-            }
+            *slot = Some(Assigned {
+                lane: i,
+                tag: e.tag,
+            });
         }
         let keys = self.keys();
         if keys > budget::VM_KEYS {
