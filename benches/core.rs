@@ -6,9 +6,9 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use ratebound::config::parse;
 use ratebound::limiter::{Caller, Limiter};
-use ratebound::plan::Plan;
+use ratebound::plan::{Plan, RequestInfo};
 use ratebound::slots::{self, Lane, Table};
-use ratebound::store::{ensure, MemStore};
+use ratebound::store::MemStore;
 use ratebound::window::{Counts, Rate};
 use std::hint::black_box;
 
@@ -18,9 +18,7 @@ fn full_table(store: &MemStore) -> Lane {
         window_ms: 60_000,
     };
     let lane = Lane::new("b:0", 1, rate, Some(Table::DEFAULT));
-    for k in lane.all_keys() {
-        ensure(store, k).unwrap();
-    }
+    lane.create_keys(store).unwrap();
     for caller in 0..u64::from(Table::DEFAULT.cap) {
         let key = caller.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let p = slots::prepare(store, &lane, key, 1_000).unwrap();
@@ -67,9 +65,7 @@ fn core(c: &mut Criterion) {
         .map(|(j, b)| {
             let table = (b.per != ratebound::config::Per::Route).then_some(Table::DEFAULT);
             let l = Lane::new(&format!("l:{j}"), 1, b.rate, table);
-            for k in l.all_keys() {
-                ensure(&store, k).unwrap();
-            }
+            l.create_keys(&store).unwrap();
             l
         })
         .collect();
@@ -87,5 +83,38 @@ fn core(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, core);
+/// Which route a request is: the request path normalised once, then the
+/// matchers in order (the last route takes it).
+fn matching(c: &mut Criterion) {
+    let json = r#"{"routes":[
+        {"name":"admin","match":{"host":"admin.example.com","path_prefix":"/admin/"},"bounds":[{"per":"route","limit":5,"window":"PT1M"}]},
+        {"name":"login","match":{"path_prefix":"/api/v1/login","methods":["POST"]},"bounds":[{"per":"address","limit":5,"window":"PT1M"}]},
+        {"name":"api","match":{"host":"api.example.com","path_prefix":"/api/","methods":["GET","POST"]},"bounds":[{"per":"address","limit":5,"window":"PT1M"}]}]}"#;
+    let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
+    for (what, path, host) in [
+        (
+            "a normal path",
+            "/api/v1/orders/12345/lines?page=2",
+            "api.example.com",
+        ),
+        (
+            "an odd spelling",
+            "//api/v1/./orders/%31%32345/lines?page=2",
+            "API.example.com.:443",
+        ),
+    ] {
+        let info = RequestInfo {
+            route_name: None,
+            host: Some(host),
+            path: Some(path),
+            method: Some("GET"),
+        };
+        assert_eq!(plan.route_for(&info), Some(2));
+        c.bench_function(&format!("route_for, 3 routes, {what}"), |b| {
+            b.iter(|| plan.route_for(black_box(&info)))
+        });
+    }
+}
+
+criterion_group!(benches, core, matching);
 criterion_main!(benches);

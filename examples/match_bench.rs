@@ -2,11 +2,14 @@
 //! with a collection, an item, a literal beside the item template
 //! (`/orders/mine`), and nested sub-resources (`/orders/{id}/lines/{lineId}`).
 //! Prints the median of several runs of 1,000,000 lookups, in nanoseconds
-//! per lookup, for hits and for misses.
+//! per lookup, for hits and for misses; then what normalising the request
+//! path costs before the lookup (`ratebound::normalize::path`), for paths
+//! already normal (borrowed) and for odd spellings of the same paths.
 //!
 //! `cargo run --release --example match_bench`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use ratebound::normalize;
 use ratebound::operations::{parse_template, OpTree, Segment};
 use std::hint::black_box;
 use std::time::Instant;
@@ -119,6 +122,38 @@ fn median_ns(tree: &OpTree, requests: &[(String, String)], want_hit: bool) -> f6
     runs[RUNS / 2]
 }
 
+/// Median nanoseconds of `normalize::path` over `paths`.
+fn normalise_ns(paths: &[String]) -> f64 {
+    let mut runs = Vec::new();
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        let mut len = 0usize;
+        for k in 0..LOOKUPS {
+            len += black_box(normalize::path(black_box(&paths[k % paths.len()]))).len();
+        }
+        black_box(len);
+        runs.push(start.elapsed().as_nanos() as f64 / LOOKUPS as f64);
+    }
+    runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    runs[RUNS / 2]
+}
+
+/// An odd spelling of a normal path: a doubled slash, a dot segment, and
+/// its first letter percent-encoded.
+fn odd(path: &str) -> String {
+    let (p, q) = path.split_once('?').map_or((path, ""), |(p, q)| (p, q));
+    let mut out = p.replacen("/v1/", "//v1/./", 1);
+    if let Some(i) = out.find(|c: char| c.is_ascii_lowercase()) {
+        let c = out.as_bytes()[i];
+        out.replace_range(i..=i, &format!("%{c:02X}"));
+    }
+    if !q.is_empty() {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
 fn main() {
     let ops = operations();
     assert_eq!(ops.len(), 200);
@@ -165,4 +200,21 @@ fn main() {
     );
     println!("  hits:   {hit:.0} ns per lookup (median of {RUNS} runs of {LOOKUPS} lookups)");
     println!("  misses: {miss:.0} ns per lookup (median of {RUNS} runs of {LOOKUPS} lookups)");
+
+    let normal: Vec<String> = hits.iter().map(|(_, p)| p.clone()).collect();
+    let odd: Vec<String> = normal.iter().map(|p| odd(p)).collect();
+    for (n, ((m, p), o)) in hits.iter().zip(&odd).enumerate() {
+        assert!(
+            matches!(normalize::path(p), std::borrow::Cow::Borrowed(_)),
+            "{p}"
+        );
+        assert_eq!(tree.find(m, &normalize::path(o)), Some(n), "{m} {o}");
+    }
+    let (plain, spelled) = (normalise_ns(&normal), normalise_ns(&odd));
+    println!(
+        "normalize::path before the lookup (e.g. {:?} is {:?}):",
+        odd[1], normal[1]
+    );
+    println!("  already normal (borrowed): {plain:.0} ns per path");
+    println!("  odd spellings (copied):    {spelled:.0} ns per path");
 }

@@ -9,23 +9,18 @@ use std::fmt;
 /// What `valid_name` accepts, for the JSON Schema.
 #[cfg(not(target_arch = "wasm32"))]
 const NAME_PATTERN: &str = "^[A-Za-z0-9_-]{1,64}$";
-/// A superset of what [`window_ms`] parses, for the JSON Schema: `P`, then
-/// weeks alone, or days and a `T` part with hours, minutes, seconds (the
-/// parser also takes signs, exponents and decimal commas). Years and months
-/// are refused by both. The range (one second to one day) is checked by the
-/// parser only.
+/// What [`crate::normalize::check_authority`] accepts: a host name or a
+/// bracketed IPv6 address, then at most a port from 1 to 65535.
 #[cfg(not(target_arch = "wasm32"))]
-const WINDOW_PATTERN: &str = r"^P(?:N+W|(?:N+D)?(?:T(?:N+H)?(?:N+M)?(?:N+S)?)?)$";
-/// One number of a window, as the pattern above spells it.
+const HOST_PATTERN: &str = r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~!$&'()*+,;=%-]+)(?::0*(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?$";
+/// A cookie name: an RFC 6265 token, as `is_cookie_name` checks.
 #[cfg(not(target_arch = "wasm32"))]
-const WINDOW_NUMBER: &str = "[-+0-9.,eE]";
+const COOKIE_PATTERN: &str = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
 
 /// Largest accepted configuration, so a hostile file cannot make us allocate
 /// without bound before we even look at it.
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
-/// serde_json refuses nesting deeper than 128 itself; our schema is 5 deep.
-const MIN_WINDOW_MS: u64 = 1_000;
-const MAX_WINDOW_MS: u64 = 86_400_000;
+// serde_json refuses nesting deeper than 128 itself; our schema is 5 deep.
 
 /// The configuration of a ratebound filter (Envoy `configuration`, Istio
 /// `pluginConfig`).
@@ -56,12 +51,56 @@ pub struct Config {
     /// can be the smallest).
     #[serde(default = "default_true")]
     pub shadow_headers: bool,
+    /// How a client address becomes a caller: the network it is counted
+    /// under, per family.
+    #[serde(default)]
+    pub client_address: ClientAddressConfig,
     /// Where caller identities come from (verified sources only).
     pub identity: Option<IdentityConfig>,
     /// Routes in order: a request is counted by the first route that matches
     /// it, and by every bound of that route.
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
+}
+
+/// How a client address (Envoy's downstream address) becomes a counter key,
+/// for per-address bounds and for anonymous callers of identity bounds: the
+/// address is masked to its family's prefix and the network is the caller.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClientAddressConfig {
+    /// Leading bits of an IPv4 address that name a caller: 32 (the default)
+    /// counts each address. An IPv4-mapped IPv6 address counts as IPv4.
+    #[serde(default = "default_ipv4_prefix")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 32)))]
+    pub ipv4_prefix: u32,
+    /// Leading bits of an IPv6 address that name a caller: 64 (the default),
+    /// the network one subscriber usually holds, so an address rotated
+    /// inside it is still the same caller; 128 counts each address.
+    #[serde(default = "default_ipv6_prefix")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 128)))]
+    pub ipv6_prefix: u32,
+}
+
+impl Default for ClientAddressConfig {
+    fn default() -> Self {
+        ClientAddressConfig {
+            ipv4_prefix: default_ipv4_prefix(),
+            ipv6_prefix: default_ipv6_prefix(),
+        }
+    }
+}
+
+impl ClientAddressConfig {
+    /// The prefixes as the request path uses them (validated ranges; out
+    /// of range saturates, never panics).
+    pub fn prefixes(&self) -> crate::address::Prefixes {
+        crate::address::Prefixes {
+            ipv4: u8::try_from(self.ipv4_prefix.min(32)).unwrap_or(32),
+            ipv6: u8::try_from(self.ipv6_prefix.min(128)).unwrap_or(128),
+        }
+    }
 }
 
 /// The sources of a caller's identity, consulted in this order: JWT,
@@ -140,8 +179,10 @@ pub struct SessionSource {
     #[serde(default = "default_session_path")]
     pub path: String,
     /// `:authority` of the call; the cluster name by default.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(HOST_PATTERN)))]
     pub authority: Option<String>,
     /// Name of the session cookie to forward.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(COOKIE_PATTERN)))]
     pub cookie: Option<String>,
     /// Forward the Authorization header.
     #[serde(default = "default_true")]
@@ -239,11 +280,15 @@ pub struct MatchConfig {
     /// Envoy's route `name` (the `xds.route_name` property).
     #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
     pub route_name: Option<String>,
-    /// Exact `:authority`, case-insensitive; without a port it matches any port.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    /// Exact `:authority`, case-insensitive, one trailing dot ignored;
+    /// without a port it matches any port.
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        schemars(length(min = 1), pattern(HOST_PATTERN))
+    )]
     pub host: Option<String>,
-    /// Prefix of the path, query string excluded.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^/")))]
+    /// Prefix of the path, query string excluded (so no `?` or `#`).
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^/[^?#]*$")))]
     pub path_prefix: Option<String>,
     /// HTTP methods in capitals; empty means any method.
     #[serde(default)]
@@ -271,8 +316,11 @@ pub struct BoundConfig {
         schemars(range(min = 1, max = 4_294_967_295u64))
     )]
     pub limit: u64,
-    /// An ISO-8601 duration from one second to one day: `PT1S`, `PT10S`,
-    /// `PT1M`, `PT1H`, `P1D`.
+    /// An ISO-8601 duration of whole seconds from one second to one day:
+    /// `PT1S`, `PT30S`, `PT1M`, `PT1H30M`, `P1D`. Days, then `T` and hours,
+    /// minutes, seconds, each a whole number; after the first part, hours
+    /// stay below 24 and minutes and seconds below 60 (`PT90S` or `PT1M30S`,
+    /// not `PT1M90S`).
     #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(window_pattern())))]
     pub window: String,
     /// Count and set headers, never refuse; `would_refuse` says what
@@ -298,9 +346,10 @@ pub enum Per {
     Org,
 }
 
+/// Exactly the windows [`window_ms`] accepts.
 #[cfg(not(target_arch = "wasm32"))]
 fn window_pattern() -> String {
-    WINDOW_PATTERN.replace('N', WINDOW_NUMBER)
+    crate::duration::pattern()
 }
 
 impl BoundConfig {
@@ -356,6 +405,12 @@ impl Per {
     }
 }
 
+fn default_ipv4_prefix() -> u32 {
+    32
+}
+fn default_ipv6_prefix() -> u32 {
+    64
+}
 fn default_instance() -> String {
     "ratebound".to_string()
 }
@@ -466,6 +521,22 @@ fn validate(c: &Config) -> Vec<ConfigError> {
             "must be 1-64 characters of A-Z a-z 0-9 _ - (it prefixes shared-data keys and stats)",
         ));
     }
+    let a = &c.client_address;
+    if !(1..=32).contains(&a.ipv4_prefix) {
+        errors.push(err(
+            "$.client_address.ipv4_prefix",
+            format!(
+                "{} is out of range: give 1 to 32 leading bits (32 counts each IPv4 address)",
+                a.ipv4_prefix
+            ),
+        ));
+    }
+    if !(1..=128).contains(&a.ipv6_prefix) {
+        errors.push(err(
+            "$.client_address.ipv6_prefix",
+            format!("{} is out of range: give 1 to 128 leading bits (64, the default, counts each /64 network; 128 each address)", a.ipv6_prefix),
+        ));
+    }
     if let Some(id) = &c.identity {
         validate_identity(id, &mut errors);
     }
@@ -490,7 +561,48 @@ fn validate(c: &Config) -> Vec<ConfigError> {
         validate_bounds(c, &r.bounds, &format!("{at}.bounds"), &mut errors);
         validate_operations(c, r, &at, &mut errors);
     }
+    validate_budget(c, &mut errors);
     errors
+}
+
+/// Bounds of every route and operation: (keyed per caller, per route).
+pub fn bound_kinds(c: &Config) -> (usize, usize) {
+    let bounds = c.routes.iter().flat_map(|r| {
+        r.bounds
+            .iter()
+            .chain(r.operations.iter().flat_map(|o| &o.bounds))
+    });
+    let singles = bounds.clone().filter(|b| b.per == Per::Route).count();
+    (bounds.count() - singles, singles)
+}
+
+/// The configuration fits the shared-data budget (`crate::budget`).
+fn validate_budget(c: &Config, errors: &mut Vec<ConfigError>) {
+    use crate::budget::{keys_of, CONFIG_BOUNDS, CONFIG_KEYS, TABLE_KEYS};
+    let (tables, singles) = bound_kinds(c);
+    if tables + singles > CONFIG_BOUNDS {
+        errors.push(err(
+            "$.routes",
+            format!(
+                "{} bounds (operations' included); at most {CONFIG_BOUNDS} fit in one \
+                 configuration: split the routes across instances or remove bounds",
+                tables + singles
+            ),
+        ));
+    }
+    let keys = keys_of(tables, singles);
+    if keys > CONFIG_KEYS {
+        errors.push(err(
+            "$.routes",
+            format!(
+                "{tables} bounds keyed per caller need {keys} shared-data keys \
+                 ({TABLE_KEYS} each, to track up to 10,000 callers); the budget is \
+                 {CONFIG_KEYS} keys a configuration ({} keyed bounds): key some \
+                 bounds per route, or remove some",
+                CONFIG_KEYS / TABLE_KEYS
+            ),
+        ));
+    }
 }
 
 fn validate_bounds(c: &Config, bounds: &[BoundConfig], at: &str, errors: &mut Vec<ConfigError>) {
@@ -522,8 +634,8 @@ fn validate_bounds(c: &Config, bounds: &[BoundConfig], at: &str, errors: &mut Ve
                 ),
             ));
         }
-        if let Err(m) = window_ms(&b.window) {
-            errors.push(err(format!("{bt}.window"), m));
+        if let Err(e) = window_ms(&b.window) {
+            errors.push(err(format!("{bt}.window"), e.to_string()));
         }
         validate_identity_needs(c.identity.as_ref(), b, &bt, errors);
     }
@@ -582,6 +694,30 @@ fn validate_operations(c: &Config, r: &RouteConfig, at: &str, errors: &mut Vec<C
         }
         validate_bounds(c, &o.bounds, &format!("{ot}.bounds"), errors);
     }
+}
+
+/// An RFC 6265 cookie name (an RFC 7230 token).
+fn is_cookie_name(v: &str) -> bool {
+    !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// A configured host or authority that can never be an `:authority`.
+fn authority_error(v: &str, path: String, any_port: &str) -> Option<ConfigError> {
+    use crate::normalize::{check_authority, AuthorityError};
+    let message = match check_authority(v).err()? {
+        AuthorityError::Name => format!(
+            "{v:?} is not a host name (letters, digits, '-', '.', or an IPv6 address in brackets) with at most a \":port\"; write e.g. \"api.example.com\" or \"api.example.com:8443\""
+        ),
+        AuthorityError::Port(p) => {
+            let name = v.strip_suffix(p.as_str()).unwrap_or(v).trim_end_matches(':');
+            format!(
+                "{v:?} has port {p:?}, not a port number from 1 to 65535; write e.g. \"{name}:8443\", or \"{name}\" {any_port}"
+            )
+        }
+    };
+    Some(err(path, message))
 }
 
 /// A lowercase request header name a trusted filter can set.
@@ -674,6 +810,29 @@ fn validate_identity(id: &IdentityConfig, errors: &mut Vec<ConfigError>) {
             errors.push(err(
                 format!("{st}.path"),
                 format!("{:?} must start with '/'", sess.path),
+            ));
+        }
+        if let Some(a) = &sess.authority {
+            errors.extend(authority_error(
+                a,
+                format!("{st}.authority"),
+                "for the default port",
+            ));
+        }
+        if let Some(c) = sess.cookie.as_ref().filter(|c| !is_cookie_name(c)) {
+            // The name is what comes before the first character a token cannot hold.
+            let head: String = c
+                .chars()
+                .take_while(|ch| is_cookie_name(&ch.to_string()))
+                .collect();
+            let name = if head.is_empty() {
+                "sid"
+            } else {
+                head.as_str()
+            };
+            errors.push(err(
+                format!("{st}.cookie"),
+                format!("{c:?} is not a cookie name (an RFC 6265 token: letters, digits and !#$%&'*+-.^_`|~; no spaces, control characters, quotes, backslashes or ()<>@,;:/[]?={{}}); write the name alone, e.g. {name:?}"),
             ));
         }
         if sess.cookie.is_none() && !sess.authorization {
@@ -771,6 +930,16 @@ fn validate_match(m: &MatchConfig, at: &str, errors: &mut Vec<ConfigError>) {
                 format!("{at}.path_prefix"),
                 format!("{p:?} must start with '/'"),
             ));
+        } else if let Some((path, _)) = p.split_once('?') {
+            errors.push(err(
+                format!("{at}.path_prefix"),
+                format!("{p:?} holds a query ('?'), which is cut before matching: no request would ever match; write the path alone, {path:?}"),
+            ));
+        } else if let Some((path, _)) = p.split_once('#') {
+            errors.push(err(
+                format!("{at}.path_prefix"),
+                format!("{p:?} holds a fragment ('#'), which clients never send: no request would ever match; write the path alone, {path:?}"),
+            ));
         }
     }
     if let Some(n) = &m.route_name {
@@ -787,6 +956,8 @@ fn validate_match(m: &MatchConfig, at: &str, errors: &mut Vec<ConfigError>) {
                 format!("{at}.host"),
                 "must not be empty (omit it to match any host)",
             ));
+        } else {
+            errors.extend(authority_error(h, format!("{at}.host"), "for any port"));
         }
     }
     for (k, meth) in m.methods.iter().enumerate() {
@@ -804,36 +975,10 @@ pub fn bound_name(b: &BoundConfig, index: usize) -> String {
     b.name.clone().unwrap_or_else(|| format!("b{index}"))
 }
 
-/// Milliseconds of an ISO-8601 duration between one second and one day.
-pub fn window_ms(s: &str) -> Result<u64, String> {
-    let d = iso8601_duration::Duration::parse(s).map_err(|_| {
-        format!(
-            "{s:?} is not an ISO-8601 duration; write e.g. \"PT1S\", \"PT1M\", \"PT1H\" or \"P1D\""
-        )
-    })?;
-    // "P0Y…" parses with a year of zero: refuse the unit, not just its value.
-    let date = s.split(['T', 't']).next().unwrap_or(s);
-    if d.year != 0.0 || d.month != 0.0 || date.contains(['Y', 'y', 'M', 'm']) {
-        return Err(format!(
-            "{s:?} uses years or months, whose length varies; use days at most (\"P1D\")"
-        ));
-    }
-    let ms = f64::from(d.day) * 86_400_000.0
-        + f64::from(d.hour) * 3_600_000.0
-        + f64::from(d.minute) * 60_000.0
-        + f64::from(d.second) * 1_000.0;
-    if !(ms.is_finite() && ms >= 0.0) || ms % 1_000.0 != 0.0 {
-        return Err(format!(
-            "{s:?} must be a whole number of seconds (the RateLimit fields count in seconds)"
-        ));
-    }
-    let ms = ms as u64;
-    if !(MIN_WINDOW_MS..=MAX_WINDOW_MS).contains(&ms) {
-        return Err(format!(
-            "{s:?} is outside PT1S..P1D: below a second a sliding window measures jitter, past a day it is a quota that must survive restarts"
-        ));
-    }
-    Ok(ms)
+/// Milliseconds of a window: an ISO-8601 duration of whole seconds from
+/// `PT1S` to `P1D` ([`crate::duration`] says exactly which spellings).
+pub fn window_ms(s: &str) -> Result<u64, crate::duration::WindowError> {
+    crate::duration::window_ms(s)
 }
 
 #[cfg(test)]
@@ -910,11 +1055,171 @@ mod tests {
     }
 
     #[test]
+    fn client_address_prefixes_default_and_are_range_checked_with_a_path() {
+        let c = parse(GOOD.as_bytes()).unwrap();
+        assert_eq!(
+            (c.client_address.ipv4_prefix, c.client_address.ipv6_prefix),
+            (32, 64)
+        );
+        let e = errors(r#"{"client_address":{"ipv4_prefix":0,"ipv6_prefix":129}}"#);
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[0].starts_with("$.client_address.ipv4_prefix: "), "{e:?}");
+        assert!(e[0].contains("1 to 32"), "{e:?}");
+        assert!(e[1].starts_with("$.client_address.ipv6_prefix: "), "{e:?}");
+        assert!(e[1].contains("1 to 128"), "{e:?}");
+        let e = errors(r#"{"client_address":{"ipv6_prefix":"64"}}"#);
+        assert!(e[0].starts_with("$.client_address.ipv6_prefix: "), "{e:?}");
+        let e = errors(r#"{"client_address":{"ipv6":64}}"#);
+        assert!(e[0].starts_with("$.client_address"), "{e:?}");
+    }
+
+    #[test]
     fn identity_keyed_bounds_need_an_identity_source() {
         let e = errors(
             r#"{"routes":[{"name":"a","bounds":[{"per":"user","limit":5,"window":"PT1S"}]}]}"#,
         );
         assert!(e[0].starts_with("$.routes[0].bounds[0].per"), "{e:?}");
+    }
+
+    #[test]
+    fn configurations_that_cannot_work_are_rejected_with_the_fix() {
+        let route = |m: &str| format!(r#"{{"routes":[{{"name":"a","match":{m}}}]}}"#);
+        let session =
+            |s: &str| format!(r#"{{"identity":{{"session":{{"cluster":"s",{s}}}}},"routes":[]}}"#);
+        let cases = [
+            (
+                route(r#"{"path_prefix":"/a?b=1"}"#),
+                "$.routes[0].match.path_prefix",
+                "query",
+            ),
+            (
+                route(r#"{"path_prefix":"/a#top"}"#),
+                "$.routes[0].match.path_prefix",
+                "fragment",
+            ),
+            (
+                route(r#"{"host":"example.com:http"}"#),
+                "$.routes[0].match.host",
+                "port",
+            ),
+            (
+                route(r#"{"host":"example.com:"}"#),
+                "$.routes[0].match.host",
+                "port",
+            ),
+            (
+                route(r#"{"host":"example.com:0"}"#),
+                "$.routes[0].match.host",
+                "port",
+            ),
+            (
+                route(r#"{"host":"example.com:65536"}"#),
+                "$.routes[0].match.host",
+                "port",
+            ),
+            (
+                route(r#"{"host":"example.com:+80"}"#),
+                "$.routes[0].match.host",
+                "port",
+            ),
+            (
+                route(r#"{"host":"exa mple.com"}"#),
+                "$.routes[0].match.host",
+                "host name",
+            ),
+            (
+                route(r#"{"host":"example.com/api"}"#),
+                "$.routes[0].match.host",
+                "host name",
+            ),
+            (
+                route(r#"{"host":":8080"}"#),
+                "$.routes[0].match.host",
+                "host name",
+            ),
+            (
+                route(r#"{"host":"[::1"}"#),
+                "$.routes[0].match.host",
+                "host name",
+            ),
+            (
+                route(r#"{"host":"[::g]"}"#),
+                "$.routes[0].match.host",
+                "host name",
+            ),
+            (
+                session(r#""authority":"session\r\nx-injected: 1""#),
+                "$.identity.session.authority",
+                "host name",
+            ),
+            (
+                session(r#""authority":"session internal""#),
+                "$.identity.session.authority",
+                "host name",
+            ),
+            (
+                session(r#""authority":"session\u007f""#),
+                "$.identity.session.authority",
+                "host name",
+            ),
+            (
+                session(r#""authority":"session:99999""#),
+                "$.identity.session.authority",
+                "port",
+            ),
+            (
+                session(r#""authority":"""#),
+                "$.identity.session.authority",
+                "host name",
+            ),
+            (
+                session(r#""cookie":"sid;admin=1""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+            (
+                session(r#""cookie":"sid=1""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+            (
+                session(r#""cookie":"s id""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+            (
+                session(r#""cookie":"sid\u0001""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+            (
+                session(r#""cookie":"""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+            (
+                session(r#""cookie":"caf\u00e9""#),
+                "$.identity.session.cookie",
+                "token",
+            ),
+        ];
+        for (json, path, why) in &cases {
+            let e = errors(json);
+            assert_eq!(e.len(), 1, "{json}: {e:?}");
+            assert!(e[0].starts_with(&format!("{path}: ")), "{json}: {e:?}");
+            assert!(e[0].contains(why), "{json}: {e:?} should say {why:?}");
+        }
+        for ok in [
+            route(r#"{"path_prefix":"/a/b.json","host":"Example.COM."}"#),
+            route(r#"{"host":"example.com:8080"}"#),
+            route(r#"{"host":"[::1]:80"}"#),
+            route(r#"{"host":"[2001:db8::1]"}"#),
+            route(r#"{"host":"xn--bcher-kva.example"}"#),
+            session(r#""authority":"session.internal:8443","cookie":"__Host-sid""#),
+            session(r#""cookie":"!#$%&'*+-.^_`|~09AZaz""#),
+        ] {
+            assert_eq!(errors(&ok), Vec::<String>::new(), "{ok}");
+        }
     }
 
     #[test]
@@ -927,5 +1232,36 @@ mod tests {
         // A top-level array: the path is `$[0]`, not `$.[0]`.
         let e = errors("[[[[1]]]]");
         assert!(e[0].starts_with("$[0]: "), "{e:?}");
+    }
+
+    fn with_bounds(keyed: usize, per_route: usize) -> String {
+        let b = |j: usize, per: &str| {
+            format!(r#"{{"name":"b{j}","per":"{per}","limit":5,"window":"PT1M"}}"#)
+        };
+        let bounds: Vec<String> = (0..keyed)
+            .map(|j| b(j, "address"))
+            .chain((keyed..keyed + per_route).map(|j| b(j, "route")))
+            .collect();
+        format!(
+            r#"{{"routes":[{{"name":"r","bounds":[{}]}}]}}"#,
+            bounds.join(",")
+        )
+    }
+
+    #[test]
+    fn a_configuration_over_the_key_budget_is_refused_with_the_numbers() {
+        assert!(
+            errors(&with_bounds(128, 896)).is_empty(),
+            "the most that fits"
+        );
+        let e = errors(&with_bounds(129, 0));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("$.routes: 129 bounds keyed per caller need 161508 shared-data keys")
+                && e[0].contains("the budget is 161280 keys"),
+            "{e:?}"
+        );
+        let e = errors(&with_bounds(0, 1_025));
+        assert!(e[0].starts_with("$.routes: 1025 bounds"), "{e:?}");
     }
 }

@@ -3,6 +3,7 @@
 //! Nothing here reads from the host; it only interprets bytes.
 
 use crate::config::{Access, JwtSource};
+use std::fmt;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Identity {
@@ -169,24 +170,161 @@ pub fn from_spiffe(uri: &str, org_from_namespace: bool) -> Identity {
     }
 }
 
-/// The session service's answer: `{"user", "org", "roles", "token_id"}`,
-/// every field optional. Anything else is an error.
-pub fn from_session_answer(body: &[u8]) -> Result<Identity, String> {
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        user: Option<String>,
-        org: Option<String>,
-        #[serde(default)]
-        roles: Vec<String>,
-        token_id: Option<String>,
+/// The JSON type of a value, as an error names it instead of the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonType {
+    Null,
+    Boolean,
+    Number,
+    String,
+    List,
+    Object,
+}
+
+impl JsonType {
+    fn of(v: &serde_json::Value) -> JsonType {
+        use serde_json::Value;
+        match v {
+            Value::Null => JsonType::Null,
+            Value::Bool(_) => JsonType::Boolean,
+            Value::Number(_) => JsonType::Number,
+            Value::String(_) => JsonType::String,
+            Value::Array(_) => JsonType::List,
+            Value::Object(_) => JsonType::Object,
+        }
     }
-    let a: Answer = serde_json::from_slice(body).map_err(|e| format!("session answer: {e}"))?;
-    let some = |s: Option<String>| s.filter(|s| !s.is_empty());
+}
+
+impl fmt::Display for JsonType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JsonType::Null => "null",
+            JsonType::Boolean => "a boolean",
+            JsonType::Number => "a number",
+            JsonType::String => "a string",
+            JsonType::List => "a list",
+            JsonType::Object => "an object",
+        })
+    }
+}
+
+/// Why a session resolve gave no identity. It is logged, so it names
+/// fields and JSON types only: never a value from the answer (a user, a
+/// token id, roles) — serde's own messages quote them, so none is passed on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionError {
+    /// A 200 without a body.
+    Empty,
+    /// A status that means neither an identity nor "not signed in"
+    /// (`None`: not a number).
+    Status(Option<u16>),
+    /// Not JSON; where the parser stopped.
+    NotJson { line: usize, column: usize },
+    /// JSON, but not an object.
+    NotAnObject(JsonType),
+    /// A field of the wrong type; `index` for an element of `roles`.
+    Field {
+        field: &'static str,
+        index: Option<usize>,
+        found: JsonType,
+        expected: &'static str,
+    },
+    /// The call-out was not made; the host's status name.
+    NotDispatched(String),
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionError::Empty => write!(f, "session answer: empty"),
+            SessionError::Status(Some(code)) => write!(f, "session service answered {code}"),
+            SessionError::Status(None) => {
+                write!(f, "session service answered a status that is not a number")
+            }
+            SessionError::NotJson { line, column } => write!(
+                f,
+                "session answer: not JSON (stopped at line {line} column {column})"
+            ),
+            SessionError::NotAnObject(t) => {
+                write!(f, "session answer: is {t}, expected an object")
+            }
+            SessionError::Field {
+                field,
+                index,
+                found,
+                expected,
+            } => {
+                write!(f, "session answer: {field}")?;
+                if let Some(i) = index {
+                    write!(f, "[{i}]")?;
+                }
+                write!(f, " is {found}, expected {expected}")
+            }
+            SessionError::NotDispatched(status) => {
+                write!(f, "session call not dispatched: {status}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}
+
+/// What the session service's reply means: 200 carries an identity,
+/// 401/403/404 mean not signed in (anonymous, a valid answer), anything
+/// else is an error. `body` is read only for a 200.
+pub fn session_outcome(
+    status: &str,
+    body: impl FnOnce() -> Option<Vec<u8>>,
+) -> Result<Identity, SessionError> {
+    match status {
+        "200" => from_session_answer(&body().ok_or(SessionError::Empty)?),
+        "401" | "403" | "404" => Ok(Identity::default()),
+        other => Err(SessionError::Status(other.parse().ok())),
+    }
+}
+
+/// The session service's answer: `{"user", "org", "roles", "token_id"}`,
+/// every field optional (null is absent), others ignored. Anything else
+/// is an error that names the field and its type, never its value.
+pub fn from_session_answer(body: &[u8]) -> Result<Identity, SessionError> {
+    use serde_json::Value;
+    let answer: Value = serde_json::from_slice(body).map_err(|e| SessionError::NotJson {
+        line: e.line(),
+        column: e.column(),
+    })?;
+    let Value::Object(fields) = answer else {
+        return Err(SessionError::NotAnObject(JsonType::of(&answer)));
+    };
+    let wrong = |field, index, v: &Value, expected| SessionError::Field {
+        field,
+        index,
+        found: JsonType::of(v),
+        expected,
+    };
+    let text = |field: &'static str| -> Result<Option<String>, SessionError> {
+        match fields.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok((!s.is_empty()).then(|| s.clone())),
+            Some(v) => Err(wrong(field, None, v, "a string")),
+        }
+    };
+    let roles = match fields.get("roles") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::String(r) => Ok(r.clone()),
+                other => Err(wrong("roles", Some(i), other, "a string")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(v) => return Err(wrong("roles", None, v, "a list of strings")),
+    };
     Ok(Identity {
-        user: some(a.user),
-        org: some(a.org),
-        token: some(a.token_id),
-        roles: a.roles,
+        user: text("user")?,
+        org: text("org")?,
+        token: text("token_id")?,
+        roles,
     })
 }
 
@@ -280,6 +418,77 @@ mod tests {
         assert_eq!(id.token.as_deref(), Some("t9"));
         assert_eq!(from_session_answer(b"{}").unwrap(), Identity::default());
         assert!(from_session_answer(b"<html>").is_err());
+    }
+
+    /// Every way an answer can be wrong, each carrying a recognisable
+    /// secret where a value goes: the error (which is logged) names the
+    /// field and the JSON type, never the value.
+    #[test]
+    fn session_answer_errors_never_quote_a_value() {
+        const SECRET: &str = "s3cr3t-7c1f9a";
+        let hostile = [
+            format!(r#"{{"user":"u1","roles":"{SECRET} admin"}}"#),
+            format!(r#"{{"token_id":{{"id":"{SECRET}"}}}}"#),
+            r#"{"user":7319931337}"#.to_string(),
+            format!(r#"{{"roles":["ok","{SECRET}",1]}}"#),
+            format!(r#"{{"org":["{SECRET}"]}}"#),
+            r#"{"token_id":true}"#.to_string(),
+            format!(r#""{SECRET}""#),
+            format!(r#"["{SECRET}"]"#),
+            format!(r#"{{"user":"{SECRET}""#),
+            format!("{{\"user\":\"{SECRET}\u{1}\"}}"),
+            format!(r#"{{"user":"{SECRET}"}} trailing {SECRET}"#),
+            format!(r#"{{"user":"{SECRET}","user":7319931337,}}"#),
+            SECRET.to_string(),
+            "-7319931337e999".to_string(),
+        ];
+        for body in &hostile {
+            let e = from_session_answer(body.as_bytes())
+                .expect_err(body)
+                .to_string();
+            assert!(!e.contains(SECRET), "{e:?} quotes the secret of {body}");
+            assert!(!e.contains("7319931337"), "{e:?} quotes a number of {body}");
+            assert!(!e.contains("true"), "{e:?} quotes a value of {body}");
+            assert!(e.starts_with("session answer"), "{e:?}");
+        }
+        // ...but says which field is wrong and how.
+        let e = from_session_answer(hostile[0].as_bytes()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "session answer: roles is a string, expected a list of strings"
+        );
+        let e = from_session_answer(hostile[3].as_bytes()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "session answer: roles[2] is a number, expected a string"
+        );
+        let e = from_session_answer(hostile[2].as_bytes()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "session answer: user is a number, expected a string"
+        );
+    }
+
+    #[test]
+    fn session_statuses_mean_an_identity_anonymous_or_an_error() {
+        let body = || Some(br#"{"user":"u1"}"#.to_vec());
+        assert_eq!(
+            session_outcome("200", body).unwrap().user.as_deref(),
+            Some("u1")
+        );
+        for status in ["401", "403", "404"] {
+            let unread = || -> Option<Vec<u8>> { panic!("body read for {status}") };
+            assert_eq!(session_outcome(status, unread), Ok(Identity::default()));
+        }
+        assert_eq!(
+            session_outcome("503", body),
+            Err(SessionError::Status(Some(503)))
+        );
+        assert_eq!(
+            session_outcome("s3cr3t", body).unwrap_err().to_string(),
+            "session service answered a status that is not a number"
+        );
+        assert_eq!(session_outcome("200", || None), Err(SessionError::Empty));
     }
 
     #[test]

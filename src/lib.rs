@@ -5,14 +5,17 @@
 
 pub mod accuracy;
 pub mod address;
+pub mod budget;
 pub mod config;
 pub mod console;
+pub mod duration;
 pub mod headers;
 pub mod identity;
 pub mod identity_cache;
 pub mod jwt_token;
 pub mod lanes;
 pub mod limiter;
+pub mod normalize;
 pub mod operations;
 pub mod plan;
 pub mod refusals;

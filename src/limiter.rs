@@ -6,6 +6,7 @@
 //! earlier ones are taken back, so a refused request is counted by no bound.
 //! A store error skips that bound (fail open) and is reported.
 
+use crate::address::network;
 use crate::config::Per;
 use crate::identity::Identity;
 use crate::plan::Plan;
@@ -34,7 +35,8 @@ pub struct Limiter {
 /// Who is calling, as far as the checked bounds need to know.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Caller<'a> {
-    /// The client address (no port).
+    /// The client address (no port), as Envoy gives it: masked to the
+    /// configured prefix when it is keyed.
     pub address: &'a str,
     /// Resolved only for routes whose bounds need it.
     pub identity: Option<&'a Identity>,
@@ -127,7 +129,9 @@ impl Limiter {
     /// The key a caller is counted under for a bound of kind `per`, keyed
     /// with the installation's seed so nobody can aim at another's slot.
     /// A caller without the identity a user/org/token bound needs is
-    /// counted per address, under a key no identity can produce.
+    /// counted per address, under a key no identity can produce. An
+    /// address is keyed by its network (`address::network`: IPv6 per /64
+    /// by default).
     pub fn caller_key(&self, per: Per, caller: &Caller) -> u64 {
         let id = caller.identity;
         let value = match per {
@@ -146,7 +150,7 @@ impl Limiter {
             }
             None => {
                 h.write_u8(0);
-                h.write(caller.address.as_bytes());
+                network(caller.address, self.plan.client_address).hash_into(&mut h);
             }
         }
         h.finish()
@@ -390,7 +394,7 @@ mod tests {
     use super::*;
     use crate::config::parse;
     use crate::slots::Table;
-    use crate::store::{ensure, MemStore};
+    use crate::store::MemStore;
 
     const SMALL: Table = Table {
         buckets: 16,
@@ -412,9 +416,7 @@ mod tests {
                     .map(|(b, bound)| {
                         let table = (bound.per != Per::Route).then_some(SMALL);
                         let l = Lane::new(&format!("t:{r}.{b}"), 1, bound.rate, table);
-                        for k in l.all_keys() {
-                            ensure(store, k).unwrap();
-                        }
+                        l.create_keys(store).unwrap();
                         l
                     })
                     .collect()
@@ -493,6 +495,101 @@ mod tests {
             lim.caller_key(Per::User, &as_user),
             lim.caller_key(Per::User, &anon("10.0.0.1"))
         );
+    }
+
+    const PER_ADDRESS: &str = r#"{"routes":[{"name":"a","bounds":[
+        {"per":"address","limit":2,"window":"PT1M"}]}]}"#;
+
+    fn address_key(lim: &Limiter, address: &str) -> u64 {
+        lim.caller_key(
+            Per::Address,
+            &Caller {
+                address,
+                identity: None,
+            },
+        )
+    }
+
+    /// One subscriber holds a /64: rotating inside it is one caller, the
+    /// next /64 is another; IPv4 is keyed per address; an IPv4-mapped IPv6
+    /// address is that IPv4 address; spellings of one address are one.
+    #[test]
+    fn ipv6_callers_are_keyed_by_their_64_and_ipv4_by_address() {
+        let s = MemStore::new();
+        let lim = limiter(&s, PER_ADDRESS);
+        let key = |a| address_key(&lim, a);
+        assert_eq!(
+            key("2001:db8:1:2::1"),
+            key("2001:db8:1:2:ffff:ffff:ffff:fffe")
+        );
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:DB8:1:2:0:0:0:1"));
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:10.0.0.1"), key("10.0.0.1"));
+        assert_ne!(key("10.0.0.1"), key("10.0.0.2"));
+        // The whole budget is shared inside the /64.
+        let anon = |a| Caller {
+            address: a,
+            identity: None,
+        };
+        assert_eq!(admitted(&lim, &s, &anon("2001:db8:1:2::a"), 1), 1);
+        assert_eq!(admitted(&lim, &s, &anon("2001:db8:1:2::b"), 5), 1);
+        assert_eq!(admitted(&lim, &s, &anon("2001:db8:1:3::a"), 5), 2);
+    }
+
+    #[test]
+    fn the_prefixes_are_configured() {
+        let s = MemStore::new();
+        let lim = limiter(
+            &s,
+            r#"{"client_address":{"ipv4_prefix":24,"ipv6_prefix":128},
+                "routes":[{"name":"a","bounds":[{"per":"address","limit":2,"window":"PT1M"}]}]}"#,
+        );
+        let key = |a| address_key(&lim, a);
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:2::2"));
+        assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:0::1"));
+        assert_eq!(key("10.0.0.1"), key("10.0.0.200"));
+        assert_eq!(key("::ffff:10.0.0.7"), key("10.0.0.1"));
+        assert_ne!(key("10.0.0.1"), key("10.0.1.1"));
+        // Anonymous callers of identity bounds are counted the same way.
+        let lim = limiter(
+            &s,
+            r#"{"client_address":{"ipv6_prefix":48},"identity":{"header":{"user":"x-user"}},
+                "routes":[{"name":"a","bounds":[{"per":"user","limit":2,"window":"PT1M"}]}]}"#,
+        );
+        let anon = |a| Caller {
+            address: a,
+            identity: None,
+        };
+        assert_eq!(
+            lim.caller_key(Per::User, &anon("2001:db8:1:2::1")),
+            lim.caller_key(Per::User, &anon("2001:db8:1:ffff::9"))
+        );
+    }
+
+    /// Not an IP address (a Unix socket peer, a missing `source.address`):
+    /// keyed by its text, so it is still counted, apart from any address.
+    #[test]
+    fn an_address_that_does_not_parse_is_counted_by_its_text() {
+        let s = MemStore::new();
+        let lim = limiter(&s, PER_ADDRESS);
+        let key = |a| address_key(&lim, a);
+        for odd in [
+            "",
+            "/run/envoy.sock",
+            "@abstract",
+            "10.0.0.256",
+            "2001:db8::1::2",
+            "10.0.0.1:80:90",
+        ] {
+            assert_eq!(key(odd), key(odd), "{odd:?}");
+            assert_ne!(key(odd), key("10.0.0.1"), "{odd:?}");
+        }
+        assert_ne!(key("/a.sock"), key("/b.sock"));
+        let anon = Caller {
+            address: "/run/envoy.sock",
+            identity: None,
+        };
+        assert_eq!(admitted(&lim, &s, &anon, 5), 2);
     }
 
     #[test]

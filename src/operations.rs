@@ -9,8 +9,10 @@
 //! matches exactly one non-empty segment (`{name}.json` style prefixes and
 //! suffixes allowed). The query string is ignored; one trailing slash is
 //! ignored (`/orders/` is `/orders`); segments are compared percent-decoded,
-//! after splitting, so `%2F` never splits a segment. Envoy's own path
-//! normalisation (`normalize_path`, `merge_slashes`) runs before us.
+//! after splitting, so `%2F` never splits a segment here. The path given is
+//! normalised first ([`crate::normalize`]: dot segments, doubled slashes,
+//! and an encoded slash tried both as a separator and as data); `HEAD` is
+//! the path item's `GET` when the item lists no `HEAD` of its own.
 
 use hashbrown::HashMap;
 use std::borrow::Cow;
@@ -162,9 +164,14 @@ impl OpTree {
                 .collect()
         };
         let item = find_item(&self.root, &segments)?;
-        item.methods
-            .iter()
-            .find(|(m, _)| m == method)
+        // The method exactly, else HEAD as the path item's GET.
+        let exact = item.methods.iter().find(|(m, _)| m == method);
+        exact
+            .or_else(|| {
+                item.methods
+                    .iter()
+                    .find(|(m, _)| crate::normalize::method_matches(m, method))
+            })
             .map(|(_, i)| *i)
     }
 }
@@ -255,6 +262,21 @@ mod tests {
         );
         assert_eq!(t.find("GET", "/"), Some(2));
         assert_eq!(t.find("GET", "orders/1"), None);
+    }
+
+    #[test]
+    fn head_is_the_get_of_its_path_item_unless_listed() {
+        let t = tree(&[
+            ("GET", "/a/{id}"),
+            ("GET", "/b"),
+            ("HEAD", "/b"),
+            ("POST", "/c"),
+        ]);
+        assert_eq!(t.find("HEAD", "/a/1"), Some(0));
+        assert_eq!(t.find("HEAD", "/b"), Some(2), "its own HEAD first");
+        assert_eq!(t.find("GET", "/b"), Some(1));
+        assert_eq!(t.find("HEAD", "/c"), None);
+        assert_eq!(t.find("GET", "/c"), None);
     }
 
     #[test]

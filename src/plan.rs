@@ -2,10 +2,12 @@
 //! reads: route matchers, bounds with their rates, and fingerprints that say
 //! whether a route changed between two configurations.
 
+use crate::address::Prefixes;
 use crate::config::{
     bound_name, operation_name, window_ms, Access, BoundConfig, Config, IdentityConfig,
     MatchConfig, Per, RouteConfig,
 };
+use crate::normalize;
 use crate::operations::{parse_template, OpTree};
 use crate::window::Rate;
 use siphasher::sip::SipHasher13;
@@ -22,6 +24,8 @@ pub struct Plan {
     /// Which request attributes any matcher reads, so the host reads only those.
     pub needs: Needs,
     pub identity: Option<IdentityConfig>,
+    /// The network a client address is counted under, per family.
+    pub client_address: Prefixes,
     /// Changes whenever anything in the configuration changes.
     pub hash: u64,
 }
@@ -89,9 +93,12 @@ impl Route {
         v
     }
 
-    /// The operation a request is, when the route lists operations.
-    pub fn operation_for(&self, method: Option<&str>, path: Option<&str>) -> Option<usize> {
-        self.op_tree.as_ref()?.find(method?, path?)
+    /// The operation a request is, when the route lists operations: under
+    /// either reading of its path.
+    pub fn operation_for(&self, r: &Normalized) -> Option<usize> {
+        let tree = self.op_tree.as_ref()?;
+        let method = r.method?;
+        r.paths().find_map(|p| tree.find(method, p))
     }
 }
 
@@ -112,12 +119,42 @@ pub struct Bound {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Matcher {
     route_name: Option<String>,
-    host: Option<String>,
+    host: Option<HostMatch>,
+    /// Normalised as request paths are ([`normalize::path`]).
     path_prefix: Option<String>,
     methods: Vec<String>,
 }
 
-/// The request attributes a matcher may look at.
+/// A configured `host`, normalised as authorities are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HostMatch {
+    name: String,
+    port: Option<u16>,
+}
+
+impl HostMatch {
+    fn new(configured: &str) -> HostMatch {
+        let h = normalize::host(configured);
+        HostMatch {
+            name: h.name.into_owned(),
+            port: h.port,
+        }
+    }
+
+    /// A host written without a port matches the authority on any port; with
+    /// a port, that port, or no port when it is a default one (80, 443): a
+    /// client leaves the default port out, and the scheme is not read.
+    fn matches(&self, authority: &normalize::Host) -> bool {
+        self.name == authority.name
+            && match (self.port, authority.port) {
+                (None, _) => true,
+                (Some(want), Some(got)) => want == got,
+                (Some(want), None) => want == 80 || want == 443,
+            }
+    }
+}
+
+/// The request attributes a matcher may look at, as Envoy hands them over.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RequestInfo<'a> {
     pub route_name: Option<&'a str>,
@@ -127,14 +164,58 @@ pub struct RequestInfo<'a> {
     pub method: Option<&'a str>,
 }
 
+/// A request normalised once ([`RequestInfo::normalized`]): what matchers
+/// and operations compare. Already-normal values are borrowed.
+#[derive(Debug, Clone, Default)]
+pub struct Normalized<'a> {
+    route_name: Option<&'a str>,
+    host: Option<normalize::Host<'a>>,
+    path: Option<Cow<'a, str>>,
+    /// The reading that keeps an encoded slash inside its segment, when the
+    /// path holds one ([`normalize::path_keeping_encoded_slashes`]).
+    path_kept: Option<Cow<'a, str>>,
+    method: Option<&'a str>,
+}
+
+impl<'a> RequestInfo<'a> {
+    pub fn normalized(&self) -> Normalized<'a> {
+        Normalized {
+            route_name: self.route_name,
+            host: self.host.map(normalize::host),
+            path: self.path.map(normalize::path),
+            path_kept: self.path.and_then(normalize::path_keeping_encoded_slashes),
+            method: self.method,
+        }
+    }
+}
+
+impl Normalized<'_> {
+    /// The readings of the path: a matcher accepts the request if it
+    /// accepts either.
+    fn paths(&self) -> impl Iterator<Item = &str> {
+        self.path.iter().chain(&self.path_kept).map(|p| p.as_ref())
+    }
+}
+
 impl Matcher {
     fn new(m: &MatchConfig) -> Matcher {
         Matcher {
             route_name: m.route_name.clone(),
-            host: m.host.as_ref().map(|h| h.to_ascii_lowercase()),
-            path_prefix: m.path_prefix.clone(),
+            host: m.host.as_deref().map(HostMatch::new),
+            path_prefix: m
+                .path_prefix
+                .as_deref()
+                .map(|p| normalize::path(p).into_owned()),
             methods: m.methods.clone(),
         }
+    }
+
+    fn takes_method(&self, method: &str) -> bool {
+        self.methods.is_empty()
+            || self
+                .methods
+                .iter()
+                .any(|m| normalize::method_matches(m, method))
     }
 
     /// True when every request `other` matches, this matches too (so a
@@ -148,9 +229,10 @@ impl Matcher {
         };
         let host = match (&self.host, &other.host) {
             (None, _) => true,
-            // Every authority `b` accepts is `b` itself or `b` on some port;
-            // `a` accepts both exactly when it accepts `b`.
-            (Some(a), Some(b)) => host_matches(a, b),
+            // Every authority `b` accepts is `b`'s name on `b`'s port (or
+            // on any port, or none); `a` takes all of them when it has the
+            // same name and no port or the same one.
+            (Some(a), Some(b)) => a.name == b.name && (a.port.is_none() || a.port == b.port),
             (Some(_), None) => false,
         };
         let path = match (&self.path_prefix, &other.path_prefix) {
@@ -158,52 +240,35 @@ impl Matcher {
             (Some(a), Some(b)) => b.starts_with(a.as_str()),
             (Some(_), None) => false,
         };
+        // HEAD is taken wherever GET is: `other` takes its own methods, and
+        // HEAD if it has GET.
         let methods = self.methods.is_empty()
             || (!other.methods.is_empty()
-                && other.methods.iter().all(|m| self.methods.contains(m)));
+                && other.methods.iter().all(|m| self.takes_method(m))
+                && (!other.takes_method("HEAD") || self.takes_method("HEAD")));
         route_name && host && path && methods
     }
 
-    pub fn matches(&self, r: &RequestInfo) -> bool {
+    pub fn matches(&self, r: &Normalized) -> bool {
         if let Some(want) = &self.route_name {
             if r.route_name != Some(want.as_str()) {
                 return false;
             }
         }
         if let Some(want) = &self.host {
-            if !r.host.is_some_and(|h| host_matches(want, h)) {
+            if !r.host.as_ref().is_some_and(|h| want.matches(h)) {
                 return false;
             }
         }
         if let Some(prefix) = &self.path_prefix {
-            let path = r.path.unwrap_or("");
-            let path = path.split_once('?').map_or(path, |(p, _)| p);
-            if !path.starts_with(prefix.as_str()) {
+            if !r.paths().any(|p| p.starts_with(prefix.as_str())) {
                 return false;
             }
         }
-        if !self.methods.is_empty()
-            && !r
-                .method
-                .is_some_and(|m| self.methods.iter().any(|x| x == m))
-        {
+        if !self.methods.is_empty() && !r.method.is_some_and(|m| self.takes_method(m)) {
             return false;
         }
         true
-    }
-}
-
-/// `:authority` against a configured host: case-insensitive, and a host
-/// written without a port matches the authority on any port.
-fn host_matches(want: &str, authority: &str) -> bool {
-    if authority.eq_ignore_ascii_case(want) {
-        return true;
-    }
-    match authority.rsplit_once(':') {
-        Some((h, port)) if !want.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
-            h.eq_ignore_ascii_case(want)
-        }
-        _ => false,
     }
 }
 
@@ -360,12 +425,19 @@ impl Plan {
             routes,
             needs,
             identity: c.identity.clone(),
+            client_address: c.client_address.prefixes(),
             hash: stable_hash(&format!("{c:?}")),
         }
     }
 
     /// The first route whose matcher accepts the request.
     pub fn route_for(&self, r: &RequestInfo) -> Option<usize> {
+        self.route_for_normalized(&r.normalized())
+    }
+
+    /// [`Plan::route_for`] of a request already normalised (the request
+    /// path normalises once, for the route and its operation).
+    pub fn route_for_normalized(&self, r: &Normalized) -> Option<usize> {
         self.routes
             .iter()
             .position(|route| route.matcher.matches(r))
@@ -376,6 +448,18 @@ impl Plan {
         self.routes
             .iter()
             .flat_map(|r| r.bounds.iter().map(|b| b.fingerprint))
+            .collect()
+    }
+
+    /// What every bound, in order, asks of the lane directory.
+    pub fn wants(&self) -> Vec<crate::lanes::Want> {
+        self.routes
+            .iter()
+            .flat_map(|r| r.bounds.iter())
+            .map(|b| crate::lanes::Want {
+                fingerprint: b.fingerprint,
+                table: b.per != Per::Route,
+            })
             .collect()
     }
 }
@@ -434,6 +518,100 @@ mod tests {
     }
 
     #[test]
+    fn odd_spellings_match_what_the_upstream_understands() {
+        let p = plan(
+            r#"{"routes":[
+            {"name":"h","match":{"host":"Example.com.","path_prefix":"/h/"},"bounds":[{"per":"route","limit":1,"window":"PT1S"}]},
+            {"name":"p","match":{"host":"example.net:8080","path_prefix":"/p/"},"bounds":[{"per":"route","limit":1,"window":"PT1S"}]},
+            {"name":"tls","match":{"host":"example.org:443","path_prefix":"/t/"},"bounds":[{"per":"route","limit":1,"window":"PT1S"}]},
+            {"name":"v6","match":{"host":"[::1]","path_prefix":"/6/"},"bounds":[{"per":"route","limit":1,"window":"PT1S"}]},
+            {"name":"api","match":{"path_prefix":"/api/","methods":["GET"]},"bounds":[{"per":"route","limit":1,"window":"PT1S"}]},
+            {"name":"shop","match":{"path_prefix":"/shop/"},"operations":[
+              {"name":"pay","method":"POST","path":"/shop/orders/{id}/pay","bounds":[{"per":"route","limit":1,"window":"PT1S"}]},
+              {"name":"get","method":"GET","path":"/shop/orders/{id}","bounds":[{"per":"route","limit":1,"window":"PT1S"}]}]}]}"#,
+        );
+        let at = |host: Option<&str>, path: &str, method: &str| {
+            let req = RequestInfo {
+                route_name: None,
+                host,
+                path: Some(path),
+                method: Some(method),
+            };
+            let r = p.route_for(&req)?;
+            let op = p.routes[r].operation_for(&req.normalized());
+            Some((p.routes[r].name.as_str(), op))
+        };
+        let api = Some(("api", None));
+        for path in [
+            "/api/x",
+            "/%61pi/x",
+            "//api/x",
+            "/./api/x",
+            "/x/../api/x",
+            "/../../api/x",
+            "/%2e/api/x",
+            "/x/%2E%2E/api/x",
+            "/api%2Fx",
+            "/api%2fx",
+            "/api%5Cx",
+            "/api\\x",
+            "/api/",
+            "/api/x?y=1",
+        ] {
+            assert_eq!(at(None, path, "GET"), api, "{path}");
+        }
+        assert_eq!(at(None, "/api/x", "HEAD"), api, "HEAD is a GET");
+        assert_eq!(at(None, "/api/x", "POST"), None);
+        assert_eq!(at(None, "/api", "GET"), None);
+        assert_eq!(at(None, "/api/../x", "GET"), None);
+        assert_eq!(
+            at(None, "/%41pi/x", "GET"),
+            None,
+            "paths are case-sensitive"
+        );
+        // Hosts: case, one trailing dot, the port.
+        for host in [
+            "example.com",
+            "EXAMPLE.com.",
+            "example.com:8443",
+            "Example.Com.:80",
+        ] {
+            assert_eq!(at(Some(host), "/h/x", "GET"), Some(("h", None)), "{host}");
+        }
+        for host in ["example.com..", "example.co", "www.example.com"] {
+            assert_ne!(at(Some(host), "/h/x", "GET"), Some(("h", None)), "{host}");
+        }
+        for host in ["example.net:8080", "EXAMPLE.net.:8080", "example.net:08080"] {
+            assert_eq!(at(Some(host), "/p/x", "GET"), Some(("p", None)), "{host}");
+        }
+        for host in ["example.net", "example.net:9090", "example.net:80"] {
+            assert_eq!(at(Some(host), "/p/x", "GET"), None, "{host}");
+        }
+        // A default port written in the configuration is also the authority
+        // without one (the port a client leaves out).
+        for host in ["example.org:443", "example.org", "example.org."] {
+            assert_eq!(at(Some(host), "/t/x", "GET"), Some(("tls", None)), "{host}");
+        }
+        assert_eq!(at(Some("example.org:8443"), "/t/x", "GET"), None);
+        for host in ["[::1]", "[::1]:80"] {
+            assert_eq!(at(Some(host), "/6/x", "GET"), Some(("v6", None)), "{host}");
+        }
+        // Operations: the same spellings; HEAD is a GET; an id may hold an
+        // encoded slash.
+        let shop = |op| Some(("shop", Some(op)));
+        for path in [
+            "/shop/orders/7/pay",
+            "/shop//orders/7/./%70ay",
+            "/shop/x/../orders/%37/pay?q=/",
+            "/shop/orders/a%2Fb/pay",
+        ] {
+            assert_eq!(at(None, path, "POST"), shop(0), "{path}");
+        }
+        assert_eq!(at(None, "/shop/orders/7", "HEAD"), shop(1));
+        assert_eq!(at(None, "/shop/orders/7/pay", "HEAD"), Some(("shop", None)));
+    }
+
+    #[test]
     fn changing_a_route_changes_only_its_fingerprints() {
         let p1 = plan(TWO);
         let p2 = plan(&TWO.replace(r#""limit":100"#, r#""limit":200"#));
@@ -466,12 +644,25 @@ mod tests {
         assert!(m(None, None, None, &["GET", "POST"]).covers(&m(None, None, None, &["GET"])));
         assert!(!m(None, None, None, &["GET"]).covers(&m(None, None, None, &["GET", "POST"])));
         assert!(!m(None, None, None, &["GET"]).covers(&any));
+        // HEAD is taken wherever GET is.
+        let (get, head) = (
+            m(None, None, None, &["GET"]),
+            m(None, None, None, &["HEAD"]),
+        );
+        assert!(get.covers(&head) && !head.covers(&get));
+        assert!(get.covers(&m(None, None, None, &["GET", "HEAD"])));
         // Hosts: case-insensitive; a host without a port covers it on a port.
         let h = |s| m(None, Some(s), None, &[]);
         assert!(h("Example.com").covers(&h("example.COM")));
         assert!(h("example.com").covers(&h("example.com:8080")));
         assert!(!h("example.com:8080").covers(&h("example.com")));
         assert!(!h("example.com").covers(&h("example.org")));
+        assert!(h("example.com.").covers(&h("Example.com:443")));
+        assert!(h("example.com:443").covers(&h("example.com:443")));
+        assert!(!h("example.com:443").covers(&h("example.com:80")));
+        // Path prefixes compare normalised.
+        let p = |s| m(None, None, Some(s), &[]);
+        assert!(p("/%61pi").covers(&p("/api//v1")) && p("/api/").covers(&p("/x/../api/v1")));
         // Route names: equal or absent.
         assert!(m(Some("r"), None, None, &[]).covers(&m(Some("r"), None, Some("/x"), &[])));
         assert!(!m(Some("r"), None, None, &[]).covers(&m(Some("s"), None, None, &[])));
@@ -489,6 +680,7 @@ mod tests {
             (&h("example.com"), &h("example.com:8080")),
         ] {
             assert!(a.covers(b));
+            let req = req.normalized();
             assert!(!b.matches(&req) || a.matches(&req));
         }
     }

@@ -36,7 +36,7 @@ impl Table {
     };
 
     /// Keys a keyed lane ever creates.
-    pub fn keys(&self) -> usize {
+    pub const fn keys(&self) -> usize {
         self.buckets + 2
     }
 }
@@ -48,37 +48,92 @@ pub struct Lane {
     pub rate: Rate,
     /// None for `per: route` (one counter, no buckets).
     pub table: Option<Table>,
+    prefix: String,
     single_key: String,
     meta_key: String,
-    bucket_keys: Vec<String>,
+}
+
+/// A bucket's key, written on the stack: a lane keeps no string per bucket
+/// (1,250 of them per bound in every VM would be megabytes). A prefix too
+/// long for the stack (never one of the filter's `rb:{lane}`) goes to the heap.
+enum BucketKey {
+    Stack { buf: [u8; 40], len: usize },
+    Heap(String),
+}
+
+impl BucketKey {
+    fn new(prefix: &str, i: usize) -> BucketKey {
+        use std::io::Write;
+        let mut buf = [0u8; 40];
+        let room = buf.len();
+        let mut w = &mut buf[..];
+        if write!(w, "{prefix}:{i}").is_ok() {
+            let len = room - w.len();
+            return BucketKey::Stack { buf, len };
+        }
+        BucketKey::Heap(format!("{prefix}:{i}"))
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            BucketKey::Stack { buf, len } => buf
+                .get(..*len)
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .unwrap_or(""),
+            BucketKey::Heap(s) => s,
+        }
+    }
 }
 
 impl Lane {
     pub fn new(prefix: &str, tag: u32, rate: Rate, table: Option<Table>) -> Lane {
-        let bucket_keys = match table {
-            Some(t) => (0..t.buckets).map(|i| format!("{prefix}:{i}")).collect(),
-            None => Vec::new(),
-        };
         Lane {
             tag,
             rate,
             table,
+            prefix: prefix.to_string(),
             single_key: format!("{prefix}:o"),
             meta_key: format!("{prefix}:m"),
-            bucket_keys,
         }
     }
 
-    /// Every key this lane uses, so they can be created ahead of use.
-    pub fn all_keys(&self) -> impl Iterator<Item = &str> {
-        let meta = self.table.map(|_| self.meta_key.as_str());
-        std::iter::once(self.single_key.as_str())
+    fn buckets(&self) -> usize {
+        self.table.map_or(0, |t| t.buckets)
+    }
+
+    /// Every key this lane uses, so they can be created ahead of use; the
+    /// tracked-count key comes last (its presence says the rest exist).
+    pub fn all_keys(&self) -> impl Iterator<Item = String> + '_ {
+        let buckets = (0..self.buckets()).map(|i| format!("{}:{i}", self.prefix));
+        let meta = self.table.map(|_| self.meta_key.clone());
+        std::iter::once(self.single_key.clone())
+            .chain(buckets)
             .chain(meta)
-            .chain(self.bucket_keys.iter().map(String::as_str))
+    }
+
+    /// Creates every key of the lane that does not exist yet, the
+    /// tracked-count key last, so that all later writes are compare-and-swap.
+    pub fn create_keys<S: Store + ?Sized>(&self, store: &S) -> Result<(), StoreError> {
+        for key in self.all_keys() {
+            crate::store::ensure(store, &key)?;
+        }
+        Ok(())
+    }
+
+    /// The key whose presence says every key of this lane exists.
+    pub fn last_key(&self) -> &str {
+        match self.table {
+            Some(_) => &self.meta_key,
+            None => &self.single_key,
+        }
+    }
+
+    fn bucket_key(&self, i: usize) -> BucketKey {
+        BucketKey::new(&self.prefix, i)
     }
 
     fn buckets_of(&self, caller: u64) -> (usize, usize) {
-        let n = self.bucket_keys.len().max(1) as u64;
+        let n = self.buckets().max(1) as u64;
         let a = caller % n;
         let mut b = (caller.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15) % n;
         if b == a {
@@ -230,19 +285,19 @@ pub fn prepare<S: Store + ?Sized>(
         return prepare_single(store, lane, now_ms, false);
     };
     let (a, b) = lane.buckets_of(caller);
-    let ((mut va, mut ca), recalled) = store.recall(&lane.bucket_keys[a])?;
+    let ((mut va, mut ca), recalled) = store.recall(lane.bucket_key(a).as_str())?;
     if recalled {
         // Memory serves an admission of a caller it holds, which the write
         // will check; a refusal or an absent caller is read for real.
         match prepare_in(lane, a, &mut va, ca, caller, now_ms) {
             Some(p) if p.verdict.admits() => return Ok(p),
-            _ => (va, ca) = store.get(&lane.bucket_keys[a])?,
+            _ => (va, ca) = store.get(lane.bucket_key(a).as_str())?,
         }
     }
     if let Some(p) = prepare_in(lane, a, &mut va, ca, caller, now_ms) {
         return Ok(p);
     }
-    let (mut vb, cb) = store.get(&lane.bucket_keys[b])?;
+    let (mut vb, cb) = store.get(lane.bucket_key(b).as_str())?;
     if let Some(p) = prepare_in(lane, b, &mut vb, cb, caller, now_ms) {
         return Ok(p);
     }
@@ -384,11 +439,26 @@ fn admit_new(
     }
 }
 
+/// The key of a place: the lane's single counter or one of its buckets.
+enum PlaceKey<'a> {
+    Single(&'a str),
+    Bucket(BucketKey),
+}
+
+impl PlaceKey<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            PlaceKey::Single(k) => k,
+            PlaceKey::Bucket(b) => b.as_str(),
+        }
+    }
+}
+
 impl Lane {
-    fn key(&self, place: Place) -> &str {
+    fn key(&self, place: Place) -> PlaceKey<'_> {
         match place {
-            Place::Single => &self.single_key,
-            Place::Bucket(i) => &self.bucket_keys[i],
+            Place::Single => PlaceKey::Single(&self.single_key),
+            Place::Bucket(i) => PlaceKey::Bucket(self.bucket_key(i)),
         }
     }
 }
@@ -412,13 +482,13 @@ pub fn commit<S: Store + ?Sized>(
         if !store.set(&lane.meta_key, grown, *meta_cas)? {
             return Ok(Committed::Stale);
         }
-        if !store.set(lane.key(p.place), &p.value, p.cas)? {
+        if !store.set(lane.key(p.place).as_str(), &p.value, p.cas)? {
             release(store, lane, 1)?;
             return Ok(Committed::Stale);
         }
         return Ok(Committed::Done(undo));
     }
-    if store.set(lane.key(p.place), &p.value, p.cas)? {
+    if store.set(lane.key(p.place).as_str(), &p.value, p.cas)? {
         Ok(Committed::Done(undo))
     } else {
         Ok(Committed::Stale)
@@ -438,7 +508,7 @@ pub fn undo<S: Store + ?Sized>(store: &S, lane: &Lane, u: Undo) -> Result<(), St
             false
         }
     };
-    update(store, lane.key(u.place), |v| match u.place {
+    update(store, lane.key(u.place).as_str(), |v| match u.place {
         Place::Single => {
             let mut c = decode_counts(lane.tag, v);
             (take_back(&mut c).then(|| encode_counts(lane.tag, c)), ())
@@ -474,8 +544,8 @@ pub fn sweep<S: Store + ?Sized>(
     }
     let win = lane.rate.window_of(now_ms);
     let mut removed = 0u32;
-    for i in range.filter(|i| *i < lane.bucket_keys.len()) {
-        removed += update(store, &lane.bucket_keys[i], |v| {
+    for i in range.filter(|i| *i < lane.buckets()) {
+        removed += update(store, lane.bucket_key(i).as_str(), |v| {
             let mut entries = decode_bucket(lane.tag, v);
             let before = entries.len();
             entries.retain(|e| !e.counts.expired(win));
@@ -511,10 +581,27 @@ pub fn peek<S: Store + ?Sized>(
     }
     let (a, b) = lane.buckets_of(caller);
     for i in [a, b] {
-        let entries = decode_bucket(lane.tag, store.get(&lane.bucket_keys[i])?.0.as_deref());
+        let key = lane.bucket_key(i);
+        let entries = decode_bucket(lane.tag, store.get(key.as_str())?.0.as_deref());
         if let Some(e) = entries.iter().find(|e| e.caller == caller) {
             return Ok(Some(e.counts));
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_keys_are_distinct_for_short_and_long_prefixes() {
+        for prefix in ["rb:4095", &"p".repeat(200)] {
+            let keys: std::collections::HashSet<String> = (0..1_250)
+                .map(|i| BucketKey::new(prefix, i).as_str().to_string())
+                .collect();
+            assert_eq!(keys.len(), 1_250, "{prefix}");
+            assert!(keys.contains(&format!("{prefix}:1249")));
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! The one door to counter storage: get and compare-and-swap set, with the
-//! semantics Envoy's shared data has (see ENVOY.md): an absent key reads as
+//! semantics Envoy's shared data has (docs/envoy-host.md): an absent key reads as
 //! `(None, None)`, any set creates it, a stale cas is refused, keys are never
 //! deleted. [`MemStore`] implements the same semantics for native tests; the
 //! shared-data implementation lives in the host layer.

@@ -135,9 +135,7 @@ fn lane<S: Store + ?Sized>(
         },
         table,
     );
-    for k in l.all_keys() {
-        crate::store::ensure(s, k).map_err(e)?;
-    }
+    l.create_keys(s).map_err(e)?;
     Ok(l)
 }
 

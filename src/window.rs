@@ -4,6 +4,26 @@
 //! clock. Integer arithmetic throughout: a request is admitted when
 //! `(cur + 1)·w + prev·(w − e) ≤ limit·w`, which never rounds in the caller's
 //! favour.
+//!
+//! A clock that steps back finds keys written in a window that has not
+//! started yet. The rule, in [`Counts::at`] and [`Rate::decide`]:
+//!
+//! - **One window ahead** (another worker read the clock a microsecond
+//!   later, or the clock stepped back by less than about a window): the
+//!   key's time does not move back. It is decided as of the start of its
+//!   window (elapsed 0: the previous count weighs in full), and Reset /
+//!   Retry-After count from `now`, so they include the time until that
+//!   start: waiting them on the clock as it now runs admits, and not a
+//!   millisecond sooner.
+//! - **Two or more windows ahead** (the clock stepped back by more than a
+//!   window): those counts cannot be placed on this clock. They are dropped
+//!   and the key starts empty, as after a restart — at most one fresh
+//!   budget per caller per step, where keeping them would refuse every
+//!   recently busy caller for as long as the step (an hour for an hour).
+//!
+//! So every decision keeps two invariants, whatever the clock did: a
+//! refused caller that waits `reset_ms` is admitted (and is refused 1 ms
+//! before), and `remaining` is exactly how many more are admitted at `now`.
 
 /// The counts of one key: the window they were last written in, that
 /// window's count and the one before it.
@@ -16,12 +36,14 @@ pub struct Counts {
 
 impl Counts {
     /// The same counts seen from window `win`: slid once, or emptied when
-    /// more than one window has passed. A key written in a later window
-    /// than `win` (another worker's clock a microsecond ahead) is kept as is.
+    /// more than one window has passed. A key written in the next window
+    /// (another worker's clock a microsecond ahead, a small step back) is
+    /// kept as is; one written further ahead is emptied (see the module
+    /// doc: the clock stepped back by more than a window).
     pub fn at(self, win: u64) -> Counts {
-        if self.win >= win {
+        if self.win == win || self.win == win.saturating_add(1) {
             self
-        } else if self.win + 1 == win {
+        } else if self.win.saturating_add(1) == win {
             Counts {
                 win,
                 cur: 0,
@@ -44,7 +66,9 @@ impl Counts {
     }
 }
 
-/// A bound's arithmetic: `limit` requests per `window_ms`.
+/// A bound's arithmetic: `limit` requests per `window_ms`. The invariants
+/// in the module doc hold for `limit ≥ 1` and `window_ms ≥ 1`, which the
+/// configuration guarantees (a zero window would divide by zero).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rate {
     pub limit: u32,
@@ -112,7 +136,7 @@ impl Rate {
             };
             let remaining = ((self.capacity() - after) / w) as u32;
             let reset_ms = if remaining == 0 {
-                self.wait_ms(counts, now_ms)
+                self.wait_from(counts, now_ms)
             } else {
                 self.window_end_ms(counts, now_ms)
             };
@@ -129,19 +153,40 @@ impl Rate {
                 quota: Quota {
                     limit: self.limit,
                     remaining: 0,
-                    reset_ms: self.wait_ms(c, now_ms),
+                    reset_ms: self.wait_from(c, now_ms),
                 },
             }
         }
     }
 
+    /// Milliseconds from `now` until window `c.win` starts: 0 unless the
+    /// key is ahead of the clock.
+    fn ahead(&self, c: Counts, now_ms: u64) -> u64 {
+        c.win.saturating_mul(self.window_ms).saturating_sub(now_ms)
+    }
+
+    /// Until window `c.win` ends, counted from `now`.
     fn window_end_ms(&self, c: Counts, now_ms: u64) -> u64 {
-        (self.window_ms as u128 - self.elapsed(c, now_ms)) as u64
+        let left = (u128::from(self.window_ms) - self.elapsed(c, now_ms)) as u64;
+        left.saturating_add(self.ahead(c, now_ms))
     }
 
     /// The shortest wait after which one more request would be admitted,
-    /// with `c` (slid to now's window) as the stored counts.
+    /// with `c` as the stored counts (slid to now's window here).
     pub fn wait_ms(&self, c: Counts, now_ms: u64) -> u64 {
+        self.wait_from(c.at(self.window_of(now_ms)), now_ms)
+    }
+
+    /// [`Rate::wait_ms`] for counts already slid to now's window: from the
+    /// start of the key's window when it is ahead of the clock, plus the
+    /// time until that start.
+    fn wait_from(&self, c: Counts, now_ms: u64) -> u64 {
+        self.wait_in_window(c, now_ms)
+            .saturating_add(self.ahead(c, now_ms))
+    }
+
+    /// The wait, counted from `max(now, start of c.win)`.
+    fn wait_in_window(&self, c: Counts, now_ms: u64) -> u64 {
         let w = u128::from(self.window_ms);
         let e = self.elapsed(c, now_ms);
         let limit = u128::from(self.limit);
@@ -157,7 +202,7 @@ impl Rate {
             }
         }
         // Next window: cur becomes prev; need w + cur·(w − e'') ≤ limit·w.
-        let room = (limit - 1) * w;
+        let room = limit.saturating_sub(1) * w;
         let e_next = room.checked_div(cur).map_or(0, |r| w.saturating_sub(r));
         ((w - e) + e_next) as u64
     }
@@ -246,6 +291,76 @@ mod tests {
             panic!()
         };
         assert_eq!(quota.reset_ms, 600 + 1_000);
+    }
+
+    /// The clock stepped back (or another worker's clock read a hair
+    /// ahead): the key's window starts after `now`. The wait counts from
+    /// `now`, so waiting it on this clock admits, and not a millisecond less.
+    #[test]
+    fn a_window_ahead_of_the_clock_counts_the_time_until_it_starts() {
+        let r = rate(2, 1_000);
+        let c = Counts {
+            win: 11,
+            cur: 2,
+            prev: 0,
+        };
+        let now = 10_500;
+        let Verdict::Refuse { quota } = r.decide(c, now) else {
+            panic!()
+        };
+        // 500 ms until window 11 starts, then all of it, then half of the
+        // next until its count of 2 has slid to 1.
+        assert_eq!(quota.reset_ms, 500 + 1_000 + 500);
+        assert!(!r.decide(c, now + quota.reset_ms - 1).admits());
+        assert!(r.decide(c, now + quota.reset_ms).admits());
+        assert_eq!(r.wait_ms(c, now), quota.reset_ms);
+
+        // Admitted with room left: Reset is the end of the key's window.
+        let one = Counts { cur: 0, ..c };
+        let Verdict::Admit { counts, quota } = r.decide(one, now) else {
+            panic!()
+        };
+        assert_eq!(
+            counts,
+            Counts { cur: 1, ..c },
+            "the key's time never moves back"
+        );
+        assert_eq!((quota.remaining, quota.reset_ms), (1, 500 + 1_000));
+        // Admitted as the last one: the wait, counted from now.
+        let Verdict::Admit { counts, quota } = r.decide(counts, now) else {
+            panic!()
+        };
+        assert_eq!((quota.remaining, quota.reset_ms), (0, 2_000));
+        assert!(r.decide(counts, now + 2_000).admits());
+        assert!(!r.decide(counts, now + 1_999).admits());
+    }
+
+    /// Stepped back by more than a window: counts written on the clock as it
+    /// ran before cannot be placed on this one. The key starts empty (as
+    /// after a restart) rather than freezing its caller for the whole step.
+    #[test]
+    fn counts_from_more_than_a_window_ahead_are_dropped() {
+        let r = rate(5, 1_000);
+        let c = Counts {
+            win: 3_600,
+            cur: 5,
+            prev: 5,
+        };
+        let now = 100_250;
+        let Verdict::Admit { counts, quota } = r.decide(c, now) else {
+            panic!("a clock stepped back an hour refuses for an hour")
+        };
+        assert_eq!(
+            counts,
+            Counts {
+                win: 100,
+                cur: 1,
+                prev: 0
+            }
+        );
+        assert_eq!((quota.remaining, quota.reset_ms), (4, 750));
+        assert!(c.expired(100), "nothing to keep: the sweep may reclaim it");
+        assert!(!c.expired(3_599), "one window ahead still weighs");
     }
 
     #[test]

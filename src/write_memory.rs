@@ -3,7 +3,7 @@
 //!
 //! Why a remembered value is never trusted wrongly: Envoy hands out cas
 //! values from one process-wide counter, each value once, in order (+1 per
-//! successful write of any key, skipping 0; ENVOY.md). The memory keeps
+//! successful write of any key, skipping 0; docs/envoy-host.md). The memory keeps
 //! `next`, a value the counter has certainly reached: one past the cas of a
 //! key we wrote moments ago, read back, plus one per write of ours since. A
 //! write of ours is remembered with `next` as the cas it must have been

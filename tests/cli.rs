@@ -199,6 +199,7 @@ fn explain_reads_by_route_and_phase() {
     assert_eq!(r.code, 0, "{}", r.out);
     let want = "\
 ratebound configuration \"demo\": 1 route, 1 bound (on 3 nodes)
+client addresses are counted per IPv4 address and per IPv6 /64 network  $.client_address
 
 route \"hello\"  $.routes[0]
   takes GET requests, path starting with /hello, Envoy route \"hello\"
@@ -729,4 +730,33 @@ fn explain_shows_operations_under_their_route_with_the_counter_count() {
     );
     assert_eq!(v["summary"]["operations"], 5);
     assert_eq!(v["summary"]["operation_bounds"], 6);
+}
+
+#[test]
+fn check_says_how_much_of_the_key_budget_a_configuration_uses_and_refuses_more() {
+    let bounds = |n: usize| {
+        let b: Vec<String> = (0..n)
+            .map(|j| format!(r#"{{"name":"b{j}","per":"address","limit":5,"window":"PT1M"}}"#))
+            .collect();
+        format!(
+            r#"{{"routes":[{{"name":"r","bounds":[{}]}}]}}"#,
+            b.join(",")
+        )
+    };
+    let r = run(&["check", "-"], Some(bounds(128).as_bytes()));
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert!(
+        r.out
+            .contains("-: 160,256 of the 161,280 shared-data keys one configuration may use"),
+        "{}",
+        r.out
+    );
+    let r = run(&["check", "-"], Some(bounds(129).as_bytes()));
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert!(
+        r.out
+            .contains("error: $.routes: 129 bounds keyed per caller need 161508 shared-data keys"),
+        "{}",
+        r.out
+    );
 }

@@ -10,7 +10,7 @@ use ratebound::config::parse;
 use ratebound::limiter::{Caller, Limiter};
 use ratebound::plan::Plan;
 use ratebound::slots::{self, Lane, Table};
-use ratebound::store::{ensure, MemStore, Store};
+use ratebound::store::{MemStore, Store};
 use ratebound::window::{Counts, Rate, Verdict};
 
 proptest! {
@@ -97,6 +97,68 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A clock that steps back (by a millisecond, by part of a window, by
+    /// hours) between requests to one key. At every decision: a refused
+    /// caller that waits Retry-After on the clock as it now runs is admitted,
+    /// and not a millisecond earlier; `remaining` is exactly how many more
+    /// are admitted at that instant; with none left, Reset is that exact
+    /// wait; with some left, Reset ends the window the key was written in.
+    #[test]
+    fn a_clock_stepping_back_never_shortens_a_wait_or_inflates_remaining(
+        limit in 1u32..12,
+        window_ms in prop::sample::select(vec![1_000u64, 60_000]),
+        steps in prop::collection::vec(
+            prop_oneof![
+                4 => 0i64..2_000,
+                2 => -2_000i64..0,
+                1 => -200_000i64..-2_000,
+                1 => -10_000_000i64..-200_000,
+                1 => 2_000i64..200_000,
+            ],
+            1..150,
+        ),
+    ) {
+        let rate = Rate { limit, window_ms };
+        let admits = |c: Counts, t: u64| rate.decide(c, t).admits();
+        let mut now = 1_000_000 * window_ms + 7;
+        let mut c = Counts::default();
+        for step in steps {
+            now = now.saturating_add_signed(step);
+            match rate.decide(c, now) {
+                Verdict::Refuse { quota } => {
+                    prop_assert_eq!(quota.remaining, 0);
+                    prop_assert!(quota.reset_ms > 0);
+                    prop_assert!(admits(c, now + quota.reset_ms), "not admitted after Retry-After");
+                    prop_assert!(!admits(c, now + quota.reset_ms - 1), "Retry-After longer than needed");
+                }
+                Verdict::Admit { counts, quota } => {
+                    let mut next = counts;
+                    for k in 0..quota.remaining {
+                        match rate.decide(next, now) {
+                            Verdict::Admit { counts, .. } => next = counts,
+                            Verdict::Refuse { .. } => {
+                                prop_assert!(false, "remaining {} but refused after {}", quota.remaining, k)
+                            }
+                        }
+                    }
+                    prop_assert!(!admits(next, now), "remaining {} undersold", quota.remaining);
+                    if quota.remaining == 0 {
+                        prop_assert!(quota.reset_ms > 0);
+                        prop_assert!(admits(counts, now + quota.reset_ms));
+                        prop_assert!(!admits(counts, now + quota.reset_ms - 1));
+                    } else {
+                        prop_assert_eq!(now + quota.reset_ms, (counts.win + 1) * window_ms);
+                    }
+                    c = counts;
+                }
+            }
+        }
+    }
+}
+
 // ---- the slot table ----
 
 const TABLE: Table = Table {
@@ -115,9 +177,7 @@ fn lane(store: &MemStore, tag: u32) -> Lane {
         },
         Some(TABLE),
     );
-    for k in l.all_keys() {
-        ensure(store, k).unwrap();
-    }
+    l.create_keys(store).unwrap();
     l
 }
 
@@ -198,9 +258,7 @@ proptest! {
             .map(|(i, b)| {
                 let table = (b.per == ratebound::config::Per::Address).then_some(TABLE);
                 let l = Lane::new(&format!("p:{i}"), 1, b.rate, table);
-                for k in l.all_keys() {
-                    ensure(&store, k).unwrap();
-                }
+                l.create_keys(&store).unwrap();
                 l
             })
             .collect();
@@ -262,9 +320,7 @@ proptest! {
                 let b = &plan.routes[0].bounds[0];
                 let table = (!per_route).then_some(TABLE);
                 let l = Lane::new("x:0", 1, b.rate, table);
-                for k in l.all_keys() {
-                    ensure(&store, k).unwrap();
-                }
+                l.create_keys(&store).unwrap();
                 Limiter::new(plan, vec![vec![l]], [5, 6])
             })
             .collect();

@@ -15,6 +15,19 @@ pub struct Explanation {
     pub nodes: Option<u32>,
     pub routes: Vec<RouteRow>,
     pub summary: Summary,
+    /// How a client address is counted, when some bound counts one (per
+    /// address, or anonymous callers of an identity bound).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_address: Option<ClientAddressRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientAddressRow {
+    pub ipv4_prefix: u32,
+    pub ipv6_prefix: u32,
+    pub path: String,
+    /// "client addresses are counted per IPv4 address and per IPv6 /64 network".
+    pub words: String,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -230,11 +243,27 @@ pub fn explain(config: &Config, nodes: Option<u32>) -> Explanation {
             }
         })
         .collect();
+    let counts_addresses = config
+        .routes
+        .iter()
+        .flat_map(|r| {
+            r.bounds
+                .iter()
+                .chain(r.operations.iter().flat_map(|o| &o.bounds))
+        })
+        .any(|b| b.per != Per::Route);
+    let a = &config.client_address;
     Explanation {
         instance: config.instance.clone(),
         nodes,
         routes,
         summary,
+        client_address: counts_addresses.then(|| ClientAddressRow {
+            ipv4_prefix: a.ipv4_prefix,
+            ipv6_prefix: a.ipv6_prefix,
+            path: "$.client_address".to_string(),
+            words: words::client_address(a.ipv4_prefix, a.ipv6_prefix),
+        }),
     }
 }
 
@@ -295,5 +324,34 @@ mod tests {
         assert_eq!(row["bounds"][0]["warnings"][0]["code"], "per-node");
         assert_eq!(row["bounds"][0]["warnings"][0]["level"], "note");
         assert_eq!(v["nodes"], serde_json::Value::Null);
+        let a = &v["client_address"];
+        assert_eq!(
+            a["words"],
+            "client addresses are counted per IPv4 address and per IPv6 /64 network"
+        );
+        assert_eq!(
+            (a["ipv4_prefix"].as_u64(), a["ipv6_prefix"].as_u64()),
+            (Some(32), Some(64))
+        );
+        assert_eq!(a["path"], "$.client_address");
+    }
+
+    #[test]
+    fn the_client_address_prefixes_are_said_when_an_address_is_counted() {
+        let c = parse(
+            br#"{"client_address":{"ipv4_prefix":24,"ipv6_prefix":128},
+            "routes":[{"name":"a","bounds":[{"per":"address","limit":1,"window":"PT1H"}]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            explain(&c, None).client_address.map(|a| a.words),
+            Some("client addresses are counted per IPv4 /24 network and per IPv6 address".into())
+        );
+        // Nobody is counted by address: nothing to say.
+        let c = parse(
+            br#"{"routes":[{"name":"a","bounds":[{"per":"route","limit":1,"window":"PT1H"}]}]}"#,
+        )
+        .unwrap();
+        assert!(explain(&c, None).client_address.is_none());
     }
 }

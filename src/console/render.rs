@@ -31,6 +31,9 @@ pub fn text(e: &Explanation) -> String {
         plural(e.summary.routes, "route"),
         plural(e.summary.bounds, "bound"),
     );
+    if let Some(a) = &e.client_address {
+        let _ = writeln!(out, "{}  {}", a.words, a.path);
+    }
     for r in &e.routes {
         out.push('\n');
         route(&mut out, r);

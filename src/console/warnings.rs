@@ -538,7 +538,9 @@ fn loose_operation_bound(
 /// An operation whose method or path the route's `match` excludes.
 fn unreachable_operation(route: &RouteFacts, op: &OperationFacts) -> Option<Warning> {
     let at = operation_path(route, op);
-    if !route.methods.is_empty() && !route.methods.contains(&op.method) {
+    // A HEAD request finds a GET operation: a route taking HEAD reaches it.
+    let reached = |m: &String| crate::normalize::method_matches(&op.method, m);
+    if !route.methods.is_empty() && !route.methods.iter().any(reached) {
         return Some(op_warning(
             Code::UnreachableOperation,
             format!("{at}.method"),
@@ -1217,6 +1219,17 @@ mod tests {
             .unwrap();
         assert_eq!(w.operation, Some(1));
         assert!(w.message.starts_with("operation GET /health (health) never matches: route \"shop\" takes only paths starting with /api"), "{}", w.message);
+        // A route taking only HEAD reaches a GET operation (HEAD is its GET).
+        let get = op(
+            "get",
+            "GET",
+            "/api/orders/{id}",
+            r#"{"per":"user","limit":5,"window":"PT1M"}"#,
+        );
+        let ws = shop(r#","methods":["HEAD"]"#, &get);
+        assert!(codes(&ws, Code::UnreachableOperation).is_empty(), "{ws:#?}");
+        let ws = shop(r#","methods":["POST"]"#, &get);
+        assert_eq!(codes(&ws, Code::UnreachableOperation).len(), 1, "{ws:#?}");
     }
 
     #[test]

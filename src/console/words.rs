@@ -65,6 +65,23 @@ pub fn per(per: Per) -> &'static str {
     }
 }
 
+/// How a client address is counted: "client addresses are counted per IPv4
+/// address and per IPv6 /64 network".
+pub fn client_address(ipv4_prefix: u32, ipv6_prefix: u32) -> String {
+    let family = |name: &str, len: u32, all: u32| {
+        if len == all {
+            format!("per {name} address")
+        } else {
+            format!("per {name} /{len} network")
+        }
+    };
+    format!(
+        "client addresses are counted {} and {}",
+        family("IPv4", ipv4_prefix, 32),
+        family("IPv6", ipv6_prefix, 128)
+    )
+}
+
 /// A bound in one phrase: "5 a minute per client address", with the
 /// audience after a comma when the bound is narrowed.
 pub fn bound(limit: u64, window_ms: u64, key: Per, audience: Option<&str>) -> String {

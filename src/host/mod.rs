@@ -10,13 +10,13 @@ use crate::config;
 use crate::config::{OnError, SessionSource};
 use crate::console;
 use crate::headers;
-use crate::identity::{self as id_decode, Identity};
+use crate::identity::{self as id_decode, Identity, SessionError};
 use crate::identity_cache::{credential_key, IdentityCache};
 use crate::lanes;
 use crate::limiter::{Caller, Decision, Limiter, Pending};
 use crate::plan::{Plan, RequestInfo};
 use crate::slots::{self, Lane, Table};
-use crate::store::ensure;
+use crate::store::Store;
 use crate::window::Quota;
 use metrics::Metrics;
 use proxy_wasm::hostcalls;
@@ -30,23 +30,40 @@ use std::time::Duration;
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     std::panic::set_hook(Box::new(|info| {
-        log(LogLevel::Critical, &format!("ratebound panicked: {info}"));
+        // Where, not what: a panic message can quote the data it choked on
+        // (a string slice error prints the string), and no request value
+        // may reach the log.
+        let at = info
+            .location()
+            .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
+        log(LogLevel::Critical, &format!("ratebound panicked{at}"));
     }));
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
 }}
 
-/// Buckets swept per lane per tick: a full sweep every few seconds.
+/// Buckets swept per lane per sweep: a full sweep every few seconds.
 const SWEEP_CHUNK: usize = 256;
 
 #[derive(Default)]
 struct Root {
     active: Option<Rc<Active>>,
-    ticks: u64,
+    /// The configuration's bytes, to register it again if the directory
+    /// forgot it while it was in force.
+    bytes: Vec<u8>,
+    /// It was in force at its last tick.
+    current: bool,
+    /// Joined its configuration's directory entry (at its first tick).
+    joined: bool,
 }
 
 /// A configuration in force: the limiter, its stats, the session cache.
 struct Active {
     limiter: Limiter,
+    /// Its generation in the lane directory.
+    gen: u64,
+    /// Forgotten by the directory while superseded: its lanes may be
+    /// another bound's now, so it counts nothing more.
+    orphaned: std::cell::Cell<bool>,
     metrics: Metrics,
     sessions: RefCell<IdentityCache>,
     /// Identities of JWTs jwt_authn verified, per token.
@@ -55,7 +72,14 @@ struct Active {
     refusal: RefCell<headers::Refusal>,
 }
 
-impl Context for Root {}
+impl Context for Root {
+    fn on_done(&mut self) -> bool {
+        // Envoy destroys a superseded configuration's contexts once its
+        // connections drained: its lanes are free when the last one leaves.
+        self.leave();
+        true
+    }
+}
 
 impl RootContext for Root {
     fn on_vm_start(&mut self, _: usize) -> bool {
@@ -83,6 +107,9 @@ impl RootContext for Root {
             .unwrap_or_default();
         match activate(&bytes) {
             Ok(active) => {
+                self.leave();
+                self.bytes = bytes;
+                self.current = true;
                 let p = &active.limiter.plan;
                 log(
                     LogLevel::Info,
@@ -110,33 +137,29 @@ impl RootContext for Root {
     }
 
     fn on_tick(&mut self) {
-        let Some(active) = &self.active else { return };
+        let Some(active) = self.active.clone() else {
+            return;
+        };
         active
             .metrics
             .write_memory(active.limiter.take_memory_counts());
         active.metrics.flush();
-        let store = SharedData;
-        let plan = &active.limiter.plan;
-        if let Ok(false) = lanes::is_current(&store, &plan.instance, plan.hash) {
-            // Superseded: this context only serves connections draining from
-            // an older configuration. It hands over their counts, but its
-            // gauges would now be wrong and its lanes are not its own.
-            return;
-        }
-        self.ticks += 1;
         let now = now_ms();
-        for (r, lanes) in active.limiter.lanes.iter().enumerate() {
-            for (b, lane) in lanes.iter().enumerate() {
-                let Some(table) = lane.table else { continue };
-                let chunks = table.buckets.div_ceil(SWEEP_CHUNK) as u64;
-                let start = ((self.ticks % chunks) as usize) * SWEEP_CHUNK;
-                if let Err(e) = slots::sweep(&store, lane, start..start + SWEEP_CHUNK, now) {
-                    active.metrics.store_error();
-                    log(LogLevel::Warn, &format!("ratebound sweep: {e}"));
+        match lanes::beat(&SharedData, active.gen, !self.joined, now) {
+            Ok(Some(beat)) => {
+                self.joined = true;
+                self.current = beat.current;
+                // Only the configuration in force keeps gauges and sweeps,
+                // one VM a period: a superseded one only serves connections
+                // that are draining, and its lanes are not all its own.
+                if beat.sweep {
+                    sweep(&active, now);
                 }
-                if let Ok(n) = slots::tracked(&store, lane) {
-                    active.metrics.tracked(r, b, n);
-                }
+            }
+            Ok(None) => self.forgotten(&active),
+            Err(e) => {
+                active.metrics.store_error();
+                log(LogLevel::Warn, &format!("ratebound: lane directory: {e}"));
             }
         }
     }
@@ -155,23 +178,130 @@ impl RootContext for Root {
     }
 }
 
+impl Root {
+    /// Leaves the directory entry this context joined, if it did.
+    fn leave(&mut self) {
+        let Some(active) = self.active.take() else {
+            return;
+        };
+        if !std::mem::take(&mut self.joined) {
+            return;
+        }
+        match lanes::leave(&SharedData, active.gen) {
+            Ok(left) => log(
+                LogLevel::Debug,
+                &format!(
+                    "ratebound: a context of generation {} left the lane directory ({left} left)",
+                    active.gen
+                ),
+            ),
+            Err(e) => log(
+                LogLevel::Warn,
+                &format!("ratebound: leaving the lane directory: {e}"),
+            ),
+        }
+    }
+
+    /// The directory no longer knows this configuration: none of its
+    /// contexts ticked for `lanes::LEASE_MS`. In force, it registers again
+    /// (its counts start over); superseded, it stops counting, since its
+    /// lanes may be another bound's by now.
+    fn forgotten(&mut self, active: &Active) {
+        active.metrics.store_error();
+        if !self.current {
+            if !active.orphaned.replace(true) {
+                log(
+                    LogLevel::Error,
+                    "ratebound: a superseded configuration was forgotten by the lane directory \
+                     (no tick for a minute); its draining connections are no longer counted",
+                );
+            }
+            return;
+        }
+        log(
+            LogLevel::Error,
+            "ratebound: the configuration in force was forgotten by the lane directory \
+             (no tick for a minute); registering it again, its counts start over",
+        );
+        match activate(&self.bytes) {
+            Ok(fresh) => {
+                self.joined = false;
+                self.active = Some(Rc::new(fresh));
+            }
+            Err(errors) => {
+                for e in errors {
+                    log(
+                        LogLevel::Error,
+                        &format!("ratebound: registering again: {e}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Sweeps expired callers out of the caller tables that track any, a chunk
+/// of buckets each, and writes the tracked gauges. Idle tables cost one
+/// read.
+fn sweep(active: &Active, now: u64) {
+    let store = SharedData;
+    let period = now / lanes::SWEEP_MS;
+    for (r, lanes_of_route) in active.limiter.lanes.iter().enumerate() {
+        for (b, lane) in lanes_of_route.iter().enumerate() {
+            let Some(table) = lane.table else { continue };
+            let mut n = match slots::tracked(&store, lane) {
+                Ok(n) => n,
+                Err(e) => {
+                    active.metrics.store_error();
+                    log(LogLevel::Warn, &format!("ratebound sweep: {e}"));
+                    continue;
+                }
+            };
+            if n > 0 {
+                let chunks = table.buckets.div_ceil(SWEEP_CHUNK).max(1) as u64;
+                let start = ((period % chunks) as usize) * SWEEP_CHUNK;
+                match slots::sweep(&store, lane, start..start + SWEEP_CHUNK, now) {
+                    Ok(removed) => n = n.saturating_sub(removed),
+                    Err(e) => {
+                        active.metrics.store_error();
+                        log(LogLevel::Warn, &format!("ratebound sweep: {e}"));
+                    }
+                }
+            }
+            active.metrics.tracked(r, b, n);
+        }
+    }
+}
+
 /// Parses, compiles, and binds every bound to its lane in shared data.
 fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
     let config =
         config::parse(bytes).map_err(|es| es.iter().map(|e| e.to_string()).collect::<Vec<_>>())?;
     let plan = Plan::compile(&config);
     let store = SharedData;
-    let store_err = |e: crate::store::StoreError| vec![format!("shared data: {e}")];
-    let resolved = lanes::resolve(
+    let resolved = lanes::register(
         &store,
         &plan.instance,
         plan.hash,
-        &plan.fingerprints(),
+        &plan.wants(),
+        now_ms(),
         fresh_seed(),
     )
-    .map_err(store_err)?;
-    if resolved.first {
+    .map_err(|e| vec![e.to_string()])?;
+    let gen = resolved.registered.gen;
+    if resolved.registered.first {
         // Once per configuration, by the first VM to see it.
+        log(
+            LogLevel::Info,
+            &format!(
+                "ratebound lanes: instance {:?} is generation {gen}; this vm_id has {} \
+                 configurations alive and {} shared-data keys (budget {})",
+                plan.instance,
+                resolved.alive,
+                resolved.keys,
+                crate::budget::VM_KEYS
+            ),
+        );
         for w in console::warnings(&config, None) {
             if w.level == console::Level::Warning {
                 log(
@@ -181,29 +311,9 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
             }
         }
     }
-    let mut next = resolved.assigned.iter();
-    let mut all = Vec::with_capacity(plan.routes.len());
-    for route in &plan.routes {
-        let mut lanes_of_route = Vec::with_capacity(route.bounds.len());
-        for bound in &route.bounds {
-            let a = next
-                .next()
-                .ok_or_else(|| vec!["lane assignment is shorter than the plan".to_string()])?;
-            let table = (bound.per != config::Per::Route).then_some(Table::DEFAULT);
-            let lane = Lane::new(
-                &lanes::lane_prefix(&plan.instance, a.lane),
-                a.tag,
-                bound.rate,
-                table,
-            );
-            // Create every key ahead of use so all later writes are CAS.
-            for key in lane.all_keys() {
-                ensure(&store, key).map_err(store_err)?;
-            }
-            lanes_of_route.push(lane);
-        }
-        all.push(lanes_of_route);
-    }
+    let all = bind_lanes(&plan, &resolved.registered.assigned).inspect_err(|_| {
+        let _ = lanes::leave(&store, gen);
+    })?;
     let metrics = Metrics::define(&plan);
     // (entries, ttl_s) of a configured cache; none caches nothing.
     let cache = |sized: Option<(usize, u64)>| {
@@ -220,12 +330,40 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
             .map(|j| (j.cache_entries, j.cache_ttl_s)),
     );
     Ok(Active {
-        limiter: Limiter::new(plan, all, resolved.directory.seed),
+        limiter: Limiter::new(plan, all, resolved.seed),
+        gen,
+        orphaned: std::cell::Cell::new(false),
         metrics,
         sessions,
         tokens,
         refusal: RefCell::default(),
     })
+}
+
+/// Each bound's lane, its keys created where they are not yet: the first VM
+/// to bind a new caller table creates its 1,252 keys (the tracked count
+/// last); every other VM reads that one key.
+fn bind_lanes(plan: &Plan, assigned: &[lanes::Assigned]) -> Result<Vec<Vec<Lane>>, Vec<String>> {
+    let store = SharedData;
+    let store_err = |e: crate::store::StoreError| vec![format!("shared data: {e}")];
+    let mut next = assigned.iter();
+    let mut all = Vec::with_capacity(plan.routes.len());
+    for route in &plan.routes {
+        let mut lanes_of_route = Vec::with_capacity(route.bounds.len());
+        for bound in &route.bounds {
+            let a = next
+                .next()
+                .ok_or_else(|| vec!["lane assignment is shorter than the plan".to_string()])?;
+            let table = (bound.per != config::Per::Route).then_some(Table::DEFAULT);
+            let lane = Lane::new(&lanes::lane_prefix(a.lane), a.tag, bound.rate, table);
+            if store.get(lane.last_key()).map_err(store_err)?.0.is_none() {
+                lane.create_keys(&store).map_err(store_err)?;
+            }
+            lanes_of_route.push(lane);
+        }
+        all.push(lanes_of_route);
+    }
+    Ok(all)
 }
 
 /// The figures of bound `b` of `route`, as the client is shown them.
@@ -345,7 +483,12 @@ impl Request {
 
     /// A failed session resolve: counted, logged, and answered with 503
     /// when the configured outcome is `deny` (then true).
-    fn identity_failed(&mut self, active: &Active, session: &SessionSource, why: &str) -> bool {
+    fn identity_failed(
+        &mut self,
+        active: &Active,
+        session: &SessionSource,
+        why: &SessionError,
+    ) -> bool {
         active.metrics.identity_error();
         log(
             LogLevel::Warn,
@@ -400,16 +543,11 @@ impl Context for Request {
             .ok()
             .flatten()
             .unwrap_or_default();
-        let answer = match status.as_str() {
-            "200" => hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size)
+        let answer = id_decode::session_outcome(&status, || {
+            hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size)
                 .ok()
                 .flatten()
-                .ok_or_else(|| "empty session answer".to_string())
-                .and_then(|b| id_decode::from_session_answer(&b)),
-            // Not signed in: a valid answer, and anonymous.
-            "401" | "403" | "404" => Ok(Identity::default()),
-            other => Err(format!("session service answered {other:?}")),
-        };
+        });
         let mut id = w.identity;
         match answer {
             Ok(found) => {
@@ -432,7 +570,7 @@ impl Context for Request {
 
 impl HttpContext for Request {
     fn on_http_request_headers(&mut self, _: usize, _: bool) -> Action {
-        let Some(active) = self.active.clone() else {
+        let Some(active) = self.active.clone().filter(|a| !a.orphaned.get()) else {
             return Action::Continue;
         };
         let lim = &active.limiter;
@@ -451,7 +589,9 @@ impl HttpContext for Request {
             path: path.as_deref(),
             method: method.as_deref(),
         };
-        let Some(r) = plan.route_for(&info) else {
+        // Normalised once, for the route and its operation.
+        let request = info.normalized();
+        let Some(r) = plan.route_for_normalized(&request) else {
             return Action::Continue;
         };
         let route = &plan.routes[r];
@@ -465,7 +605,7 @@ impl HttpContext for Request {
             .unwrap_or_default();
         let address = strip_port(&source);
 
-        let op = route.operation_for(method.as_deref(), path.as_deref());
+        let op = route.operation_for(&request);
         let now = now_ms();
 
         // Phase 1: bounds that need no identity, before anything is resolved.
@@ -533,7 +673,7 @@ impl HttpContext for Request {
                                 return Action::Pause;
                             }
                             Err(s) => {
-                                let why = format!("call not dispatched: {s:?}");
+                                let why = SessionError::NotDispatched(format!("{s:?}"));
                                 if self.identity_failed(&active, session, &why) {
                                     return Action::Pause;
                                 }

@@ -140,6 +140,8 @@ class Envoy:
         name: str = "envoy",
         static_listener: bool = False,
         drain_time_s: int | None = None,
+        listen: str = "127.0.0.1",
+        path_normalization: bool = False,
     ) -> None:
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -153,6 +155,11 @@ class Envoy:
         # reload); a filter configuration rejected there stops Envoy at startup.
         self.static_listener = static_listener
         self.drain_time_s = drain_time_s
+        # The listener's address: "::1" for IPv6 clients (admin stays on 127.0.0.1).
+        self.listen = listen
+        # Envoy's own path normalisation (off by default, as in Envoy): on,
+        # the settings the docs recommend in front of ratebound.
+        self.path_normalization = path_normalization
         self.admin_port = free_port()
         self.port = free_port()
         self.lds_dir = self.dir / "lds"
@@ -188,18 +195,23 @@ class Envoy:
         xff = "          use_remote_address: true\n"
         if self.xff_num_trusted_hops > 0:
             xff += f"          xff_num_trusted_hops: {self.xff_num_trusted_hops}\n"
+        norm = ""
+        if self.path_normalization:
+            norm = ("          normalize_path: true\n"
+                    "          merge_slashes: true\n"
+                    "          path_with_escaped_slashes_action: UNESCAPE_AND_REDIRECT\n")
         return f"""resources:
 - "@type": type.googleapis.com/envoy.config.listener.v3.Listener
   name: main
   address:
-    socket_address: {{ address: 127.0.0.1, port_value: {self.port} }}
+    socket_address: {{ address: {_q(self.listen)}, port_value: {self.port} }}
   filter_chains:
   - filters:
     - name: envoy.filters.network.http_connection_manager
       typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
           stat_prefix: main
-{xff}          route_config:
+{xff}{norm}          route_config:
             name: main
             virtual_hosts:
             - name: main
@@ -330,7 +342,7 @@ static_resources:
                 raise EnvoyStartError(f"Envoy rejected the initial listener\n{self.log()}")
             if live and self.stat("listener_manager.total_listeners_active") >= 1:
                 try:
-                    with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    with socket.create_connection((self.listen, self.port), timeout=1):
                         return
                 except OSError:
                     pass
@@ -467,13 +479,15 @@ def settle_stats() -> None:
 
 
 def request(port: int, path: str, src: str = "127.0.0.1", method: str = "GET",
-            headers: dict | None = None, timeout: float = 10.0):
-    """One request on a fresh connection from `src`. Returns (status, headers, body).
+            headers: dict | None = None, timeout: float = 10.0, host: str = "127.0.0.1"):
+    """One request on a fresh connection from `src` to `host` (an Envoy
+    listening there: `listen="::1"` with host="::1", src="::1" for IPv6).
+    Returns (status, headers, body).
 
     Header names are lowercased; a header that came once maps to its string, a
     header that came several times maps to the list of its values.
     """
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
+    conn = http.client.HTTPConnection(host, port, timeout=timeout,
                                       source_address=(src, 0))
     try:
         conn.request(method, path, headers=headers or {})

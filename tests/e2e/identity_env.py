@@ -34,8 +34,9 @@ def bearer(**claims) -> dict:
 
 
 class SessionService(LocalServer):
-    """Answers GET /session: the `sid` cookie names a user in `users`;
-    unknown cookies get 401; `fail` makes it answer 500."""
+    """Answers GET /session: the `sid` cookie names a user in `users` (its
+    answer as JSON, or bytes sent as they are); unknown cookies get 401;
+    `fail` makes it answer 500."""
 
     def __init__(self, users: dict[str, dict]) -> None:
         self.users = users
@@ -48,7 +49,8 @@ class SessionService(LocalServer):
         if self.fail:
             code, body = 500, b"boom"
         elif sid in self.users:
-            code, body = 200, json.dumps(self.users[sid]).encode()
+            user = self.users[sid]
+            code, body = 200, user if isinstance(user, bytes) else json.dumps(user).encode()
         else:
             code, body = 401, b"{}"
         return code, [("content-type", "application/json")], body

@@ -190,3 +190,41 @@ def test_session_resolve_is_cached_and_never_called_for_an_early_refusal(envoy, 
     total = e.rb("sess", what="session_calls") + e.rb("sess", what="session_cache_hits")
     print(f"session: {session.hits} service hits, cache hit rate "
           f"{e.rb('sess', what='session_cache_hits')}/{total}")
+
+
+def test_a_malformed_session_answer_never_reaches_the_log(envoy):
+    """A session service answering nonsense that carries identity values
+    (a roles string, a token id, a user number, raw text): each failure is
+    logged and counted, naming the field and its type, and none of the
+    values reaches Envoy's log."""
+    marker, number = "MARKER-5e55-a1b2", 73199313370
+    s = SessionService({
+        "roles": {"user": "u-roles", "roles": f"{marker} admin"},
+        "token": {"user": "u-token", "token_id": {"id": marker}},
+        "number": {"user": number},
+        "list": [marker],
+        "html": f"<html>{marker}</html>".encode(),
+    })
+    try:
+        cfg = {
+            "instance": "leak",
+            "identity": {"session": {"cluster": "session", "cookie": "sid"}},
+            "routes": [route([{"name": "user", "per": "user", "limit": 100,
+                               "window": "PT1M"}])],
+        }
+        e = envoy(cfg, cls=IdentityEnvoy, concurrency=1, session_port=s.port)
+        for sid in ("roles", "token", "number", "list", "html"):
+            # on_error anonymous: let through, counted on the address
+            assert request(e.port, "/api", headers={"cookie": f"sid={sid}"})[0] == 200, sid
+        assert s.hits == 5
+        assert e.rb("leak", what="identity_errors") == 5
+        e.stop()
+        log = e.log()
+    finally:
+        s.close()
+    failed = [l for l in log.splitlines() if "ratebound session resolve failed" in l]
+    assert len(failed) == 5, failed
+    assert any("roles is a string, expected a list of strings" in l for l in failed), failed
+    assert any("user is a number, expected a string" in l for l in failed), failed
+    assert marker not in log, [l for l in log.splitlines() if marker in l]
+    assert str(number) not in log, [l for l in log.splitlines() if str(number) in l]

@@ -6,7 +6,7 @@ mod args;
 
 use args::{Command, Format};
 use ratebound::config::{Config, ConfigError};
-use ratebound::console::{explain, input, openapi, render, schema, warnings, Level};
+use ratebound::console::{explain, input, openapi, render, schema, warnings, words, Level};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -206,6 +206,15 @@ fn check(file: &str, config: &Config, strict: bool, nodes: Option<u32>) -> u8 {
     } else {
         format!(", {}", plural(operations, "operation"))
     };
+    let (tables, singles) = ratebound::config::bound_kinds(config);
+    s.push_str(&format!(
+        "{file}: {} of the {} shared-data keys one configuration may use \
+         ({} keyed per caller, 1,252 keys each; {} per route, 1 each)\n",
+        words::number(ratebound::budget::keys_of(tables, singles)),
+        words::number(ratebound::budget::CONFIG_KEYS),
+        plural(tables, "bound"),
+        plural(singles, "bound"),
+    ));
     s.push_str(&format!(
         "{file}: valid ({}, {}{operations}), {}, {}\n",
         plural(config.routes.len(), "route"),
