@@ -1,7 +1,7 @@
 //! Bytes → the filter's configuration parser (what Envoy hands the filter
 //! at configure time). Never panics; a refusal names where (a JSON path);
-//! an accepted configuration compiles deterministically, gets a lane per
-//! bound, and the console can explain it.
+//! an accepted configuration compiles deterministically, fits the key
+//! budget (it gets a lane per bound), and the console can explain it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -47,27 +47,30 @@ fuzz_target!(|data: &[u8]| {
     );
     let again = parse(data).map(|c| Plan::compile(&c).hash);
     assert_eq!(again, Ok(plan.hash), "parsing twice, two hashes");
-    let fingerprints = plan.fingerprints();
+    let wants = plan.wants();
     let bounds: usize = plan.routes.iter().map(|r| r.bounds.len()).sum();
-    assert_eq!(fingerprints.len(), bounds);
+    assert_eq!(wants.len(), bounds, "a lane wanted per bound");
     for b in plan.routes.iter().flat_map(|r| &r.bounds) {
         assert!(b.rate.limit >= 1);
         assert!((1_000..=86_400_000).contains(&b.rate.window_ms));
         assert_eq!(b.rate.window_ms % 1_000, 0);
     }
-    // As the filter activates it: one lane per bound; a second worker
-    // finds the same lanes and is not the first.
+    // As the filter activates it: parse checked the key budget, so with
+    // nothing else alive it gets one lane per bound; a second worker joins
+    // the same lanes and is not the first.
     let store = MemStore::new();
-    if let Ok(first) = lanes::resolve(&store, &plan.instance, plan.hash, &fingerprints, [1, 2]) {
-        assert!(first.first);
-        assert_eq!(first.assigned.len(), fingerprints.len(), "a lane per bound");
-        let second = lanes::resolve(&store, &plan.instance, plan.hash, &fingerprints, [3, 4]);
-        let second = second.map(|r| (r.first, r.assigned));
-        assert!(
-            matches!(&second, Ok((false, a)) if *a == first.assigned),
-            "a second worker gets other lanes"
-        );
-    }
+    let first = lanes::register(&store, &plan.instance, plan.hash, &wants, 0, [1, 2]);
+    let first = match first {
+        Ok(r) => r.registered,
+        Err(e) => panic!("accepted, then refused lanes in an empty store: {e}"),
+    };
+    assert!(first.first);
+    assert_eq!(first.assigned.len(), wants.len(), "a lane per bound");
+    let second = lanes::register(&store, &plan.instance, plan.hash, &wants, 1, [3, 4]);
+    assert!(
+        matches!(&second, Ok(r) if !r.registered.first && r.registered.assigned == first.assigned),
+        "a second worker gets other lanes"
+    );
     // The filter logs the warnings at configure time; the CLI explains.
     let _ = warnings(&config, None);
     let _ = warnings(&config, Some(3));
