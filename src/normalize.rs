@@ -38,7 +38,9 @@ enum EncodedSlash {
 /// - `.` and `..` segments are resolved (RFC 3986 §5.2.4), never above the
 ///   root: `/../x` is `/x`.
 ///
-/// An invalid escape (`%zz`, a lone `%`) is kept as written. A target that is
+/// A `%` that starts no escape (`%zz`, a lone `%`) is a literal `%`, written
+/// `%25` (`/a%zz` is `/a%25zz`): kept bare, what is decoded after it could
+/// make an escape of it (`%6` then `%62` is `%6b`). A target that is
 /// not origin-form once cut (`*`, an empty path) is returned as written: it
 /// matches no `path_prefix` (they start with `/`) and no operation.
 pub fn path(raw: &str) -> Cow<'_, str> {
@@ -332,14 +334,15 @@ fn is_normal(p: &str, slash: EncodedSlash) -> bool {
                 segment_start = i + 1;
             }
             b'%' => {
-                // An invalid escape is kept as written.
-                if let (Some(v), Some(digits)) = (b.get(i..).and_then(escape), b.get(i + 1..i + 3))
-                {
-                    let upper = digits.iter().all(|d| !d.is_ascii_lowercase());
-                    let splits = slash == EncodedSlash::Split && (v == b'/' || v == b'\\');
-                    if is_unreserved(v) || splits || !upper {
-                        return false;
-                    }
+                let (Some(v), Some(digits)) = (b.get(i..).and_then(escape), b.get(i + 1..i + 3))
+                else {
+                    // A '%' that starts no escape becomes `%25`.
+                    return false;
+                };
+                let upper = digits.iter().all(|d| !d.is_ascii_lowercase());
+                let splits = slash == EncodedSlash::Split && (v == b'/' || v == b'\\');
+                if is_unreserved(v) || splits || !upper {
+                    return false;
                 }
             }
             c if !is_plain(c) => return false,
@@ -379,7 +382,8 @@ fn decode(p: &str, slash: EncodedSlash) -> String {
         }
         match c {
             b'\\' => out.push('/'),
-            b'%' => out.push('%'),
+            // A literal '%' (it starts no escape), as its escape.
+            b'%' => push_escaped(&mut out, b'%'),
             c if is_plain(c) => out.push(char::from(c)),
             c => push_escaped(&mut out, c),
         }
@@ -473,10 +477,10 @@ mod tests {
             ("/a%3Fb", "/a%3Fb"),
             // No double decoding: %25 is a '%' and stays one.
             ("/%2561pi", "/%2561pi"),
-            // Invalid escapes as written.
-            ("/a%zzb/./c", "/a%zzb/c"),
-            ("/a%", "/a%"),
-            ("/a%4", "/a%4"),
+            // A '%' that starts no escape is a literal '%'.
+            ("/a%zzb/./c", "/a%25zzb/c"),
+            ("/a%", "/a%25"),
+            ("/a%4", "/a%254"),
             // Trailing slashes and dot segments at the end keep a '/'.
             ("/api/", "/api/"),
             ("/api/x/.", "/api/x/"),
@@ -507,7 +511,7 @@ mod tests {
             "/api/x?y=1&z=%2F",
             "/",
             "/a%20b/c%C3%A9",
-            "/a%zz",
+            "/a%25zz",
             "/orders/42/pay/",
             "/a.b/.c/..d/",
         ] {
@@ -517,7 +521,7 @@ mod tests {
             assert!(path_keeping_encoded_slashes(raw).is_none(), "{raw}");
         }
         for raw in [
-            "/%61", "//a", "/a/./b", "/a/b/..", "/a\\b", "/%c3%a9", "/a b",
+            "/%61", "//a", "/a/./b", "/a/b/..", "/a\\b", "/%c3%a9", "/a b", "/a%zz",
         ] {
             assert!(!borrowed(path(raw)), "{raw} is not normal");
         }
@@ -586,6 +590,23 @@ mod tests {
             }
         }
         assert!(n > 200_000, "{n}");
+    }
+
+    #[test]
+    fn a_percent_that_starts_no_escape_is_a_literal_percent() {
+        // Found by fuzz/path_normalise: "%6" was kept and "%62" decoded
+        // after it, so the result held "%6b", which a second pass (or an
+        // upstream that decodes twice) reads as "k": `/%6%31pi/x` was
+        // `/%61pi/x`, a spelling of `/api/x`.
+        for raw in ["/%*62%6%62x", "/%6%31pi/x", "/%%36%31", "/a%", "/a%zz"] {
+            let once = path(raw);
+            let twice = path(&once);
+            assert_eq!(twice, once, "{raw:?}");
+            assert!(borrowed(twice), "{raw:?} -> {once:?} is not normal");
+        }
+        assert_eq!(path("/%6%31pi/x"), "/%2561pi/x");
+        // The same resource: a literal '%' and its escape match alike.
+        assert_eq!(path("/a%zz"), path("/a%25zz"));
     }
 
     #[test]
