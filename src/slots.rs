@@ -63,15 +63,35 @@ enum BucketKey {
 
 impl BucketKey {
     fn new(prefix: &str, i: usize) -> BucketKey {
-        use std::io::Write;
-        let mut buf = [0u8; 40];
-        let room = buf.len();
-        let mut w = &mut buf[..];
-        if write!(w, "{prefix}:{i}").is_ok() {
-            let len = room - w.len();
-            return BucketKey::Stack { buf, len };
+        // On the hot path: written by hand, no formatter.
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = i;
+        loop {
+            at -= 1;
+            if let Some(d) = digits.get_mut(at) {
+                *d = b'0' + (n % 10) as u8;
+            }
+            n /= 10;
+            if n == 0 || at == 0 {
+                break;
+            }
         }
-        BucketKey::Heap(format!("{prefix}:{i}"))
+        let digits = digits.get(at..).unwrap_or_default();
+        let len = prefix.len() + 1 + digits.len();
+        let mut buf = [0u8; 40];
+        match buf.get_mut(..len) {
+            Some(out) => {
+                let (head, tail) = out.split_at_mut(prefix.len());
+                head.copy_from_slice(prefix.as_bytes());
+                if let Some((colon, rest)) = tail.split_first_mut() {
+                    *colon = b':';
+                    rest.copy_from_slice(digits);
+                }
+                BucketKey::Stack { buf, len }
+            }
+            None => BucketKey::Heap(format!("{prefix}:{i}")),
+        }
     }
 
     fn as_str(&self) -> &str {
