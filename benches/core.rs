@@ -6,6 +6,7 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use ratebound::config::parse;
 use ratebound::limiter::{Caller, Limiter};
+use ratebound::pipeline::decide;
 use ratebound::plan::{Plan, RequestInfo};
 use ratebound::slots::{self, Lane, Table};
 use ratebound::store::MemStore;
@@ -78,7 +79,7 @@ fn core(c: &mut Criterion) {
     c.bench_function("check + record, 2 bounds (in-memory store)", |b| {
         b.iter(|| {
             now += 1;
-            lim.check(&store, 0, None, black_box(&caller), now)
+            decide(&lim, &store, 0, None, black_box(&caller), now)
         })
     });
 }

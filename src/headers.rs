@@ -9,7 +9,7 @@ pub fn seconds_up(ms: u64) -> u64 {
 }
 
 /// The bound whose figures a response shows.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shown<'a> {
     pub bound: &'a str,
     pub window_ms: u64,

@@ -17,6 +17,7 @@ pub mod lanes;
 pub mod limiter;
 pub mod normalize;
 pub mod operations;
+pub mod pipeline;
 pub mod plan;
 pub mod refusals;
 pub mod slots;

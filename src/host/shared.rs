@@ -34,13 +34,6 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-pub fn property_string(path: Vec<&str>) -> Option<String> {
-    hostcalls::get_property(path)
-        .ok()
-        .flatten()
-        .and_then(|b| String::from_utf8(b).ok())
-}
-
 pub fn request_header(name: &str) -> Option<String> {
     hostcalls::get_map_value(MapType::HttpRequestHeaders, name)
         .ok()
