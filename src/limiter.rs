@@ -322,9 +322,10 @@ impl Limiter {
                 }
             }
             let outcome = outcome.unwrap_or_else(|| {
-                Outcome::Failed(StoreError(format!(
-                    "bound {i}: contended past {CAS_RETRIES} attempts"
-                )))
+                Outcome::Failed(StoreError::Contended {
+                    what: format!("bound {i}"),
+                    attempts: CAS_RETRIES,
+                })
             });
             match outcome {
                 // Only what the answer needs is kept, not the written bytes.

@@ -471,7 +471,7 @@ pub fn commit<S: Store + ?Sized>(
     p: &Prepared,
 ) -> Result<Committed, StoreError> {
     let Verdict::Admit { counts, .. } = p.verdict else {
-        return Err(StoreError("refused requests are not committed".into()));
+        return Err(StoreError::Invalid("refused requests are not committed"));
     };
     let undo = Undo {
         place: p.place,

@@ -33,7 +33,7 @@ macro_rules! expect_eq {
 }
 
 fn e(err: StoreError) -> String {
-    err.0
+    err.to_string()
 }
 
 /// A store that lets another writer in between one read and the next
@@ -316,7 +316,7 @@ impl<S: Store + ?Sized> Store for RaceOnce<'_, S> {
             let now = 60_000 * 2_000;
             let d = decide(self.lim, self.inner, 0, None, &Caller::default(), now);
             if d.refused.is_some() {
-                return Err(StoreError("the other worker was refused".into()));
+                return Err(StoreError::Invalid("the other worker was refused"));
             }
         }
         self.inner.set(key, value, cas)

@@ -13,7 +13,7 @@ use crate::limiter::{BoundEvent, Limiter};
 use crate::pipeline::{Exchange, Host, Level, SessionCall, Stat, Step, Worker};
 use crate::plan::Plan;
 use crate::slots::{self, Lane, Table};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use metrics::Metrics;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
@@ -267,10 +267,36 @@ fn sweep(active: &Active, now: u64) {
     }
 }
 
+/// Why a configuration could not be put in force.
+enum ConfigureError {
+    /// One problem in the configuration (it names the JSON path).
+    Config(config::ConfigError),
+    Lanes(lanes::RegisterError),
+    /// The directory assigned fewer lanes than the plan has bounds.
+    ShortAssignment,
+    SharedData(StoreError),
+}
+
+impl std::fmt::Display for ConfigureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigureError::Config(e) => e.fmt(f),
+            ConfigureError::Lanes(e) => e.fmt(f),
+            ConfigureError::ShortAssignment => {
+                f.write_str("lane assignment is shorter than the plan")
+            }
+            ConfigureError::SharedData(e) => write!(f, "shared data: {e}"),
+        }
+    }
+}
+
 /// Parses, compiles, and binds every bound to its lane in shared data.
-fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
-    let config =
-        config::parse(bytes).map_err(|es| es.iter().map(|e| e.to_string()).collect::<Vec<_>>())?;
+fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
+    let config = config::parse(bytes).map_err(|es| {
+        es.into_iter()
+            .map(ConfigureError::Config)
+            .collect::<Vec<_>>()
+    })?;
     let plan = Plan::compile(&config);
     let store = SharedData;
     let resolved = lanes::register(
@@ -281,7 +307,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
         now_ms(),
         fresh_seed(),
     )
-    .map_err(|e| vec![e.to_string()])?;
+    .map_err(|e| vec![ConfigureError::Lanes(e)])?;
     let gen = resolved.registered.gen;
     if resolved.registered.first {
         // Once per configuration, by the first VM to see it.
@@ -337,9 +363,12 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
 /// Each bound's lane, its keys created where they are not yet: the first VM
 /// to bind a new caller table creates its 1,252 keys (the tracked count
 /// last); every other VM reads that one key.
-fn bind_lanes(plan: &Plan, assigned: &[lanes::Assigned]) -> Result<Vec<Vec<Lane>>, Vec<String>> {
+fn bind_lanes(
+    plan: &Plan,
+    assigned: &[lanes::Assigned],
+) -> Result<Vec<Vec<Lane>>, Vec<ConfigureError>> {
     let store = SharedData;
-    let store_err = |e: crate::store::StoreError| vec![format!("shared data: {e}")];
+    let store_err = |e: StoreError| vec![ConfigureError::SharedData(e)];
     let mut next = assigned.iter();
     let mut all = Vec::with_capacity(plan.routes.len());
     for route in &plan.routes {
@@ -347,7 +376,7 @@ fn bind_lanes(plan: &Plan, assigned: &[lanes::Assigned]) -> Result<Vec<Vec<Lane>
         for bound in &route.bounds {
             let a = next
                 .next()
-                .ok_or_else(|| vec!["lane assignment is shorter than the plan".to_string()])?;
+                .ok_or_else(|| vec![ConfigureError::ShortAssignment])?;
             let table = (bound.per != config::Per::Route).then_some(Table::DEFAULT);
             let lane = Lane::new(&lanes::lane_prefix(a.lane), a.tag, bound.rate, table);
             if store.get(lane.last_key()).map_err(store_err)?.0.is_none() {
