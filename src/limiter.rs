@@ -197,7 +197,11 @@ impl Limiter {
     pub fn late_bounds(&self, route: usize, op: Option<usize>, caller: &Caller) -> Vec<usize> {
         self.plan.routes.get(route).map_or_else(Vec::new, |r| {
             let mut late = r.late_bounds(op);
-            late.retain(|b| r.bounds[*b].applies_to.admits(caller.identity));
+            late.retain(|b| {
+                r.bounds
+                    .get(*b)
+                    .is_some_and(|x| x.applies_to.admits(caller.identity))
+            });
             late
         })
     }
@@ -296,7 +300,8 @@ impl Limiter {
                             }
                             if let Verdict::Refuse { quota } = fresh.verdict {
                                 for (j, u, _, _) in &done {
-                                    if let Err(e) = slots::undo(store, &lanes[*j], *u) {
+                                    let Some(l) = lanes.get(*j) else { continue };
+                                    if let Err(e) = slots::undo(store, l, *u) {
                                         d.errors.push(e);
                                     }
                                 }
