@@ -390,3 +390,46 @@ fn decide_runs_the_filters_phases() {
     assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(2));
     let _ = Per::Address;
 }
+
+#[test]
+fn an_operations_bound_is_shown_by_its_whole_name() {
+    let (op, bound) = ("o".repeat(64), "b".repeat(64));
+    let json = format!(
+        r#"{{"structured_headers":true,"routes":[{{"name":"api","bounds":[],
+            "operations":[{{"operation_id":"{op}","method":"POST","path":"/pay/{{id}}",
+              "bounds":[{{"name":"{bound}","per":"address","limit":3,"window":"PT1M"}}]}}]}}]}}"#
+    );
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header(":path", "/pay/7")
+        .header(":method", "POST");
+    let f = filter(&host, &json);
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert_eq!(
+        host.response_header("ratelimit-policy"),
+        Some(&*format!("\"{op}.{bound}\";q=3;w=60"))
+    );
+}
+
+#[test]
+fn claims_jwt_authn_verified_name_the_user() {
+    let json = r#"{"identity":{"jwt":{"metadata_key":"payload","user_claim":"sub","cache_ttl_s":0}},
+        "routes":[{"name":"api","bounds":[{"name":"user","per":"user","limit":1,"window":"PT1M"}]}]}"#;
+    let claim = "metadata.filter_metadata.envoy.filters.http.jwt_authn.payload.sub";
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.properties.insert(claim.into(), b"alice".to_vec());
+    let f = filter(&host, json);
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert_eq!(f.request(&mut host), (Step::Pause, None));
+    host.properties.insert(claim.into(), b"bob".to_vec());
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    let alice = Identity {
+        user: Some("alice".into()),
+        ..Identity::default()
+    };
+    let who = Caller {
+        address: "10.0.0.1",
+        identity: Some(&alice),
+    };
+    assert_eq!(count(&f, &host, 0, &who), Some(1));
+}
