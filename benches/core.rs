@@ -7,6 +7,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use ratebound::config::parse;
 use ratebound::limiter::{Caller, Limiter};
 use ratebound::pipeline::decide;
+use ratebound::pipeline::mock::{Filter, MockHost};
 use ratebound::plan::{Plan, RequestInfo};
 use ratebound::slots::{self, Lane, Table};
 use ratebound::store::MemStore;
@@ -80,6 +81,19 @@ fn core(c: &mut Criterion) {
         b.iter(|| {
             now += 1;
             decide(&lim, &store, 0, None, black_box(&caller), now)
+        })
+    });
+
+    // The whole request path the filter runs (route, bounds, the figures
+    // for the response), over the recording host: its bookkeeping is
+    // included, so compare builds with it, not with the line above.
+    let mut host = MockHost::new(1_000_000).from_address("10.1.2.3");
+    let f = Filter::new(&host.store, json).unwrap();
+    c.bench_function("request path, 2 bounds (recording host)", |b| {
+        b.iter(|| {
+            host.clear();
+            host.now += 1;
+            f.request(black_box(&mut host))
         })
     });
 }
