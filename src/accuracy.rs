@@ -136,7 +136,7 @@ pub fn max_in_span(admitted: &[u64], span_ms: u64) -> usize {
     let mut best = 0;
     let mut lo = 0;
     for (hi, &t) in admitted.iter().enumerate() {
-        while admitted[lo] + span_ms <= t {
+        while admitted.get(lo).is_some_and(|&a| a + span_ms <= t) {
             lo += 1;
         }
         best = best.max(hi + 1 - lo);

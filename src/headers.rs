@@ -9,7 +9,7 @@ pub fn seconds_up(ms: u64) -> u64 {
 }
 
 /// The bound whose figures a response shows.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shown<'a> {
     pub bound: &'a str,
     pub window_ms: u64,
@@ -58,7 +58,9 @@ impl Digits {
         };
         loop {
             d.start -= 1;
-            d.bytes[d.start] = b'0' + (n % 10) as u8;
+            if let Some(b) = d.bytes.get_mut(d.start) {
+                *b = b'0' + (n % 10) as u8;
+            }
             n /= 10;
             if n == 0 {
                 return d;
@@ -67,7 +69,7 @@ impl Digits {
     }
 
     fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.bytes[self.start..]).unwrap_or_default()
+        std::str::from_utf8(self.bytes.get(self.start..).unwrap_or_default()).unwrap_or_default()
     }
 }
 
@@ -92,7 +94,12 @@ impl std::fmt::Write for Buf {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
         let room = self.bytes.len() - self.len;
         let take = s.len().min(room);
-        self.bytes[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
+        if let (Some(to), Some(from)) = (
+            self.bytes.get_mut(self.len..self.len + take),
+            s.as_bytes().get(..take),
+        ) {
+            to.copy_from_slice(from);
+        }
         self.len += take;
         if take < s.len() {
             Err(std::fmt::Error)
@@ -107,9 +114,11 @@ impl Buf {
         self.len = 0;
         let _ = std::fmt::Write::write_fmt(self, args);
         // Cut only at a character boundary (names are ASCII anyway).
-        match std::str::from_utf8(&self.bytes[..self.len]) {
+        let shown = self.bytes.get(..self.len).unwrap_or_default();
+        match std::str::from_utf8(shown) {
             Ok(s) => s,
-            Err(e) => std::str::from_utf8(&self.bytes[..e.valid_up_to()]).unwrap_or_default(),
+            Err(e) => std::str::from_utf8(shown.get(..e.valid_up_to()).unwrap_or_default())
+                .unwrap_or_default(),
         }
     }
 }

@@ -106,8 +106,8 @@ pub fn roles(bytes: &[u8]) -> Vec<String> {
 /// then each key and value followed by a NUL.
 fn pairs(bytes: &[u8]) -> Option<Vec<(String, String)>> {
     let word = |at: usize| -> Option<usize> {
-        let b = bytes.get(at..at + 4)?;
-        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        let b: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
+        Some(u32::from_le_bytes(b) as usize)
     };
     let n = word(0)?;
     if n == 0 || n > 1_000 {

@@ -3,10 +3,16 @@
 //! Everything that decides is plain Rust that takes `now` as an argument;
 //! only `host` (compiled for wasm32) talks to Envoy.
 
+// The module aborts on a panic: an out-of-range index must be impossible,
+// not unlikely. Tests may index.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 pub mod accuracy;
 pub mod address;
 pub mod budget;
 pub mod config;
+// The CLI's own code, never in the module.
+#[allow(clippy::indexing_slicing)]
 pub mod console;
 pub mod duration;
 pub mod headers;
@@ -17,6 +23,7 @@ pub mod lanes;
 pub mod limiter;
 pub mod normalize;
 pub mod operations;
+pub mod pipeline;
 pub mod plan;
 pub mod refusals;
 pub mod slots;

@@ -197,7 +197,11 @@ impl Limiter {
     pub fn late_bounds(&self, route: usize, op: Option<usize>, caller: &Caller) -> Vec<usize> {
         self.plan.routes.get(route).map_or_else(Vec::new, |r| {
             let mut late = r.late_bounds(op);
-            late.retain(|b| r.bounds[*b].applies_to.admits(caller.identity));
+            late.retain(|b| {
+                r.bounds
+                    .get(*b)
+                    .is_some_and(|x| x.applies_to.admits(caller.identity))
+            });
             late
         })
     }
@@ -296,7 +300,8 @@ impl Limiter {
                             }
                             if let Verdict::Refuse { quota } = fresh.verdict {
                                 for (j, u, _, _) in &done {
-                                    if let Err(e) = slots::undo(store, &lanes[*j], *u) {
+                                    let Some(l) = lanes.get(*j) else { continue };
+                                    if let Err(e) = slots::undo(store, l, *u) {
                                         d.errors.push(e);
                                     }
                                 }
@@ -322,9 +327,10 @@ impl Limiter {
                 }
             }
             let outcome = outcome.unwrap_or_else(|| {
-                Outcome::Failed(StoreError(format!(
-                    "bound {i}: contended past {CAS_RETRIES} attempts"
-                )))
+                Outcome::Failed(StoreError::Contended {
+                    what: format!("bound {i}"),
+                    attempts: CAS_RETRIES,
+                })
             });
             match outcome {
                 // Only what the answer needs is kept, not the written bytes.
@@ -363,25 +369,35 @@ impl Limiter {
         d
     }
 
-    /// Decides one request to `route` (operation `op`) at `now_ms`, all
-    /// phases at once (the identity, if any, already in `caller`).
-    pub fn check<S: Store + ?Sized>(
+    /// Phase 1 of a request (from `start`): the bounds that need no
+    /// identity, read before anything is resolved. `Some` is the refusal
+    /// (nothing written); otherwise the request waits for `finish`.
+    pub fn early<S: Store + ?Sized>(
         &self,
         store: &S,
-        route: usize,
-        op: Option<usize>,
+        pending: &mut Pending,
+        address: &str,
+        now_ms: u64,
+    ) -> Option<Decision> {
+        let r = self.plan.routes.get(pending.route)?;
+        let anonymous = Caller {
+            address,
+            identity: None,
+        };
+        let early = r.early_bounds(pending.op);
+        self.prepare(store, pending, &early, &anonymous, now_ms)
+    }
+
+    /// Phase 2: the identity bounds that apply to `caller`, then the
+    /// request recorded everywhere.
+    pub fn finish<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        mut pending: Pending,
         caller: &Caller,
         now_ms: u64,
     ) -> Decision {
-        let Some(r) = self.plan.routes.get(route) else {
-            return Decision::default();
-        };
-        let mut pending = self.start(route, op);
-        let early = r.early_bounds(op);
-        if let Some(refused) = self.prepare(store, &mut pending, &early, caller, now_ms) {
-            return refused;
-        }
-        let late = self.late_bounds(route, op, caller);
+        let late = self.late_bounds(pending.route, pending.op, caller);
         if let Some(refused) = self.prepare(store, &mut pending, &late, caller, now_ms) {
             return refused;
         }
@@ -393,6 +409,7 @@ impl Limiter {
 mod tests {
     use super::*;
     use crate::config::parse;
+    use crate::pipeline::decide;
     use crate::slots::Table;
     use crate::store::MemStore;
 
@@ -436,7 +453,7 @@ mod tests {
     fn admitted(lim: &Limiter, s: &MemStore, who: &Caller, n: usize) -> usize {
         (0..n)
             .filter(|i| {
-                lim.check(s, 0, None, who, 120_000 + *i as u64)
+                decide(lim, s, 0, None, who, 120_000 + *i as u64)
                     .refused
                     .is_none()
             })
@@ -466,7 +483,7 @@ mod tests {
         // Nobody bounds carol: narrowed rules leave everyone else open.
         assert_eq!(admitted(&lim, &s, &at(&carol), 10), 10);
         // Refusals name the tier that refused.
-        let d = lim.check(&s, 0, None, &at(&bob), 130_000);
+        let d = decide(&lim, &s, 0, None, &at(&bob), 130_000);
         assert_eq!(d.refused.map(|r| r.0), Some(1));
     }
 
@@ -608,10 +625,10 @@ mod tests {
             address: "10.0.0.9",
             identity: Some(&id),
         };
-        assert!(lim.check(&s, 0, None, &c, 1_000).refused.is_none());
+        assert!(decide(&lim, &s, 0, None, &c, 1_000).refused.is_none());
         // Both are exhausted; the address bound refuses, as it is checked first.
         assert_eq!(
-            lim.check(&s, 0, None, &c, 1_001).refused.map(|r| r.0),
+            decide(&lim, &s, 0, None, &c, 1_001).refused.map(|r| r.0),
             Some(1)
         );
     }
@@ -630,7 +647,7 @@ mod tests {
             identity: None,
         };
         let decisions: Vec<Decision> = (0..5)
-            .map(|i| lim.check(&s, 0, None, &c, 60_000 + i))
+            .map(|i| decide(&lim, &s, 0, None, &c, 60_000 + i))
             .collect();
         assert!(decisions.iter().all(|d| d.refused.is_none()));
         let would = |d: &Decision| d.events.iter().any(|e| e.event == Event::WouldRefuse);
@@ -664,11 +681,11 @@ mod tests {
             identity: None,
         };
         assert_eq!(admitted(&lim, &s, &c, 2), 2);
-        let first = lim.check(&s, 0, None, &c, 130_000).refused.unwrap();
+        let first = decide(&lim, &s, 0, None, &c, 130_000).refused.unwrap();
         let (_, quota) = first;
         // The store would fail every read now: a standing refusal needs none.
         s.fail_next(usize::MAX);
-        let again = lim.check(&s, 0, None, &c, 130_500);
+        let again = decide(&lim, &s, 0, None, &c, 130_500);
         assert!(again.errors.is_empty());
         assert_eq!(
             again.refused.map(|r| r.1.reset_ms),
@@ -677,15 +694,15 @@ mod tests {
         s.fail_next(0);
         // One millisecond before the wait is over: still refused; at it: in.
         let end = 130_000 + quota.reset_ms;
-        assert!(lim.check(&s, 0, None, &c, end - 1).refused.is_some());
-        assert!(lim.check(&s, 0, None, &c, end).refused.is_none());
+        assert!(decide(&lim, &s, 0, None, &c, end - 1).refused.is_some());
+        assert!(decide(&lim, &s, 0, None, &c, end).refused.is_none());
         // Another caller was never refused: it reads the store as before.
         let other = Caller {
             address: "10.0.0.8",
             identity: None,
         };
         s.fail_next(1);
-        assert_eq!(lim.check(&s, 0, None, &other, end).errors.len(), 1);
+        assert_eq!(decide(&lim, &s, 0, None, &other, end).errors.len(), 1);
     }
 
     fn one_bound(per: &str, limit: u32) -> String {
@@ -703,7 +720,7 @@ mod tests {
                 address: "10.0.0.7",
                 identity: None,
             };
-            let check = |t: u64| lim.check(&s, 0, None, &c, t).refused.is_none();
+            let check = |t: u64| decide(&lim, &s, 0, None, &c, t).refused.is_none();
             assert!(check(120_000) && check(120_001));
             let (reads, writes) = (s.reads(), s.writes());
             assert!((2..12).all(|i| check(120_000 + i)));
@@ -730,11 +747,11 @@ mod tests {
             assert_eq!(admitted(&lim, &s, &c, 2), 2);
             slots::undo(&s, lane, undo).unwrap();
             assert!(
-                lim.check(&s, 0, None, &c, now + 5).refused.is_none(),
+                decide(&lim, &s, 0, None, &c, now + 5).refused.is_none(),
                 "{per}"
             );
             assert!(
-                lim.check(&s, 0, None, &c, now + 6).refused.is_some(),
+                decide(&lim, &s, 0, None, &c, now + 6).refused.is_some(),
                 "{per}"
             );
         }

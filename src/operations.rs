@@ -79,16 +79,16 @@ fn decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+    let hex = |at: usize| b.get(at).and_then(|&c| (c as char).to_digit(16));
+    while let Some(&c) = b.get(i) {
+        if c == b'%' {
+            if let (Some(h), Some(l)) = (hex(i + 1), hex(i + 2)) {
                 out.push((h * 16 + l) as u8);
                 i += 3;
                 continue;
             }
         }
-        out.push(b[i]);
+        out.push(c);
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
@@ -133,6 +133,10 @@ impl OpTree {
                                 .position(|(p, s, _)| p == prefix && s == suffix)
                                 .unwrap_or(0)
                         });
+                        // In range: found in `params`, or `params` was just
+                        // pushed to (so 0 is too). A `get_mut` would need a
+                        // fallback node the borrow checker cannot give.
+                        #[allow(clippy::indexing_slicing)]
                         &mut node.params[at].2
                     }
                 };

@@ -370,7 +370,7 @@ impl Plan {
                     .collect();
                 let phases =
                     |range: std::ops::Range<usize>, bounds: &[Bound]| -> (Vec<usize>, Vec<usize>) {
-                        range.partition(|j| !bounds[*j].needs_identity())
+                        range.partition(|j| bounds.get(*j).is_some_and(|b| !b.needs_identity()))
                     };
                 let (early, late) = phases(0..bounds.len(), &bounds);
                 let mut operations = Vec::with_capacity(r.operations.len());

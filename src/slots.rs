@@ -173,20 +173,21 @@ struct Entry {
     counts: Counts,
 }
 
+// Callers check lengths first; a short slice reads as 0, never a panic.
 fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_le_bytes)
 }
 fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
+    b.get(at..at + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
 }
 
 fn tagged(tag: u32, value: Option<&[u8]>, len: usize) -> Option<&[u8]> {
     match value {
-        Some(v) if v.len() >= 4 && u32_at(v, 0) == tag && (v.len() - 4) % len == 0 => Some(&v[4..]),
+        Some(v) if v.len() >= 4 && u32_at(v, 0) == tag && (v.len() - 4) % len == 0 => v.get(4..),
         _ => None,
     }
 }
@@ -332,10 +333,12 @@ pub fn prepare<S: Store + ?Sized>(
     for (i, entries, cas) in [(a, ea, ca), (b, eb, cb)] {
         if let Some(pos) = entries.iter().position(|e| e.counts.expired(win)) {
             let mut entries = entries;
-            entries[pos] = Entry {
-                caller,
-                counts: Counts::default(),
-            };
+            if let Some(e) = entries.get_mut(pos) {
+                *e = Entry {
+                    caller,
+                    counts: Counts::default(),
+                };
+            }
             return Ok(admit_new(lane, i, entries, pos, cas, None, now_ms));
         }
         if entries.len() < table.per_bucket {
@@ -408,7 +411,7 @@ fn prepare_in(
         .chunks_exact(ENTRY)
         .position(|e| u64_at(e, 0) == caller)?
         * ENTRY;
-    let e = &entries[at..at + ENTRY];
+    let e = entries.get(at..at + ENTRY)?;
     let stored = Counts {
         win: u64_at(e, 8),
         cur: u32_at(e, 16),
@@ -419,9 +422,16 @@ fn prepare_in(
         Verdict::Admit { counts, .. } => {
             let mut v = value.take().unwrap_or_default();
             let at = 4 + at;
-            v[at + 8..at + 16].copy_from_slice(&counts.win.to_le_bytes());
-            v[at + 16..at + 20].copy_from_slice(&counts.cur.to_le_bytes());
-            v[at + 20..at + 24].copy_from_slice(&counts.prev.to_le_bytes());
+            let fields: [(usize, &[u8]); 3] = [
+                (at + 8, &counts.win.to_le_bytes()),
+                (at + 16, &counts.cur.to_le_bytes()),
+                (at + 20, &counts.prev.to_le_bytes()),
+            ];
+            for (from, bytes) in fields {
+                if let Some(to) = v.get_mut(from..from + bytes.len()) {
+                    to.copy_from_slice(bytes);
+                }
+            }
             v
         }
         Verdict::Refuse { .. } => Vec::new(),
@@ -447,7 +457,9 @@ fn admit_new(
 ) -> Prepared {
     let verdict = lane.rate.decide(Counts::default(), now_ms);
     if let Verdict::Admit { counts, .. } = verdict {
-        entries[pos].counts = counts;
+        if let Some(e) = entries.get_mut(pos) {
+            e.counts = counts;
+        }
     }
     Prepared {
         verdict,
@@ -491,7 +503,7 @@ pub fn commit<S: Store + ?Sized>(
     p: &Prepared,
 ) -> Result<Committed, StoreError> {
     let Verdict::Admit { counts, .. } = p.verdict else {
-        return Err(StoreError("refused requests are not committed".into()));
+        return Err(StoreError::Invalid("refused requests are not committed"));
     };
     let undo = Undo {
         place: p.place,

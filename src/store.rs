@@ -7,14 +7,51 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+/// Why a store operation gave no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// The host refused the call (its status name): a failing host.
+    Host {
+        op: StoreOp,
+        key: String,
+        status: String,
+    },
+    /// Other writers changed `what` on every attempt: a busy counter, not
+    /// a failing host.
+    Contended { what: String, attempts: usize },
+    /// A request the store was asked to do that cannot be done.
+    Invalid(&'static str),
+    /// A failure a test made happen.
+    Injected,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOp {
+    Get,
+    Set,
+}
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            StoreError::Host { op, key, status } => {
+                let op = match op {
+                    StoreOp::Get => "get",
+                    StoreOp::Set => "set",
+                };
+                write!(f, "{op} {key}: {status}")
+            }
+            StoreError::Contended { what, attempts } => write!(
+                f,
+                "{what}: still contended after {attempts} compare-and-swap attempts"
+            ),
+            StoreError::Invalid(why) => f.write_str(why),
+            StoreError::Injected => f.write_str("injected failure"),
+        }
     }
 }
+
+impl std::error::Error for StoreError {}
 
 /// A value and the cas token to write it back with.
 pub type Versioned = (Option<Vec<u8>>, Option<u32>);
@@ -56,9 +93,10 @@ pub fn update<S: Store + ?Sized, T>(
             }
         }
     }
-    Err(StoreError(format!(
-        "{key}: still contended after {CAS_RETRIES} compare-and-swap attempts"
-    )))
+    Err(StoreError::Contended {
+        what: key.to_string(),
+        attempts: CAS_RETRIES,
+    })
 }
 
 /// Creates `key` empty unless it exists, so that later writes to it can all
@@ -133,7 +171,7 @@ impl MemStore {
     fn check_fail(inner: &mut MemInner) -> Result<(), StoreError> {
         if inner.fail_next > 0 {
             inner.fail_next -= 1;
-            return Err(StoreError("injected failure".into()));
+            return Err(StoreError::Injected);
         }
         Ok(())
     }
@@ -177,5 +215,41 @@ impl<S: Store + ?Sized> Store for &S {
     }
     fn recall(&self, key: &str) -> Result<(Versioned, bool), StoreError> {
         (**self).recall(key)
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    /// Another writer wins every compare-and-swap.
+    struct AlwaysStale(MemStore);
+
+    impl Store for AlwaysStale {
+        fn get(&self, key: &str) -> Result<Versioned, StoreError> {
+            self.0.get(key)
+        }
+        fn set(&self, _: &str, _: &[u8], _: Option<u32>) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+    }
+
+    #[test]
+    fn a_contended_key_is_not_a_failing_host() {
+        let s = AlwaysStale(MemStore::new());
+        let e = update(&s, "k", |_| (Some(vec![1]), ())).unwrap_err();
+        assert_eq!(
+            e,
+            StoreError::Contended {
+                what: "k".into(),
+                attempts: CAS_RETRIES
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "k: still contended after 32 compare-and-swap attempts"
+        );
+        s.0.fail_next(1);
+        assert_eq!(s.get("k"), Err(StoreError::Injected));
     }
 }

@@ -8,6 +8,7 @@
 //! [`MemStore`]: crate::store::MemStore
 
 use crate::limiter::{Caller, Limiter};
+use crate::pipeline::decide;
 use crate::plan::Plan;
 use crate::slots::{self, Lane, Table};
 use crate::store::{update, Store, StoreError, Versioned};
@@ -32,7 +33,7 @@ macro_rules! expect_eq {
 }
 
 fn e(err: StoreError) -> String {
-    err.0
+    err.to_string()
 }
 
 /// A store that lets another writer in between one read and the next
@@ -232,14 +233,18 @@ fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -
     };
     let t = 60_000 * 1_000;
     for _ in 0..2 {
-        expect_eq!(lim.check(s, 0, None, &a, t).refused, None);
+        expect_eq!(decide(&lim, s, 0, None, &a, t).refused, None);
     }
     for _ in 0..5 {
-        expect_eq!(lim.check(s, 0, None, &a, t).refused.map(|r| r.0), Some(2));
+        expect_eq!(
+            decide(&lim, s, 0, None, &a, t).refused.map(|r| r.0),
+            Some(2)
+        );
     }
     // Bounds 0 and 1 saw two requests, not seven (plus one from elsewhere).
     expect_eq!(
-        lim.check(
+        decide(
+            &lim,
             s,
             0,
             None,
@@ -276,7 +281,7 @@ fn a_late_refusal_takes_back_earlier_bounds<S: Store + ?Sized>(s: &S, p: &str) -
         lim: &lim,
         fired: Cell::new(false),
     };
-    let d = lim.check(&racy, 0, None, &Caller::default(), t);
+    let d = decide(&lim, &racy, 0, None, &Caller::default(), t);
     expect_eq!(racy.fired.get(), true);
     expect_eq!(d.refused.map(|r| r.0), Some(1));
     expect_eq!(
@@ -309,9 +314,9 @@ impl<S: Store + ?Sized> Store for RaceOnce<'_, S> {
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
         if key == self.key && !self.fired.replace(true) {
             let now = 60_000 * 2_000;
-            let d = self.lim.check(self.inner, 0, None, &Caller::default(), now);
+            let d = decide(self.lim, self.inner, 0, None, &Caller::default(), now);
             if d.refused.is_some() {
-                return Err(StoreError("the other worker was refused".into()));
+                return Err(StoreError::Invalid("the other worker was refused"));
             }
         }
         self.inner.set(key, value, cas)

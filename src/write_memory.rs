@@ -100,7 +100,7 @@ impl WriteMemory {
             self.rest -= 1;
             return None;
         }
-        let slot = self.slots[index(key)].as_mut()?;
+        let slot = self.slots.get_mut(index(key))?.as_mut()?;
         if slot.key != key || !fresh(slot.at_ms, now_ms) {
             return None;
         }
@@ -119,8 +119,10 @@ impl WriteMemory {
         now_ms: u64,
     ) -> Option<String> {
         let i = index(key);
-        let guessed = self.slots[i]
-            .as_ref()
+        let guessed = self
+            .slots
+            .get(i)
+            .and_then(Option::as_ref)
             .is_some_and(|s| s.recalled && s.key == key && Some(s.cas) == cas);
         if guessed && landed {
             self.misses = 0;
@@ -143,17 +145,23 @@ impl WriteMemory {
                 None
             }
             (true, None) => {
-                self.slots[i] = None;
+                self.forget(i);
                 // The counter is unknown: reading back what we just wrote
                 // teaches it, unless the memory is resting anyway.
                 (self.rest == 0).then(|| key.to_string())
             }
             (false, _) => {
-                self.slots[i] = None;
+                self.forget(i);
                 // Our latest write, or a later one, shows where it is now.
                 let (last, at) = &self.last;
                 (guessed && !last.is_empty() && fresh(*at, now_ms)).then(|| last.clone())
             }
+        }
+    }
+
+    fn forget(&mut self, i: usize) {
+        if let Some(s) = self.slots.get_mut(i) {
+            *s = None;
         }
     }
 
@@ -182,7 +190,10 @@ impl WriteMemory {
     /// `key` holds `value` with `cas` unless someone wrote it since.
     fn remember(&mut self, key: &str, value: &[u8], cas: u32, now_ms: u64) {
         // Buffers are reused: once warm, remembering allocates nothing.
-        let s = self.slots[index(key)].get_or_insert_with(Slot::default);
+        let Some(s) = self.slots.get_mut(index(key)) else {
+            return;
+        };
+        let s = s.get_or_insert_with(Slot::default);
         s.key.clear();
         s.key.push_str(key);
         s.value.clear();

@@ -8,6 +8,7 @@ use proptest::prelude::*;
 use ratebound::accuracy::population;
 use ratebound::config::parse;
 use ratebound::limiter::{Caller, Limiter};
+use ratebound::pipeline::decide;
 use ratebound::plan::Plan;
 use ratebound::slots::{self, Lane, Table};
 use ratebound::store::{MemStore, Store};
@@ -269,7 +270,7 @@ proptest! {
             now += dt;
             let address = format!("10.0.0.{who}");
             let before = store.snapshot();
-            let d = lim.check(&store, 0, None, &Caller { address: &address, identity: None }, now);
+            let d = decide(&lim, &store, 0, None, &Caller { address: &address, identity: None }, now);
             prop_assert!(d.errors.is_empty());
             if d.refused.is_some() {
                 refused += 1;
@@ -290,7 +291,7 @@ fn a_failing_store_fails_open_and_says_so() {
     let l = Lane::new("f:0", 1, plan.routes[0].bounds[0].rate, None);
     let lim = Limiter::new(plan, vec![vec![l]], [0, 0]);
     store.fail_next(1);
-    let d = lim.check(&store, 0, None, &Caller::default(), 1_000);
+    let d = decide(&lim, &store, 0, None, &Caller::default(), 1_000);
     assert!(d.refused.is_none());
     assert_eq!(d.errors.len(), 1);
 }
@@ -342,7 +343,7 @@ proptest! {
         for (w, c, kind) in ops {
             let lim = &workers[w];
             match kind {
-                0 | 1 => outcome(c, lim.check(&store, 0, None, &caller(c), now), &mut admitted),
+                0 | 1 => outcome(c, decide(lim, &store, 0, None, &caller(c), now), &mut admitted),
                 2 => {
                     // Read now, write later (as around an identity call-out).
                     if let Some((c, p)) = parked[w].take() {

@@ -1,28 +1,24 @@
 //! The thin layer over proxy-wasm: reads what the plan needs from Envoy,
 //! hands it to the pure core, and turns decisions into replies and stats.
 
-mod identity;
 mod metrics;
 mod shared;
 
-use crate::address::strip_port;
 use crate::config;
-use crate::config::{OnError, SessionSource};
 use crate::console;
 use crate::headers;
-use crate::identity::{self as id_decode, Identity, SessionError};
-use crate::identity_cache::{credential_key, IdentityCache};
+use crate::identity_cache::IdentityCache;
 use crate::lanes;
-use crate::limiter::{Caller, Decision, Limiter, Pending};
-use crate::plan::{Plan, RequestInfo};
+use crate::limiter::{BoundEvent, Limiter};
+use crate::pipeline::{Exchange, Host, Level, SessionCall, Stat, Step, Worker};
+use crate::plan::Plan;
 use crate::slots::{self, Lane, Table};
-use crate::store::Store;
-use crate::window::Quota;
+use crate::store::{Store, StoreError};
 use metrics::Metrics;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType};
-use shared::{log, now_ms, property_string, request_header, SharedData};
+use shared::{log, now_ms, request_header, SharedData};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -167,9 +163,7 @@ impl RootContext for Root {
     fn create_http_context(&self, _: u32) -> Option<Box<dyn HttpContext>> {
         Some(Box::new(Request {
             active: self.active.clone(),
-            success: None,
-            refused: false,
-            waiting: None,
+            exchange: Exchange::default(),
         }))
     }
 
@@ -273,10 +267,36 @@ fn sweep(active: &Active, now: u64) {
     }
 }
 
+/// Why a configuration could not be put in force.
+enum ConfigureError {
+    /// One problem in the configuration (it names the JSON path).
+    Config(config::ConfigError),
+    Lanes(lanes::RegisterError),
+    /// The directory assigned fewer lanes than the plan has bounds.
+    ShortAssignment,
+    SharedData(StoreError),
+}
+
+impl std::fmt::Display for ConfigureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigureError::Config(e) => e.fmt(f),
+            ConfigureError::Lanes(e) => e.fmt(f),
+            ConfigureError::ShortAssignment => {
+                f.write_str("lane assignment is shorter than the plan")
+            }
+            ConfigureError::SharedData(e) => write!(f, "shared data: {e}"),
+        }
+    }
+}
+
 /// Parses, compiles, and binds every bound to its lane in shared data.
-fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
-    let config =
-        config::parse(bytes).map_err(|es| es.iter().map(|e| e.to_string()).collect::<Vec<_>>())?;
+fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
+    let config = config::parse(bytes).map_err(|es| {
+        es.into_iter()
+            .map(ConfigureError::Config)
+            .collect::<Vec<_>>()
+    })?;
     let plan = Plan::compile(&config);
     let store = SharedData;
     let resolved = lanes::register(
@@ -287,7 +307,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
         now_ms(),
         fresh_seed(),
     )
-    .map_err(|e| vec![e.to_string()])?;
+    .map_err(|e| vec![ConfigureError::Lanes(e)])?;
     let gen = resolved.registered.gen;
     if resolved.registered.first {
         // Once per configuration, by the first VM to see it.
@@ -343,9 +363,12 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<String>> {
 /// Each bound's lane, its keys created where they are not yet: the first VM
 /// to bind a new caller table creates its 1,252 keys (the tracked count
 /// last); every other VM reads that one key.
-fn bind_lanes(plan: &Plan, assigned: &[lanes::Assigned]) -> Result<Vec<Vec<Lane>>, Vec<String>> {
+fn bind_lanes(
+    plan: &Plan,
+    assigned: &[lanes::Assigned],
+) -> Result<Vec<Vec<Lane>>, Vec<ConfigureError>> {
     let store = SharedData;
-    let store_err = |e: crate::store::StoreError| vec![format!("shared data: {e}")];
+    let store_err = |e: StoreError| vec![ConfigureError::SharedData(e)];
     let mut next = assigned.iter();
     let mut all = Vec::with_capacity(plan.routes.len());
     for route in &plan.routes {
@@ -353,7 +376,7 @@ fn bind_lanes(plan: &Plan, assigned: &[lanes::Assigned]) -> Result<Vec<Vec<Lane>
         for bound in &route.bounds {
             let a = next
                 .next()
-                .ok_or_else(|| vec!["lane assignment is shorter than the plan".to_string()])?;
+                .ok_or_else(|| vec![ConfigureError::ShortAssignment])?;
             let table = (bound.per != config::Per::Route).then_some(Table::DEFAULT);
             let lane = Lane::new(&lanes::lane_prefix(a.lane), a.tag, bound.rate, table);
             if store.get(lane.last_key()).map_err(store_err)?.0.is_none() {
@@ -366,17 +389,6 @@ fn bind_lanes(plan: &Plan, assigned: &[lanes::Assigned]) -> Result<Vec<Vec<Lane>
     Ok(all)
 }
 
-/// The figures of bound `b` of `route`, as the client is shown them.
-fn shown(plan: &Plan, route: usize, b: usize, quota: Quota) -> Option<headers::Shown<'_>> {
-    let bound = plan.routes.get(route)?.bounds.get(b)?;
-    Some(headers::Shown {
-        bound: &bound.name,
-        window_ms: bound.rate.window_ms,
-        quota,
-        structured: plan.structured_headers,
-    })
-}
-
 /// Random keys for a new directory (WASI random through std's RandomState).
 fn fresh_seed() -> [u64; 2] {
     use std::hash::BuildHasher;
@@ -386,183 +398,127 @@ fn fresh_seed() -> [u64; 2] {
 
 struct Request {
     active: Option<Rc<Active>>,
-    /// The bound an admitted response shows: (route, bound, its quota).
-    success: Option<(usize, usize, Quota)>,
-    /// This filter sent the local reply: its response path adds nothing.
-    refused: bool,
-    /// Waiting for the session service.
-    waiting: Option<Waiting>,
+    exchange: Exchange,
 }
 
-/// A request paused for its session resolve: early bounds already read.
-struct Waiting {
-    pending: Pending,
-    address: String,
-    identity: Identity,
-    credential: u128,
+impl Active {
+    fn worker(&self) -> Worker<'_> {
+        Worker {
+            limiter: &self.limiter,
+            sessions: &self.sessions,
+            tokens: &self.tokens,
+            refusal: &self.refusal,
+        }
+    }
 }
 
-impl Request {
-    fn refuse(&mut self, active: &Active, route: usize, d: &Decision) -> Action {
-        let Some((b, quota)) = d.refused else {
-            return Action::Continue;
-        };
-        let Some(shown) = shown(&active.limiter.plan, route, b, quota) else {
-            return Action::Continue;
-        };
-        let route_name = active
-            .limiter
-            .plan
-            .routes
-            .get(route)
-            .map_or("", |r| r.name.as_str());
-        // Only busy if re-entered, which a single-threaded VM never does.
-        let Ok(mut refusal) = active.refusal.try_borrow_mut() else {
-            return Action::Continue;
-        };
-        refusal.render(&shown, route_name);
-        self.refused = true;
-        let sent = hostcalls::send_http_response(
-            429,
-            refusal.headers().collect(),
-            Some(refusal.body().as_bytes()),
-        );
-        if let Err(s) = sent {
-            log(
-                LogLevel::Error,
-                &format!("ratebound could not send 429: {s:?}"),
-            );
-            self.refused = false;
-            return Action::Continue;
-        }
-        Action::Pause
+/// The pipeline's host: Envoy through proxy-wasm, stats into `Metrics`.
+struct Envoy<'a> {
+    metrics: &'a Metrics,
+}
+
+impl Host for Envoy<'_> {
+    type Store = SharedData;
+
+    fn store(&self) -> &SharedData {
+        &SharedData
     }
 
-    /// Records stats and errors of a decision; refuses or lets it through.
-    fn conclude(&mut self, active: &Active, route: usize, d: Decision) -> Action {
-        active.metrics.record(route, &d.events);
-        for e in &d.errors {
-            active.metrics.store_error();
-            log(
-                LogLevel::Warn,
-                &format!("ratebound: store error, bound skipped: {e}"),
-            );
-        }
-        if d.refused.is_some() {
-            return self.refuse(active, route, &d);
-        }
-        let plan = &active.limiter.plan;
-        if plan.success_headers {
-            self.success = d.tightest.map(|(b, q)| (route, b, q));
-        }
-        Action::Continue
+    fn now_ms(&self) -> u64 {
+        now_ms()
     }
 
-    /// Checks the identity bounds, then records the request everywhere.
-    fn finish(
+    fn request_header(&self, name: &str) -> Option<String> {
+        request_header(name)
+    }
+
+    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>> {
+        hostcalls::get_property(path).ok().flatten()
+    }
+
+    fn dispatch_session(&mut self, call: &SessionCall) -> Result<(), String> {
+        hostcalls::dispatch_http_call(
+            call.cluster,
+            call.headers.to_vec(),
+            None,
+            vec![],
+            Duration::from_millis(call.timeout_ms),
+        )
+        .map(|_| ())
+        .map_err(|s| format!("{s:?}"))
+    }
+
+    fn session_status(&self) -> Option<String> {
+        hostcalls::get_map_value(MapType::HttpCallResponseHeaders, ":status")
+            .ok()
+            .flatten()
+    }
+
+    fn session_body(&self, size: usize) -> Option<Vec<u8>> {
+        hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, size)
+            .ok()
+            .flatten()
+    }
+
+    fn send_reply(
         &mut self,
-        active: &Active,
-        mut pending: Pending,
-        address: &str,
-        id: &Identity,
-        now: u64,
-    ) -> Action {
-        let lim = &active.limiter;
-        let caller = Caller {
-            address,
-            identity: Some(id),
+        status: u16,
+        headers: Vec<(&str, &str)>,
+        body: &[u8],
+    ) -> Result<(), String> {
+        hostcalls::send_http_response(u32::from(status), headers, Some(body))
+            .map_err(|s| format!("{s:?}"))
+    }
+
+    fn add_response_header(&mut self, name: &str, value: &str) {
+        let _ = hostcalls::add_map_value(MapType::HttpResponseHeaders, name, value);
+    }
+
+    fn record(&mut self, route: usize, events: &[BoundEvent]) {
+        self.metrics.record(route, events);
+    }
+
+    fn count(&mut self, stat: Stat) {
+        let m = self.metrics;
+        match stat {
+            Stat::StoreError => m.store_error(),
+            Stat::IdentityError => m.identity_error(),
+            Stat::SessionCall => m.session_call(),
+            Stat::SessionCacheHit => m.session_cache_hit(),
+            Stat::JwtCacheHit => m.jwt_cache_hit(),
+        }
+    }
+
+    fn log(&mut self, level: Level, msg: &str) {
+        let level = match level {
+            Level::Debug => LogLevel::Debug,
+            Level::Info => LogLevel::Info,
+            Level::Warn => LogLevel::Warn,
+            Level::Error => LogLevel::Error,
         };
-        let route = pending.route();
-        let late = lim.late_bounds(route, pending.op(), &caller);
-        if let Some(refused) = lim.prepare(&SharedData, &mut pending, &late, &caller, now) {
-            return self.conclude(active, route, refused);
-        }
-        let d = lim.commit(&SharedData, pending, now);
-        self.conclude(active, route, d)
+        log(level, msg);
     }
+}
 
-    /// A failed session resolve: counted, logged, and answered with 503
-    /// when the configured outcome is `deny` (then true).
-    fn identity_failed(
-        &mut self,
-        active: &Active,
-        session: &SessionSource,
-        why: &SessionError,
-    ) -> bool {
-        active.metrics.identity_error();
-        log(
-            LogLevel::Warn,
-            &format!("ratebound session resolve failed: {why}"),
-        );
-        if session.on_error != OnError::Deny {
-            return false;
-        }
-        self.refused = true;
-        let _ = hostcalls::send_http_response(
-            503,
-            vec![("content-type", "text/plain")],
-            Some(b"identity could not be resolved\n"),
-        );
-        true
-    }
-
-    /// The credential the session service is asked about, if any.
-    fn credential(session: &SessionSource) -> Option<(&'static str, String)> {
-        if let Some(name) = &session.cookie {
-            if let Some(v) = request_header("cookie")
-                .as_deref()
-                .and_then(|c| id_decode::cookie(c, name))
-            {
-                return Some(("cookie", format!("{name}={v}")));
-            }
-        }
-        if session.authorization {
-            if let Some(v) = request_header("authorization").filter(|v| !v.is_empty()) {
-                return Some(("authorization", v));
-            }
-        }
-        None
+fn resumed(step: Step) -> Action {
+    match step {
+        Step::Continue => Action::Continue,
+        Step::Pause => Action::Pause,
     }
 }
 
 impl Context for Request {
     fn on_http_call_response(&mut self, _: u32, _: usize, body_size: usize, _: usize) {
-        let (Some(active), Some(w)) = (self.active.clone(), self.waiting.take()) else {
+        let Some(active) = self.active.clone() else {
             return;
         };
-        let Some(session) = active
-            .limiter
-            .plan
-            .identity
-            .as_ref()
-            .and_then(|i| i.session.as_ref())
-        else {
-            return;
+        let mut host = Envoy {
+            metrics: &active.metrics,
         };
-        let status = hostcalls::get_map_value(MapType::HttpCallResponseHeaders, ":status")
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        let answer = id_decode::session_outcome(&status, || {
-            hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size)
-                .ok()
-                .flatten()
-        });
-        let mut id = w.identity;
-        match answer {
-            Ok(found) => {
-                if let Ok(mut cache) = active.sessions.try_borrow_mut() {
-                    cache.insert(w.credential, found.clone(), now_ms());
-                }
-                id.merge(found);
-            }
-            Err(e) => {
-                if self.identity_failed(&active, session, &e) {
-                    return;
-                }
-            }
-        }
-        if self.finish(&active, w.pending, &w.address, &id, now_ms()) == Action::Continue {
+        let step = active
+            .worker()
+            .on_session_answer(&mut host, &mut self.exchange, body_size);
+        if step == Step::Continue {
             let _ = hostcalls::resume_http_request();
         }
     }
@@ -573,132 +529,18 @@ impl HttpContext for Request {
         let Some(active) = self.active.clone().filter(|a| !a.orphaned.get()) else {
             return Action::Continue;
         };
-        let lim = &active.limiter;
-        let plan = &lim.plan;
-        let needs = plan.needs;
-        let route_name = needs
-            .route_name
-            .then(|| property_string(vec!["xds", "route_name"]))
-            .flatten();
-        let host = needs.host.then(|| request_header(":authority")).flatten();
-        let path = needs.path.then(|| request_header(":path")).flatten();
-        let method = needs.method.then(|| request_header(":method")).flatten();
-        let info = RequestInfo {
-            route_name: route_name.as_deref(),
-            host: host.as_deref(),
-            path: path.as_deref(),
-            method: method.as_deref(),
+        let mut host = Envoy {
+            metrics: &active.metrics,
         };
-        // Normalised once, for the route and its operation.
-        let request = info.normalized();
-        let Some(r) = plan.route_for_normalized(&request) else {
-            return Action::Continue;
-        };
-        let route = &plan.routes[r];
-        if route.bounds.is_empty() {
-            return Action::Continue;
-        }
-        let source = route
-            .needs_address
-            .then(|| property_string(vec!["source", "address"]))
-            .flatten()
-            .unwrap_or_default();
-        let address = strip_port(&source);
-
-        let op = route.operation_for(&request);
-        let now = now_ms();
-
-        // Phase 1: bounds that need no identity, before anything is resolved.
-        let mut pending = lim.start(r, op);
-        let anonymous = Caller {
-            address,
-            identity: None,
-        };
-        let early = route.early_bounds(op);
-        if let Some(refused) = lim.prepare(&SharedData, &mut pending, &early, &anonymous, now) {
-            return self.conclude(&active, r, refused);
-        }
-        let Some(identity_config) = plan.identity.as_ref().filter(|_| route.needs_identity(op))
-        else {
-            let d = lim.commit(&SharedData, pending, now);
-            return self.conclude(&active, r, d);
-        };
-
-        // Phase 2: who is calling, then the bounds that depend on it.
-        let tokens = identity::Tokens {
-            cache: &active.tokens,
-            seed: lim.seed(),
-            now_ms: now,
-        };
-        let (mut id, remembered) = identity::resolve(identity_config, &tokens);
-        if remembered {
-            active.metrics.jwt_cache_hit();
-        }
-        if let (false, Some(session)) = (id.authenticated(), identity_config.session.as_ref()) {
-            if let Some((header, value)) = Self::credential(session) {
-                let key = credential_key(lim.seed(), &value);
-                let cached = active
-                    .sessions
-                    .try_borrow()
-                    .ok()
-                    .and_then(|c| c.get(key, now).cloned());
-                match cached {
-                    Some(found) => {
-                        active.metrics.session_cache_hit();
-                        id.merge(found);
-                    }
-                    None => {
-                        active.metrics.session_call();
-                        let authority = session.authority.as_deref().unwrap_or(&session.cluster);
-                        let call = hostcalls::dispatch_http_call(
-                            &session.cluster,
-                            vec![
-                                (":method", "GET"),
-                                (":path", &session.path),
-                                (":authority", authority),
-                                (header, &value),
-                            ],
-                            None,
-                            vec![],
-                            Duration::from_millis(session.timeout_ms),
-                        );
-                        match call {
-                            Ok(_) => {
-                                self.waiting = Some(Waiting {
-                                    pending,
-                                    address: address.to_string(),
-                                    identity: id,
-                                    credential: key,
-                                });
-                                return Action::Pause;
-                            }
-                            Err(s) => {
-                                let why = SessionError::NotDispatched(format!("{s:?}"));
-                                if self.identity_failed(&active, session, &why) {
-                                    return Action::Pause;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        self.finish(&active, pending, address, &id, now)
+        resumed(active.worker().on_request(&mut host, &mut self.exchange))
     }
 
     fn on_http_response_headers(&mut self, _: usize, _: bool) -> Action {
-        if self.refused {
-            return Action::Continue;
-        }
-        let (Some(active), Some((route, b, quota))) = (&self.active, self.success.take()) else {
-            return Action::Continue;
-        };
-        // Appended, as Envoy's own rate limit filters do: an upstream's own
-        // fields stay beside ours, and an append costs less than a replace.
-        if let Some(s) = shown(&active.limiter.plan, route, b, quota) {
-            headers::each_quota_header(&s, |name, value| {
-                let _ = hostcalls::add_map_value(MapType::HttpResponseHeaders, name, value);
-            });
+        if let Some(active) = &self.active {
+            let mut host = Envoy {
+                metrics: &active.metrics,
+            };
+            active.worker().on_response(&mut host, &mut self.exchange);
         }
         Action::Continue
     }

@@ -1,7 +1,7 @@
 //! The Store over Envoy shared data, and the few host reads the filter needs,
 //! each returning a `Result` (the SDK's `Context` wrappers unwrap).
 
-use crate::store::{Store, StoreError, Versioned};
+use crate::store::{Store, StoreError, StoreOp, Versioned};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{LogLevel, MapType, Status};
 
@@ -9,15 +9,23 @@ pub struct SharedData;
 
 impl Store for SharedData {
     fn get(&self, key: &str) -> Result<Versioned, StoreError> {
-        hostcalls::get_shared_data(key).map_err(|s| StoreError(format!("get {key}: {s:?}")))
+        hostcalls::get_shared_data(key).map_err(|s| host_error(StoreOp::Get, key, s))
     }
 
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
         match hostcalls::set_shared_data(key, Some(value), cas) {
             Ok(()) => Ok(true),
             Err(Status::CasMismatch) => Ok(false),
-            Err(s) => Err(StoreError(format!("set {key}: {s:?}"))),
+            Err(s) => Err(host_error(StoreOp::Set, key, s)),
         }
+    }
+}
+
+fn host_error(op: StoreOp, key: &str, status: Status) -> StoreError {
+    StoreError::Host {
+        op,
+        key: key.to_string(),
+        status: format!("{status:?}"),
     }
 }
 
@@ -32,13 +40,6 @@ pub fn now_ms() -> u64 {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-pub fn property_string(path: Vec<&str>) -> Option<String> {
-    hostcalls::get_property(path)
-        .ok()
-        .flatten()
-        .and_then(|b| String::from_utf8(b).ok())
 }
 
 pub fn request_header(name: &str) -> Option<String> {

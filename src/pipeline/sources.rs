@@ -1,24 +1,19 @@
-//! Reads the configured cheap identity sources from Envoy: JWT claims that
-//! `jwt_authn` verified, the mTLS peer, trusted headers. The session
-//! resolve (a call-out) lives with the request context.
+//! Reads the configured cheap identity sources through the host: JWT
+//! claims that `jwt_authn` verified, the mTLS peer, trusted headers, and
+//! the credential the session service is asked about.
 
-use super::shared::request_header;
-use crate::config::{IdentityConfig, JwtSource};
+use super::Host;
+use crate::config::{IdentityConfig, JwtSource, SessionSource};
 use crate::identity::{self, Identity};
 use crate::identity_cache::{credential_key, IdentityCache};
 use crate::jwt_token;
-use proxy_wasm::hostcalls;
 use std::cell::RefCell;
 
 const JWT_FILTER: &str = "envoy.filters.http.jwt_authn";
 
-fn property(path: Vec<&str>) -> Option<Vec<u8>> {
-    hostcalls::get_property(path).ok().flatten()
-}
-
 /// The claims jwt_authn verified for this request, from its metadata
 /// (Envoy converts the metadata on every read: ~10 µs a claim).
-fn from_metadata(jwt: &JwtSource) -> Identity {
+fn from_metadata<H: Host>(host: &H, jwt: &JwtSource) -> Identity {
     identity::from_claims(jwt, |name| {
         let mut path = vec![
             "metadata",
@@ -27,7 +22,7 @@ fn from_metadata(jwt: &JwtSource) -> Identity {
             jwt.metadata_key.as_str(),
         ];
         path.extend(name.split('.'));
-        property(path)
+        host.property(path)
     })
 }
 
@@ -36,13 +31,13 @@ fn from_metadata(jwt: &JwtSource) -> Identity {
 /// ones, until `cache_ttl_s` or its `exp`, whichever comes first; then the
 /// same token costs one header read instead of the metadata reads.
 /// True in the second place when it came from memory.
-fn from_jwt(jwt: &JwtSource, tokens: &Tokens) -> (Identity, bool) {
+fn from_jwt<H: Host>(host: &H, jwt: &JwtSource, tokens: &Tokens) -> (Identity, bool) {
     let header = (jwt.cache_ttl_s > 0)
-        .then(|| request_header(&jwt.token_header))
+        .then(|| host.request_header(&jwt.token_header))
         .flatten();
     let token = header.as_deref().map(jwt_token::bearer).unwrap_or_default();
     if token.is_empty() {
-        return (from_metadata(jwt), false);
+        return (from_metadata(host, jwt), false);
     }
     let key = credential_key(tokens.seed, token);
     let known = tokens
@@ -53,7 +48,7 @@ fn from_jwt(jwt: &JwtSource, tokens: &Tokens) -> (Identity, bool) {
     if let Some(id) = known {
         return (id, true);
     }
-    let verified = from_metadata(jwt);
+    let verified = from_metadata(host, jwt);
     if let Some(until) = jwt_token::vouched_until(token, jwt, &verified) {
         if let Ok(mut c) = tokens.cache.try_borrow_mut() {
             c.insert_until(key, verified.clone(), tokens.now_ms, until);
@@ -71,16 +66,17 @@ pub struct Tokens<'a> {
 
 /// The identity from every configured source but the session service;
 /// true when the JWT's came from the worker's memory.
-pub fn resolve(config: &IdentityConfig, tokens: &Tokens) -> (Identity, bool) {
+pub fn resolve<H: Host>(host: &H, config: &IdentityConfig, tokens: &Tokens) -> (Identity, bool) {
     let mut id = Identity::default();
     let mut remembered = false;
     if let Some(jwt) = &config.jwt {
-        let (from_token, hit) = from_jwt(jwt, tokens);
+        let (from_token, hit) = from_jwt(host, jwt, tokens);
         id.merge(from_token);
         remembered = hit;
     }
     if let Some(m) = &config.mtls {
-        if let Some(uri) = property(vec!["connection", "uri_san_peer_certificate"])
+        if let Some(uri) = host
+            .property(vec!["connection", "uri_san_peer_certificate"])
             .and_then(|b| identity::text(&b))
         {
             id.merge(identity::from_spiffe(&uri, m.org_from_namespace));
@@ -89,7 +85,7 @@ pub fn resolve(config: &IdentityConfig, tokens: &Tokens) -> (Identity, bool) {
     if let Some(h) = &config.header {
         let get = |name: &Option<String>| {
             name.as_deref()
-                .and_then(request_header)
+                .and_then(|n| host.request_header(n))
                 .filter(|v| !v.is_empty())
         };
         id.merge(Identity {
@@ -102,4 +98,27 @@ pub fn resolve(config: &IdentityConfig, tokens: &Tokens) -> (Identity, bool) {
         });
     }
     (id, remembered)
+}
+
+/// The credential the session service is asked about, if any: the
+/// configured cookie, else the `authorization` header.
+pub fn credential<H: Host>(host: &H, session: &SessionSource) -> Option<(&'static str, String)> {
+    if let Some(name) = &session.cookie {
+        if let Some(v) = host
+            .request_header("cookie")
+            .as_deref()
+            .and_then(|c| identity::cookie(c, name))
+        {
+            return Some(("cookie", format!("{name}={v}")));
+        }
+    }
+    if session.authorization {
+        if let Some(v) = host
+            .request_header("authorization")
+            .filter(|v| !v.is_empty())
+        {
+            return Some(("authorization", v));
+        }
+    }
+    None
 }

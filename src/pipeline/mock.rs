@@ -1,0 +1,279 @@
+//! A [`Host`] that records every call, over a [`MemStore`]: every path of a
+//! request runs natively, and what it asked of the host can be read back.
+
+use super::{Exchange, Host, Level, SessionCall, Stat, Step, Worker};
+use crate::config::{parse, Per};
+use crate::headers::Refusal;
+use crate::identity_cache::IdentityCache;
+use crate::limiter::{BoundEvent, Limiter};
+use crate::plan::Plan;
+use crate::slots::{Lane, Table};
+use crate::store::MemStore;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+/// A session call the pipeline dispatched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatched {
+    pub cluster: String,
+    pub headers: Vec<(String, String)>,
+    pub timeout_ms: u64,
+}
+
+/// A local reply the pipeline sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+pub struct MockHost {
+    pub store: MemStore,
+    pub now: u64,
+    pub request_headers: HashMap<String, String>,
+    /// Properties by their path joined with '.'.
+    pub properties: HashMap<String, Vec<u8>>,
+    /// The host refuses to dispatch the session call with this status.
+    pub dispatch_error: Option<String>,
+    /// The session service's answer.
+    pub session_status: Option<String>,
+    pub session_body: Option<Vec<u8>>,
+    /// The host refuses to send a local reply with this status.
+    pub reply_error: Option<String>,
+    // What the pipeline did:
+    pub dispatched: Vec<Dispatched>,
+    pub replies: Vec<Reply>,
+    pub response_headers: Vec<(String, String)>,
+    pub events: Vec<(usize, BoundEvent)>,
+    pub stats: Vec<Stat>,
+    pub logs: Vec<(Level, String)>,
+    /// Header and property reads (host calls that read the request).
+    pub reads: Cell<usize>,
+}
+
+impl MockHost {
+    pub fn new(now: u64) -> MockHost {
+        MockHost {
+            now,
+            ..MockHost::default()
+        }
+    }
+
+    /// A request from `address` (a port is added, as Envoy gives it).
+    pub fn from_address(mut self, address: &str) -> MockHost {
+        self.properties.insert(
+            "source.address".into(),
+            format!("{address}:41000").into_bytes(),
+        );
+        self
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> MockHost {
+        self.request_headers.insert(name.into(), value.into());
+        self
+    }
+
+    /// How many times `stat` was counted.
+    pub fn counted(&self, stat: Stat) -> usize {
+        self.stats.iter().filter(|s| **s == stat).count()
+    }
+
+    /// A response header added, by name.
+    pub fn response_header(&self, name: &str) -> Option<&str> {
+        self.response_headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Forgets what the pipeline did (the request facts stay).
+    pub fn clear(&mut self) {
+        self.dispatched.clear();
+        self.replies.clear();
+        self.response_headers.clear();
+        self.events.clear();
+        self.stats.clear();
+        self.logs.clear();
+        self.reads.set(0);
+    }
+}
+
+impl Host for MockHost {
+    type Store = MemStore;
+
+    fn store(&self) -> &MemStore {
+        &self.store
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.now
+    }
+
+    fn request_header(&self, name: &str) -> Option<String> {
+        self.reads.set(self.reads.get() + 1);
+        self.request_headers.get(name).cloned()
+    }
+
+    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>> {
+        self.reads.set(self.reads.get() + 1);
+        self.properties.get(&path.join(".")).cloned()
+    }
+
+    fn dispatch_session(&mut self, call: &SessionCall) -> Result<(), String> {
+        if let Some(e) = &self.dispatch_error {
+            return Err(e.clone());
+        }
+        self.dispatched.push(Dispatched {
+            cluster: call.cluster.into(),
+            headers: call
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            timeout_ms: call.timeout_ms,
+        });
+        Ok(())
+    }
+
+    fn session_status(&self) -> Option<String> {
+        self.session_status.clone()
+    }
+
+    fn session_body(&self, size: usize) -> Option<Vec<u8>> {
+        self.session_body
+            .as_ref()
+            .map(|b| b.iter().take(size).copied().collect())
+    }
+
+    fn send_reply(
+        &mut self,
+        status: u16,
+        headers: Vec<(&str, &str)>,
+        body: &[u8],
+    ) -> Result<(), String> {
+        if let Some(e) = &self.reply_error {
+            return Err(e.clone());
+        }
+        self.replies.push(Reply {
+            status,
+            headers: headers
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: String::from_utf8_lossy(body).into_owned(),
+        });
+        Ok(())
+    }
+
+    fn add_response_header(&mut self, name: &str, value: &str) {
+        self.response_headers.push((name.into(), value.into()));
+    }
+
+    fn record(&mut self, route: usize, events: &[BoundEvent]) {
+        self.events.extend(events.iter().map(|e| (route, *e)));
+    }
+
+    fn count(&mut self, stat: Stat) {
+        self.stats.push(stat);
+    }
+
+    fn log(&mut self, level: Level, msg: &str) {
+        self.logs.push((level, msg.into()));
+    }
+}
+
+/// A configuration in force over a [`MockHost`]'s store, with a worker's
+/// memories: what `host::activate` builds, with small caller tables.
+pub struct Filter {
+    pub limiter: Limiter,
+    pub sessions: RefCell<IdentityCache>,
+    pub tokens: RefCell<IdentityCache>,
+    pub refusal: RefCell<Refusal>,
+}
+
+/// Small tables: tests fill them quickly.
+const SMALL: Table = Table {
+    buckets: 16,
+    per_bucket: 4,
+    cap: 32,
+};
+
+impl Filter {
+    /// `json` compiled, each bound on a lane of its own in `store`.
+    pub fn new(store: &MemStore, json: &str) -> Result<Filter, String> {
+        let config = parse(json.as_bytes()).map_err(|es| {
+            es.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?;
+        let plan = Plan::compile(&config);
+        let mut lanes = Vec::with_capacity(plan.routes.len());
+        for (r, route) in plan.routes.iter().enumerate() {
+            let mut of_route = Vec::with_capacity(route.bounds.len());
+            for (b, bound) in route.bounds.iter().enumerate() {
+                let table = (bound.per != Per::Route).then_some(SMALL);
+                let lane = Lane::new(&format!("m:{r}.{b}"), 1, bound.rate, table);
+                lane.create_keys(store).map_err(|e| e.to_string())?;
+                of_route.push(lane);
+            }
+            lanes.push(of_route);
+        }
+        let cache = |sized: Option<(usize, u64)>| {
+            let (entries, ttl_s) = sized.unwrap_or((1, 0));
+            RefCell::new(IdentityCache::new(entries, ttl_s * 1_000))
+        };
+        let id = plan.identity.as_ref();
+        let sessions = cache(
+            id.and_then(|i| i.session.as_ref())
+                .map(|s| (s.cache_entries, s.cache_ttl_s)),
+        );
+        let tokens = cache(
+            id.and_then(|i| i.jwt.as_ref())
+                .map(|j| (j.cache_entries, j.cache_ttl_s)),
+        );
+        Ok(Filter {
+            limiter: Limiter::new(plan, lanes, [5, 6]),
+            sessions,
+            tokens,
+            refusal: RefCell::default(),
+        })
+    }
+
+    pub fn worker(&self) -> Worker<'_> {
+        Worker {
+            limiter: &self.limiter,
+            sessions: &self.sessions,
+            tokens: &self.tokens,
+            refusal: &self.refusal,
+        }
+    }
+
+    /// One whole request as Envoy drives it: its headers, the session
+    /// answer if it asked for one, its response headers (a local reply's
+    /// too). The step of the request headers and, after a call-out, of the
+    /// answer.
+    pub fn request(&self, host: &mut MockHost) -> (Step, Option<Step>) {
+        let w = self.worker();
+        let mut ex = Exchange::default();
+        let first = w.on_request(host, &mut ex);
+        let mut answered = None;
+        if first == Step::Pause && ex.waiting.is_some() {
+            let size = host.session_body.as_ref().map_or(0, Vec::len);
+            answered = Some(w.on_session_answer(host, &mut ex, size));
+        }
+        w.on_response(host, &mut ex);
+        (first, answered)
+    }
+}

@@ -1,0 +1,553 @@
+//! The request path, in plain Rust: match the route, read what the plan
+//! needs, the early bounds, identity (and the session call-out), the late
+//! bounds, commit, then refuse or pass with the figures to show.
+//!
+//! Everything it asks of Envoy goes through [`Host`]; `host/` implements it
+//! over proxy-wasm, [`mock::MockHost`] records every call for native tests.
+//! Generic over the host: each call is monomorphised, none goes through a
+//! vtable on the hot path.
+//!
+//! The module aborts on a panic (panic = "abort"): an out-of-range index
+//! must be impossible, so indexing is denied here.
+#![deny(clippy::indexing_slicing)]
+
+#[cfg(any(test, not(target_arch = "wasm32")))]
+pub mod mock;
+mod sources;
+#[cfg(test)]
+mod tests;
+
+use crate::address::strip_port;
+use crate::config::{OnError, SessionSource};
+use crate::headers::{self, Refusal, Shown};
+use crate::identity::{self as id_decode, Identity, SessionError};
+use crate::identity_cache::{credential_key, IdentityCache};
+use crate::limiter::{BoundEvent, Caller, Decision as Counted, Limiter, Pending};
+use crate::plan::RequestInfo;
+use crate::store::Store;
+use crate::window::Quota;
+use std::cell::RefCell;
+
+/// Instance-wide counters the pipeline bumps (per-bound ones go through
+/// [`Host::record`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    StoreError,
+    IdentityError,
+    SessionCall,
+    SessionCacheHit,
+    JwtCacheHit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// The session service call-out a request waits for.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionCall<'a> {
+    pub cluster: &'a str,
+    /// `:method`, `:path`, `:authority`, and the credential.
+    pub headers: [(&'a str, &'a str); 4],
+    pub timeout_ms: u64,
+}
+
+/// What the request path needs of its host.
+pub trait Host {
+    type Store: Store;
+    /// Counter storage (Envoy shared data).
+    fn store(&self) -> &Self::Store;
+    /// Milliseconds since the epoch.
+    fn now_ms(&self) -> u64;
+    fn request_header(&self, name: &str) -> Option<String>;
+    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>>;
+    /// Dispatches the call-out; `Err` carries the host's status name.
+    fn dispatch_session(&mut self, call: &SessionCall) -> Result<(), String>;
+    /// The `:status` of the session service's answer.
+    fn session_status(&self) -> Option<String>;
+    /// The body of the session service's answer.
+    fn session_body(&self, size: usize) -> Option<Vec<u8>>;
+    /// A local reply; `Err` carries the host's status name.
+    fn send_reply(
+        &mut self,
+        status: u16,
+        headers: Vec<(&str, &str)>,
+        body: &[u8],
+    ) -> Result<(), String>;
+    fn add_response_header(&mut self, name: &str, value: &str);
+    /// Per-bound stats of route `route` (indices stay inside the stats).
+    fn record(&mut self, route: usize, events: &[BoundEvent]);
+    fn count(&mut self, stat: Stat);
+    fn log(&mut self, level: Level, msg: &str);
+}
+
+/// What Envoy is told to do with the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Continue,
+    Pause,
+}
+
+/// A worker's view of a configuration in force: the limiter and the
+/// per-worker memories a request uses.
+#[derive(Clone, Copy)]
+pub struct Worker<'a> {
+    pub limiter: &'a Limiter,
+    /// Session identities, per credential.
+    pub sessions: &'a RefCell<IdentityCache>,
+    /// Identities of JWTs jwt_authn verified, per token.
+    pub tokens: &'a RefCell<IdentityCache>,
+    /// The last 429 written, its buffers reused for the next.
+    pub refusal: &'a RefCell<Refusal>,
+}
+
+/// One request's state between its callbacks.
+#[derive(Default)]
+pub struct Exchange {
+    /// The figures an admitted response shows.
+    success: Option<Figures>,
+    /// This filter sent the local reply: its response path adds nothing.
+    refused: bool,
+    /// Waiting for the session service.
+    waiting: Option<Box<Waiting>>,
+}
+
+/// A request paused for its session resolve: early bounds already read.
+pub struct Waiting {
+    pending: Pending,
+    address: String,
+    identity: Identity,
+    credential: u128,
+}
+
+/// What a request comes to: everything the reply needs, no index to
+/// resolve against the plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Decision<'p> {
+    /// Let through; with the figures the response shows, if it shows any.
+    Pass(Option<Shown<'p>>),
+    /// 429, naming the route and the bound that refused.
+    Refuse { route: &'p str, shown: Shown<'p> },
+    /// 503: the session service failed and `on_error` is `deny`.
+    Unresolved,
+}
+
+/// Where `begin` stopped.
+pub enum Begun<'p> {
+    Decided(Decision<'p>),
+    /// Ask the session service, then `resume`.
+    Needs(Box<Waiting>, Ask<'p>),
+}
+
+/// The session service question a request waits for.
+pub struct Ask<'p> {
+    session: &'p SessionSource,
+    /// `cookie` or `authorization`, and its value.
+    header: &'static str,
+    credential: String,
+}
+
+impl Ask<'_> {
+    pub fn call(&self) -> SessionCall<'_> {
+        let s = self.session;
+        SessionCall {
+            cluster: &s.cluster,
+            headers: [
+                (":method", "GET"),
+                (":path", &s.path),
+                (":authority", s.authority.as_deref().unwrap_or(&s.cluster)),
+                (self.header, &self.credential),
+            ],
+            timeout_ms: s.timeout_ms,
+        }
+    }
+}
+
+/// The figures of a bound, owned: kept from the request to its response
+/// without a borrow of the plan, and without an allocation.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    name: [u8; NAME_MAX],
+    len: usize,
+    window_ms: u64,
+    quota: Quota,
+    structured: bool,
+}
+
+/// Bound names are at most 64 characters; an operation's bound is shown as
+/// `<operation>.<bound>`.
+const NAME_MAX: usize = 130;
+
+impl Figures {
+    fn of(s: &Shown) -> Figures {
+        let mut name = [0u8; NAME_MAX];
+        let len = s.bound.len().min(NAME_MAX);
+        if let (Some(to), Some(from)) = (name.get_mut(..len), s.bound.as_bytes().get(..len)) {
+            to.copy_from_slice(from);
+        }
+        Figures {
+            name,
+            len,
+            window_ms: s.window_ms,
+            quota: s.quota,
+            structured: s.structured,
+        }
+    }
+
+    fn shown(&self) -> Shown<'_> {
+        let bytes = self.name.get(..self.len).unwrap_or_default();
+        Shown {
+            bound: std::str::from_utf8(bytes).unwrap_or_default(),
+            window_ms: self.window_ms,
+            quota: self.quota,
+            structured: self.structured,
+        }
+    }
+}
+
+impl<'p> Worker<'p> {
+    /// The figures of bound `b` of `route`, as the client is shown them.
+    fn shown(&self, route: usize, b: usize, quota: Quota) -> Option<Shown<'p>> {
+        let plan = &self.limiter.plan;
+        let bound = plan.routes.get(route)?.bounds.get(b)?;
+        Some(Shown {
+            bound: &bound.name,
+            window_ms: bound.rate.window_ms,
+            quota,
+            structured: plan.structured_headers,
+        })
+    }
+
+    /// Records stats and errors of a counted request; what it comes to.
+    fn conclude<H: Host>(&self, host: &mut H, route: usize, d: Counted) -> Decision<'p> {
+        host.record(route, &d.events);
+        for e in &d.errors {
+            host.count(Stat::StoreError);
+            host.log(
+                Level::Warn,
+                &format!("ratebound: store error, bound skipped: {e}"),
+            );
+        }
+        if let Some((b, quota)) = d.refused {
+            let route_name = self
+                .limiter
+                .plan
+                .routes
+                .get(route)
+                .map_or("", |r| r.name.as_str());
+            return match self.shown(route, b, quota) {
+                Some(shown) => Decision::Refuse {
+                    route: route_name,
+                    shown,
+                },
+                None => Decision::Pass(None),
+            };
+        }
+        let shown = self
+            .limiter
+            .plan
+            .success_headers
+            .then(|| d.tightest.and_then(|(b, q)| self.shown(route, b, q)))
+            .flatten();
+        Decision::Pass(shown)
+    }
+
+    /// Checks the identity bounds, then records the request everywhere.
+    fn finish<H: Host>(
+        &self,
+        host: &mut H,
+        pending: Pending,
+        address: &str,
+        id: &Identity,
+        now: u64,
+    ) -> Decision<'p> {
+        let caller = Caller {
+            address,
+            identity: Some(id),
+        };
+        let route = pending.route();
+        let d = self.limiter.finish(host.store(), pending, &caller, now);
+        self.conclude(host, route, d)
+    }
+
+    /// A failed session resolve: counted, logged; 503 when `deny`.
+    fn identity_failed<H: Host>(
+        &self,
+        host: &mut H,
+        session: &SessionSource,
+        why: &SessionError,
+    ) -> Option<Decision<'p>> {
+        host.count(Stat::IdentityError);
+        host.log(
+            Level::Warn,
+            &format!("ratebound session resolve failed: {why}"),
+        );
+        (session.on_error == OnError::Deny).then_some(Decision::Unresolved)
+    }
+
+    /// Reads what the plan needs of the request and decides it, as far as
+    /// it can without the session service.
+    pub fn begin<H: Host>(&self, host: &mut H) -> Begun<'p> {
+        let lim = self.limiter;
+        let plan = &lim.plan;
+        let needs = plan.needs;
+        let route_name = needs
+            .route_name
+            .then(|| host.property(vec!["xds", "route_name"]))
+            .flatten()
+            .and_then(|b| String::from_utf8(b).ok());
+        let hdr = |want: bool, name| want.then(|| host.request_header(name)).flatten();
+        let host_h = hdr(needs.host, ":authority");
+        let path = hdr(needs.path, ":path");
+        let method = hdr(needs.method, ":method");
+        let info = RequestInfo {
+            route_name: route_name.as_deref(),
+            host: host_h.as_deref(),
+            path: path.as_deref(),
+            method: method.as_deref(),
+        };
+        // Normalised once, for the route and its operation.
+        let request = info.normalized();
+        let Some((r, route)) = plan
+            .route_for_normalized(&request)
+            .and_then(|r| Some((r, plan.routes.get(r)?)))
+        else {
+            return Begun::Decided(Decision::Pass(None));
+        };
+        if route.bounds.is_empty() {
+            return Begun::Decided(Decision::Pass(None));
+        }
+        let source = route
+            .needs_address
+            .then(|| host.property(vec!["source", "address"]))
+            .flatten()
+            .and_then(|b| String::from_utf8(b).ok())
+            .unwrap_or_default();
+        let address = strip_port(&source);
+        let op = route.operation_for(&request);
+        let now = host.now_ms();
+
+        // Phase 1: bounds that need no identity, before anything is resolved.
+        let mut pending = lim.start(r, op);
+        if let Some(refused) = lim.early(host.store(), &mut pending, address, now) {
+            return Begun::Decided(self.conclude(host, r, refused));
+        }
+        let Some(identity_config) = plan.identity.as_ref().filter(|_| route.needs_identity(op))
+        else {
+            let d = lim.commit(host.store(), pending, now);
+            return Begun::Decided(self.conclude(host, r, d));
+        };
+
+        // Phase 2: who is calling, then the bounds that depend on it.
+        let tokens = sources::Tokens {
+            cache: self.tokens,
+            seed: lim.seed(),
+            now_ms: now,
+        };
+        let (mut id, remembered) = sources::resolve(host, identity_config, &tokens);
+        if remembered {
+            host.count(Stat::JwtCacheHit);
+        }
+        if let (false, Some(session)) = (id.authenticated(), identity_config.session.as_ref()) {
+            if let Some((header, value)) = sources::credential(host, session) {
+                let key = credential_key(lim.seed(), &value);
+                let cached = self
+                    .sessions
+                    .try_borrow()
+                    .ok()
+                    .and_then(|c| c.get(key, now).cloned());
+                match cached {
+                    Some(found) => {
+                        host.count(Stat::SessionCacheHit);
+                        id.merge(found);
+                    }
+                    None => {
+                        let ask = Ask {
+                            session,
+                            header,
+                            credential: value,
+                        };
+                        let waiting = Box::new(Waiting {
+                            pending,
+                            address: address.to_string(),
+                            identity: id,
+                            credential: key,
+                        });
+                        return Begun::Needs(waiting, ask);
+                    }
+                }
+            }
+        }
+        Begun::Decided(self.finish(host, pending, address, &id, now))
+    }
+
+    /// The session service answered `status` (and `body`, read only for a
+    /// 200): the identity bounds, then the decision.
+    pub fn resume<H: Host>(
+        &self,
+        host: &mut H,
+        w: Box<Waiting>,
+        status: &str,
+        body: impl FnOnce() -> Option<Vec<u8>>,
+    ) -> Decision<'p> {
+        let Some(session) = self
+            .limiter
+            .plan
+            .identity
+            .as_ref()
+            .and_then(|i| i.session.as_ref())
+        else {
+            return Decision::Pass(None);
+        };
+        let mut id = w.identity;
+        let now = host.now_ms();
+        match id_decode::session_outcome(status, body) {
+            Ok(found) => {
+                if let Ok(mut cache) = self.sessions.try_borrow_mut() {
+                    cache.insert(w.credential, found.clone(), now);
+                }
+                id.merge(found);
+            }
+            Err(e) => {
+                if let Some(d) = self.identity_failed(host, session, &e) {
+                    return d;
+                }
+            }
+        }
+        self.finish(host, w.pending, &w.address, &id, now)
+    }
+
+    /// Carries out a decision: a local reply, or the figures kept for the
+    /// response. `Pause` when this filter answered.
+    fn perform<H: Host>(&self, host: &mut H, ex: &mut Exchange, d: Decision) -> Step {
+        match d {
+            Decision::Pass(shown) => {
+                ex.success = shown.as_ref().map(Figures::of);
+                Step::Continue
+            }
+            Decision::Refuse { route, shown } => {
+                // Only busy if re-entered, which a single-threaded VM never does.
+                let Ok(mut refusal) = self.refusal.try_borrow_mut() else {
+                    return Step::Continue;
+                };
+                refusal.render(&shown, route);
+                ex.refused = true;
+                let sent =
+                    host.send_reply(429, refusal.headers().collect(), refusal.body().as_bytes());
+                if let Err(s) = sent {
+                    host.log(Level::Error, &format!("ratebound could not send 429: {s}"));
+                    ex.refused = false;
+                    return Step::Continue;
+                }
+                Step::Pause
+            }
+            Decision::Unresolved => {
+                ex.refused = true;
+                let _ = host.send_reply(
+                    503,
+                    vec![("content-type", "text/plain")],
+                    b"identity could not be resolved\n",
+                );
+                Step::Pause
+            }
+        }
+    }
+
+    /// The request's headers arrived: decide, dispatch the session call
+    /// if it needs one, perform the outcome.
+    pub fn on_request<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
+        let d = match self.begin(host) {
+            Begun::Decided(d) => d,
+            Begun::Needs(waiting, ask) => {
+                host.count(Stat::SessionCall);
+                match host.dispatch_session(&ask.call()) {
+                    Ok(()) => {
+                        ex.waiting = Some(waiting);
+                        return Step::Pause;
+                    }
+                    Err(s) => {
+                        let why = SessionError::NotDispatched(s);
+                        match self.identity_failed(host, ask.session, &why) {
+                            Some(d) => d,
+                            None => {
+                                let now = host.now_ms();
+                                let Waiting {
+                                    pending,
+                                    address,
+                                    identity,
+                                    ..
+                                } = *waiting;
+                                self.finish(host, pending, &address, &identity, now)
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        self.perform(host, ex, d)
+    }
+
+    /// The session service answered (`body_size` bytes of body).
+    /// `Continue` when the paused request is to go on.
+    pub fn on_session_answer<H: Host>(
+        &self,
+        host: &mut H,
+        ex: &mut Exchange,
+        body_size: usize,
+    ) -> Step {
+        let Some(w) = ex.waiting.take() else {
+            return Step::Pause;
+        };
+        let status = host.session_status().unwrap_or_default();
+        let body = host.session_body(body_size);
+        let d = self.resume(host, w, &status, || body);
+        self.perform(host, ex, d)
+    }
+
+    /// The response's headers: the figures of an admitted request.
+    pub fn on_response<H: Host>(&self, host: &mut H, ex: &mut Exchange) {
+        if ex.refused {
+            return;
+        }
+        let Some(f) = ex.success.take() else {
+            return;
+        };
+        // Appended, as Envoy's own rate limit filters do: an upstream's own
+        // fields stay beside ours, and an append costs less than a replace.
+        headers::each_quota_header(&f.shown(), |name, value| {
+            host.add_response_header(name, value)
+        });
+    }
+}
+
+/// One request whose identity is already known, through the same phases
+/// the filter runs (without the call-out): for tests, the store suite and
+/// the bench.
+pub fn decide<S: Store + ?Sized>(
+    lim: &Limiter,
+    store: &S,
+    route: usize,
+    op: Option<usize>,
+    caller: &Caller,
+    now_ms: u64,
+) -> Counted {
+    let mut pending = lim.start(route, op);
+    if let Some(refused) = lim.early(store, &mut pending, caller.address, now_ms) {
+        return refused;
+    }
+    let late = lim.plan.identity.is_some()
+        && lim
+            .plan
+            .routes
+            .get(route)
+            .is_some_and(|r| r.needs_identity(op));
+    if late {
+        lim.finish(store, pending, caller, now_ms)
+    } else {
+        lim.commit(store, pending, now_ms)
+    }
+}

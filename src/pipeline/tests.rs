@@ -1,0 +1,435 @@
+//! Every path of a request, natively: the pipeline over a recording host.
+#![allow(clippy::indexing_slicing)]
+
+use super::mock::{Filter, MockHost};
+use super::*;
+use crate::config::Per;
+use crate::limiter::Event;
+use crate::slots;
+
+const T0: u64 = 600_000;
+
+fn filter(host: &MockHost, json: &str) -> Filter {
+    Filter::new(&host.store, json).unwrap()
+}
+
+/// The count bound `b` of route 0 holds for `caller`.
+fn count(f: &Filter, host: &MockHost, b: usize, caller: &Caller) -> Option<u32> {
+    let lim = &f.limiter;
+    let key = lim.caller_key(lim.plan.routes[0].bounds[b].per, caller);
+    slots::peek(&host.store, &lim.lanes[0][b], key)
+        .unwrap()
+        .map(|c| c.cur)
+}
+
+fn anon(address: &str) -> Caller<'_> {
+    Caller {
+        address,
+        identity: None,
+    }
+}
+
+const PER_ADDRESS: &str = r#"{"routes":[{"name":"api","bounds":[
+    {"name":"addr","per":"address","limit":2,"window":"PT1M"}]}]}"#;
+
+#[test]
+fn an_early_refusal_is_a_429_with_the_bounds_figures() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, PER_ADDRESS);
+    for _ in 0..2 {
+        assert_eq!(f.request(&mut host), (Step::Continue, None));
+    }
+    assert!(host.replies.is_empty());
+    host.clear();
+    host.now = T0 + 1_500;
+    assert_eq!(f.request(&mut host), (Step::Pause, None));
+    let reply = &host.replies[0];
+    assert_eq!(reply.status, 429);
+    assert_eq!(reply.header("ratelimit-limit"), Some("2"));
+    assert_eq!(reply.header("ratelimit-remaining"), Some("0"));
+    let retry: u64 = reply.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=120).contains(&retry), "{retry}");
+    assert_eq!(reply.header("ratelimit-reset"), Some(&*retry.to_string()));
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert!(reply.body.contains(r#""route":"api","bound":"addr""#));
+    // Counted as refused; the local reply gets no success headers.
+    assert_eq!(host.events.len(), 1);
+    assert_eq!(host.events[0].1.event, Event::Refused);
+    assert!(host.response_headers.is_empty());
+    // Another address is another caller.
+    let mut other = MockHost {
+        store: std::mem::take(&mut host.store),
+        ..MockHost::new(T0 + 1_500).from_address("10.0.0.2")
+    };
+    assert_eq!(f.request(&mut other), (Step::Continue, None));
+}
+
+#[test]
+fn an_admitted_response_shows_the_tightest_bound() {
+    let json = r#"{"structured_headers":true,"routes":[{"name":"api","bounds":[
+        {"name":"wide","per":"route","limit":100,"window":"PT1M"},
+        {"name":"narrow","per":"address","limit":5,"window":"PT10S"}]}]}"#;
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, json);
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert_eq!(host.response_header("ratelimit-limit"), Some("5"));
+    assert_eq!(host.response_header("ratelimit-remaining"), Some("4"));
+    assert_eq!(host.response_header("ratelimit-reset"), Some("10"));
+    assert_eq!(
+        host.response_header("ratelimit-policy"),
+        Some(r#""narrow";q=5;w=10"#)
+    );
+    assert_eq!(
+        host.response_header("ratelimit"),
+        Some(r#""narrow";r=4;t=10"#)
+    );
+    // Both bounds counted it.
+    let allowed = host
+        .events
+        .iter()
+        .filter(|(_, e)| e.event == Event::Allowed)
+        .count();
+    assert_eq!(allowed, 2);
+}
+
+#[test]
+fn success_headers_off_adds_nothing() {
+    let json = r#"{"success_headers":false,"routes":[{"name":"api","bounds":[
+        {"per":"address","limit":5,"window":"PT10S"}]}]}"#;
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, json);
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert!(host.response_headers.is_empty());
+}
+
+#[test]
+fn a_request_no_route_matches_reads_only_what_matching_needs() {
+    let json = r#"{"routes":[{"name":"api","match":{"path_prefix":"/api/"},"bounds":[
+        {"per":"address","limit":1,"window":"PT1M"}]}]}"#;
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header(":path", "/static/x");
+    let f = filter(&host, json);
+    let writes = host.store.writes();
+    for _ in 0..3 {
+        assert_eq!(f.request(&mut host), (Step::Continue, None));
+    }
+    // The path, three times: never the address, never the store.
+    assert_eq!(host.reads.get(), 3);
+    assert!(host.events.is_empty() && host.replies.is_empty());
+    assert_eq!(host.store.writes(), writes);
+}
+
+#[test]
+fn an_admitted_request_reads_the_address_once_and_writes_once() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, PER_ADDRESS);
+    f.request(&mut host);
+    host.clear();
+    let writes = host.store.writes();
+    host.now += 1;
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert_eq!(host.reads.get(), 1);
+    assert_eq!(host.store.writes(), writes + 1);
+}
+
+const USERS: &str = r#"{"identity":{"header":{"user":"x-user"}},
+    "routes":[{"name":"api","bounds":[
+      {"name":"addr","per":"address","limit":10,"window":"PT1M"},
+      {"name":"user","per":"user","limit":1,"window":"PT1M"}]}]}"#;
+
+#[test]
+fn an_identity_refusal_names_the_identity_bound_and_leaves_the_earlier_untouched() {
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header("x-user", "alice");
+    let f = filter(&host, USERS);
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    host.clear();
+    host.now += 1;
+    assert_eq!(f.request(&mut host), (Step::Pause, None));
+    let reply = &host.replies[0];
+    assert_eq!(reply.status, 429);
+    assert!(reply.body.contains(r#""bound":"user""#));
+    // The address bound admitted it, yet counts only the admitted request.
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(1));
+    assert_eq!(host.events.len(), 1);
+    assert_eq!(host.events[0].1.bound, 1);
+    // Bob, at the same address, has his own budget.
+    host.request_headers.insert("x-user".into(), "bob".into());
+    host.clear();
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(2));
+}
+
+fn session(on_error: &str, limit: u32) -> String {
+    format!(
+        r#"{{"identity":{{"session":{{"cluster":"sessions","path":"/whoami","cookie":"sid",
+            "authorization":false,"timeout_ms":250,"on_error":"{on_error}"}}}},
+            "routes":[{{"name":"api","bounds":[
+              {{"name":"addr","per":"address","limit":100,"window":"PT1M"}},
+              {{"name":"user","per":"user","limit":{limit},"window":"PT1M"}}]}}]}}"#
+    )
+}
+
+fn signed_in(now: u64) -> MockHost {
+    MockHost::new(now)
+        .from_address("10.0.0.1")
+        .header("cookie", "theme=dark; sid=s3cret")
+}
+
+#[test]
+fn the_session_service_is_asked_with_the_cookie_and_its_user_is_counted() {
+    let mut host = signed_in(T0);
+    host.session_status = Some("200".into());
+    host.session_body = Some(br#"{"user":"alice"}"#.to_vec());
+    let f = filter(&host, &session("anonymous", 1));
+    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
+    let call = &host.dispatched[0];
+    assert_eq!(call.cluster, "sessions");
+    assert_eq!(call.timeout_ms, 250);
+    assert!(call
+        .headers
+        .contains(&("cookie".to_string(), "sid=s3cret".to_string())));
+    assert!(call
+        .headers
+        .contains(&(":path".to_string(), "/whoami".to_string())));
+    assert_eq!(host.counted(Stat::SessionCall), 1);
+    let alice = Identity {
+        user: Some("alice".into()),
+        ..Identity::default()
+    };
+    let as_alice = Caller {
+        address: "10.0.0.1",
+        identity: Some(&alice),
+    };
+    assert_eq!(count(&f, &host, 1, &as_alice), Some(1));
+    // Remembered: the next request asks nobody, and alice is refused.
+    host.clear();
+    assert_eq!(f.request(&mut host), (Step::Pause, None));
+    assert!(host.dispatched.is_empty());
+    assert_eq!(host.counted(Stat::SessionCacheHit), 1);
+    assert_eq!(host.replies[0].status, 429);
+}
+
+#[test]
+fn a_session_answer_of_401_403_or_404_is_an_anonymous_caller() {
+    for status in ["401", "403", "404"] {
+        let mut host = signed_in(T0);
+        host.session_status = Some(status.into());
+        let f = filter(&host, &session("deny", 1));
+        assert_eq!(
+            f.request(&mut host),
+            (Step::Pause, Some(Step::Continue)),
+            "{status}"
+        );
+        assert_eq!(host.counted(Stat::IdentityError), 0, "{status}");
+        assert!(host.replies.is_empty());
+        // Counted per address under the user bound, as anyone anonymous.
+        assert_eq!(count(&f, &host, 1, &anon("10.0.0.1")), Some(1), "{status}");
+    }
+}
+
+#[test]
+fn a_failed_session_resolve_with_on_error_anonymous_goes_on() {
+    let mut host = signed_in(T0);
+    host.session_status = Some("500".into());
+    let f = filter(&host, &session("anonymous", 5));
+    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
+    assert_eq!(host.counted(Stat::IdentityError), 1);
+    assert!(host
+        .logs
+        .iter()
+        .any(|(l, m)| *l == Level::Warn && m.contains("session service answered 500")));
+    assert!(host.replies.is_empty());
+    assert_eq!(count(&f, &host, 1, &anon("10.0.0.1")), Some(1));
+    // Not remembered: the next request asks again.
+    host.clear();
+    f.request(&mut host);
+    assert_eq!(host.dispatched.len(), 1);
+}
+
+#[test]
+fn a_failed_session_resolve_with_deny_is_a_503_that_counts_nothing() {
+    let mut host = signed_in(T0);
+    host.session_status = Some("502".into());
+    let f = filter(&host, &session("deny", 5));
+    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
+    assert_eq!(host.counted(Stat::IdentityError), 1);
+    let reply = &host.replies[0];
+    assert_eq!(reply.status, 503);
+    assert_eq!(reply.body, "identity could not be resolved\n");
+    assert!(host.response_headers.is_empty());
+    // Neither bound counted it.
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), None);
+    assert_eq!(count(&f, &host, 1, &anon("10.0.0.1")), None);
+}
+
+#[test]
+fn a_session_call_the_host_cannot_dispatch_is_a_failed_resolve() {
+    for (on_error, step, status) in [
+        ("deny", Step::Pause, Some(503)),
+        ("anonymous", Step::Continue, None),
+    ] {
+        let mut host = signed_in(T0);
+        host.dispatch_error = Some("BadArgument".into());
+        let f = filter(&host, &session(on_error, 5));
+        assert_eq!(f.request(&mut host), (step, None), "{on_error}");
+        assert_eq!(host.counted(Stat::IdentityError), 1);
+        assert!(host
+            .logs
+            .iter()
+            .any(|(_, m)| m.contains("not dispatched: BadArgument")));
+        assert_eq!(host.replies.first().map(|r| r.status), status, "{on_error}");
+    }
+}
+
+#[test]
+fn without_a_credential_nobody_is_asked() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, &session("deny", 1));
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert!(host.dispatched.is_empty());
+    assert_eq!(f.request(&mut host), (Step::Pause, None));
+    assert_eq!(host.replies[0].status, 429);
+}
+
+#[test]
+fn an_early_refusal_asks_the_session_service_nothing() {
+    let json = r#"{"identity":{"session":{"cluster":"s","cookie":"sid"}},
+        "routes":[{"name":"api","bounds":[
+          {"name":"addr","per":"address","limit":1,"window":"PT1M"},
+          {"name":"user","per":"user","limit":10,"window":"PT1M"}]}]}"#;
+    let mut host = signed_in(T0);
+    host.session_status = Some("404".into());
+    let f = filter(&host, json);
+    f.request(&mut host);
+    host.clear();
+    assert_eq!(f.request(&mut host), (Step::Pause, None));
+    assert!(host.dispatched.is_empty());
+    assert!(host.replies[0].body.contains(r#""bound":"addr""#));
+}
+
+#[test]
+fn a_late_refusal_after_the_call_out_leaves_the_earlier_bounds_untouched() {
+    let mut host = signed_in(T0);
+    host.session_status = Some("200".into());
+    host.session_body = Some(br#"{"user":"alice"}"#.to_vec());
+    let f = filter(&host, &session("anonymous", 1));
+    f.request(&mut host);
+    // Forget the answer: the next request asks again, and is refused
+    // after the call-out.
+    *f.sessions.borrow_mut() = crate::identity_cache::IdentityCache::new(1, 0);
+    host.clear();
+    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
+    assert_eq!(host.dispatched.len(), 1);
+    assert_eq!(host.replies[0].status, 429);
+    assert!(host.replies[0].body.contains(r#""bound":"user""#));
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(1));
+}
+
+#[test]
+fn a_shadow_bound_never_refuses_and_says_it_would_have() {
+    let json = r#"{"routes":[{"name":"api","bounds":[
+        {"name":"dry","per":"address","limit":1,"window":"PT1M","shadow":true}]}]}"#;
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, json);
+    f.request(&mut host);
+    host.clear();
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert!(host.replies.is_empty());
+    assert_eq!(host.events[0].1.event, Event::WouldRefuse);
+    // Its headers show what enforcement would say.
+    assert_eq!(host.response_header("ratelimit-remaining"), Some("0"));
+}
+
+#[test]
+fn a_store_error_fails_open_and_is_counted() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, PER_ADDRESS);
+    host.store.fail_next(usize::MAX);
+    for _ in 0..5 {
+        assert_eq!(f.request(&mut host), (Step::Continue, None));
+    }
+    assert!(host.replies.is_empty());
+    assert_eq!(host.counted(Stat::StoreError), 5);
+    assert!(host
+        .logs
+        .iter()
+        .all(|(l, m)| *l == Level::Warn && m.contains("store error, bound skipped")));
+    host.store.fail_next(0);
+}
+
+#[test]
+fn a_429_the_host_cannot_send_lets_the_request_through() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, PER_ADDRESS);
+    f.request(&mut host);
+    f.request(&mut host);
+    host.clear();
+    host.reply_error = Some("InternalFailure".into());
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert!(host.logs.iter().any(|(l, _)| *l == Level::Error));
+    // Refused all the same: counted so, and no success headers.
+    assert_eq!(host.events[0].1.event, Event::Refused);
+}
+
+#[test]
+fn decide_runs_the_filters_phases() {
+    // The helper the store suite and the bench use counts as the filter does.
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, PER_ADDRESS);
+    f.request(&mut host);
+    let d = decide(&f.limiter, &host.store, 0, None, &anon("10.0.0.1"), T0);
+    assert!(d.refused.is_none());
+    let d = decide(&f.limiter, &host.store, 0, None, &anon("10.0.0.1"), T0);
+    assert_eq!(d.refused.map(|r| r.0), Some(0));
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(2));
+    let _ = Per::Address;
+}
+
+#[test]
+fn an_operations_bound_is_shown_by_its_whole_name() {
+    let (op, bound) = ("o".repeat(64), "b".repeat(64));
+    let json = format!(
+        r#"{{"structured_headers":true,"routes":[{{"name":"api","bounds":[],
+            "operations":[{{"operation_id":"{op}","method":"POST","path":"/pay/{{id}}",
+              "bounds":[{{"name":"{bound}","per":"address","limit":3,"window":"PT1M"}}]}}]}}]}}"#
+    );
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header(":path", "/pay/7")
+        .header(":method", "POST");
+    let f = filter(&host, &json);
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert_eq!(
+        host.response_header("ratelimit-policy"),
+        Some(&*format!("\"{op}.{bound}\";q=3;w=60"))
+    );
+}
+
+#[test]
+fn claims_jwt_authn_verified_name_the_user() {
+    let json = r#"{"identity":{"jwt":{"metadata_key":"payload","user_claim":"sub","cache_ttl_s":0}},
+        "routes":[{"name":"api","bounds":[{"name":"user","per":"user","limit":1,"window":"PT1M"}]}]}"#;
+    let claim = "metadata.filter_metadata.envoy.filters.http.jwt_authn.payload.sub";
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.properties.insert(claim.into(), b"alice".to_vec());
+    let f = filter(&host, json);
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert_eq!(f.request(&mut host), (Step::Pause, None));
+    host.properties.insert(claim.into(), b"bob".to_vec());
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    let alice = Identity {
+        user: Some("alice".into()),
+        ..Identity::default()
+    };
+    let who = Caller {
+        address: "10.0.0.1",
+        identity: Some(&alice),
+    };
+    assert_eq!(count(&f, &host, 0, &who), Some(1));
+}
