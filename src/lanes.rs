@@ -42,10 +42,11 @@ pub const LEASE_MS: u64 = 60_000;
 /// A configuration none of whose root contexts ticked yet is kept this
 /// long (Envoy may reject the push before any tick).
 pub const GRACE_MS: u64 = 10_000;
-/// How often a configuration's ticks refresh its `seen` time.
+/// How often a configuration's ticks refresh its `seen` time: the only
+/// directory write of a steady state (every write of any key moves the
+/// host's cas counter, which makes the workers' write memories guess
+/// again; see `write_memory`).
 pub const HEARTBEAT_MS: u64 = 5_000;
-/// How often the configuration in force sweeps (one VM a period).
-pub const SWEEP_MS: u64 = 1_000;
 /// Root contexts of the same configuration arriving this soon after the
 /// first join it even when a newer configuration of the instance exists
 /// (Envoy configures the main thread first, then each worker).
@@ -75,7 +76,6 @@ pub struct Live {
     pub joined: bool,
     pub born_ms: u64,
     pub seen_ms: u64,
-    pub swept_ms: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -154,8 +154,6 @@ pub struct Beat {
     /// The newest live configuration of its instance: it keeps gauges and
     /// sweeps; older ones only serve connections that are draining.
     pub current: bool,
-    /// This tick won the period's sweep.
-    pub sweep: bool,
 }
 
 impl Directory {
@@ -353,7 +351,6 @@ impl Directory {
             joined: false,
             born_ms: now_ms,
             seen_ms: now_ms,
-            swept_ms: 0,
         });
         Ok(Registered {
             gen,
@@ -374,9 +371,9 @@ impl Directory {
         left
     }
 
-    /// A tick of generation `gen`: keeps it seen and hands out the sweep.
-    /// `None` when the directory no longer knows it. The bool says whether
-    /// the directory changed (and must be written).
+    /// A tick of generation `gen`: keeps it seen, says whether it is in
+    /// force. `None` when the directory no longer knows it. The bool says
+    /// whether the directory changed (and must be written).
     /// `join`: this is the context's first tick (it joins the entry).
     pub fn beat(&mut self, gen: u64, join: bool, now_ms: u64) -> Option<(Beat, bool)> {
         let before = self.live.len();
@@ -390,25 +387,19 @@ impl Directory {
             l.joined = true;
             changed = true;
         }
-        if now_ms.saturating_sub(l.seen_ms) >= HEARTBEAT_MS {
+        // A clock that stepped back refreshes too.
+        if now_ms.saturating_sub(l.seen_ms) >= HEARTBEAT_MS || now_ms < l.seen_ms {
             l.seen_ms = now_ms;
             changed = true;
         }
-        // A clock that stepped back must not stop the sweep for good.
-        let sweep =
-            current && (now_ms.saturating_sub(l.swept_ms) >= SWEEP_MS || now_ms < l.swept_ms);
-        if sweep {
-            l.swept_ms = now_ms;
-            changed = true;
-        }
-        Some((Beat { current, sweep }, changed))
+        Some((Beat { current }, changed))
     }
 }
 
 // ---- encoding: fixed-width little endian, read on every tick ----
 
 const MAGIC: u32 = 0x7262_6431; // "rbd1"
-const LIVE_BYTES: usize = 8 * 6 + 4 + 1;
+const LIVE_BYTES: usize = 8 * 5 + 4 + 1;
 const LANE_BYTES: usize = 8 * 4 + 4 + 1;
 
 impl Directory {
@@ -423,9 +414,7 @@ impl Directory {
         v.extend_from_slice(&(self.live.len() as u32).to_le_bytes());
         v.extend_from_slice(&(self.lanes.len() as u32).to_le_bytes());
         for l in &self.live {
-            for x in [
-                l.instance, l.config, l.gen, l.born_ms, l.seen_ms, l.swept_ms,
-            ] {
+            for x in [l.instance, l.config, l.gen, l.born_ms, l.seen_ms] {
                 v.extend_from_slice(&x.to_le_bytes());
             }
             v.extend_from_slice(&l.refs.to_le_bytes());
@@ -465,7 +454,6 @@ impl Directory {
                 gen: r.u64()?,
                 born_ms: r.u64()?,
                 seen_ms: r.u64()?,
-                swept_ms: r.u64()?,
                 refs: r.u32()?,
                 joined: r.u8()? != 0,
             });
@@ -755,23 +743,29 @@ mod tests {
     }
 
     #[test]
-    fn only_the_newest_of_an_instance_is_current_and_one_tick_sweeps() {
+    fn only_the_newest_of_an_instance_is_current() {
         let mut d = Directory::default();
         let c1 = push(&mut d, 1, &[1], 1, T);
         let o = d.register("other", 1, &keyed(&[1]), T).unwrap();
         assert_ne!(lanes(&c1), lanes(&o), "instances never share");
-        let (b, _) = d.beat(c1.gen, false, T + 1_000).unwrap();
-        assert!(b.current && b.sweep);
-        let (b, _) = d.beat(c1.gen, false, T + 1_500).unwrap();
-        assert!(b.current && !b.sweep, "another VM swept this period");
+        assert!(d.beat(c1.gen, false, T + 1_000).unwrap().0.current);
         let c2 = push(&mut d, 2, &[2], 1, T + 1_600);
-        let (b, _) = d.beat(c1.gen, false, T + 3_000).unwrap();
-        assert!(!b.current && !b.sweep);
+        assert!(!d.beat(c1.gen, false, T + 3_000).unwrap().0.current);
         assert!(d.beat(c2.gen, false, T + 3_000).unwrap().0.current);
         // The newer one is rejected by Envoy and destroyed: 1 is current again.
         d.leave(c2.gen);
         assert!(d.beat(c1.gen, false, T + 4_000).unwrap().0.current);
         assert!(d.beat(o.gen, true, T + 4_000).unwrap().0.current);
+    }
+
+    #[test]
+    fn a_steady_state_writes_the_directory_once_per_heartbeat() {
+        let mut d = Directory::default();
+        let c = push(&mut d, 1, &[1], 3, T);
+        let writes = (1..=20u64)
+            .filter(|s| d.beat(c.gen, false, T + s * 1_000).unwrap().1)
+            .count();
+        assert_eq!(writes, 4, "every 5 s over 20 s, whatever the ticks");
     }
 
     #[test]

@@ -37,7 +37,7 @@ proxy_wasm::main! {{
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
 }}
 
-/// Buckets swept per lane per sweep: a full sweep every few seconds.
+/// Buckets swept per caller table per tick: a full sweep every 5 s.
 const SWEEP_CHUNK: usize = 256;
 
 #[derive(Default)]
@@ -145,10 +145,10 @@ impl RootContext for Root {
             Ok(Some(beat)) => {
                 self.joined = true;
                 self.current = beat.current;
-                // Only the configuration in force keeps gauges and sweeps,
-                // one VM a period: a superseded one only serves connections
-                // that are draining, and its lanes are not all its own.
-                if beat.sweep {
+                // Only the configuration in force keeps gauges and sweeps:
+                // a superseded one only serves connections that are
+                // draining, and its lanes are not all its own.
+                if beat.current {
                     sweep(&active, now);
                 }
             }
@@ -236,10 +236,13 @@ impl Root {
 
 /// Sweeps expired callers out of the caller tables that track any, a chunk
 /// of buckets each, and writes the tracked gauges. Idle tables cost one
-/// read.
+/// read. Every VM of the configuration in force does it, each second the
+/// same chunk: reads only, but for the entries that expired (the first VM
+/// removes them), so no VM's sweep moves the host's cas counter for
+/// nothing.
 fn sweep(active: &Active, now: u64) {
     let store = SharedData;
-    let period = now / lanes::SWEEP_MS;
+    let period = now / 1_000;
     for (r, lanes_of_route) in active.limiter.lanes.iter().enumerate() {
         for (b, lane) in lanes_of_route.iter().enumerate() {
             let Some(table) = lane.table else { continue };
