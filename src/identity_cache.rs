@@ -5,6 +5,7 @@
 
 use crate::identity::Identity;
 use siphasher::sip128::{Hasher128, SipHasher13};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hasher;
 
@@ -17,6 +18,25 @@ pub struct IdentityCache {
 }
 
 /// The cache key of a credential (`seed` is the installation's).
+/// A worker's two identity caches for a configuration: session answers per
+/// credential, and identities of verified JWTs per token. One not
+/// configured caches nothing.
+pub fn caches_for(
+    identity: Option<&crate::config::IdentityConfig>,
+) -> (RefCell<IdentityCache>, RefCell<IdentityCache>) {
+    let cache = |sized: Option<(usize, u64)>| {
+        let (entries, ttl_s) = sized.unwrap_or((1, 0));
+        RefCell::new(IdentityCache::new(entries, ttl_s.saturating_mul(1_000)))
+    };
+    let sessions = identity
+        .and_then(|i| i.session.as_ref())
+        .map(|s| (s.cache_entries, s.cache_ttl_s));
+    let tokens = identity
+        .and_then(|i| i.jwt.as_ref())
+        .map(|j| (j.cache_entries, j.cache_ttl_s));
+    (cache(sessions), cache(tokens))
+}
+
 pub fn credential_key(seed: [u64; 2], credential: &str) -> u128 {
     let mut h = SipHasher13::new_with_keys(seed[1], seed[0]);
     h.write(credential.as_bytes());

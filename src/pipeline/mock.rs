@@ -230,19 +230,7 @@ impl Filter {
             }
             lanes.push(of_route);
         }
-        let cache = |sized: Option<(usize, u64)>| {
-            let (entries, ttl_s) = sized.unwrap_or((1, 0));
-            RefCell::new(IdentityCache::new(entries, ttl_s * 1_000))
-        };
-        let id = plan.identity.as_ref();
-        let sessions = cache(
-            id.and_then(|i| i.session.as_ref())
-                .map(|s| (s.cache_entries, s.cache_ttl_s)),
-        );
-        let tokens = cache(
-            id.and_then(|i| i.jwt.as_ref())
-                .map(|j| (j.cache_entries, j.cache_ttl_s)),
-        );
+        let (sessions, tokens) = crate::identity_cache::caches_for(plan.identity.as_ref());
         Ok(Filter {
             limiter: Limiter::new(plan, lanes, [5, 6]),
             sessions,
