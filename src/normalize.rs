@@ -163,23 +163,8 @@ pub fn check_authority(raw: &str) -> Result<(), AuthorityError> {
     };
     let reg_name = |n: &str| {
         !n.is_empty()
-            && n.bytes().all(|b| {
-                is_unreserved(b)
-                    || matches!(
-                        b,
-                        b'!' | b'$'
-                            | b'&'
-                            | b'\''
-                            | b'('
-                            | b')'
-                            | b'*'
-                            | b'+'
-                            | b','
-                            | b';'
-                            | b'='
-                            | b'%'
-                    )
-            })
+            && n.bytes()
+                .all(|b| is_unreserved(b) || is_sub_delim(b) || b == b'%')
     };
     if name.is_some_and(|n| !reg_name(n)) {
         return Err(AuthorityError::Name);
@@ -257,8 +242,16 @@ fn hex(b: u8) -> Option<u8> {
     }
 }
 
-fn is_unreserved(b: u8) -> bool {
+const fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// RFC 3986 `sub-delims`.
+const fn is_sub_delim(b: u8) -> bool {
+    matches!(
+        b,
+        b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+    )
 }
 
 /// A byte a normal path holds as itself: RFC 3986 `pchar` without
@@ -275,27 +268,7 @@ const PLAIN: [bool; 256] = {
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-                    | b':'
-                    | b'@'
-                    | b'/'
-            );
+        t[b] = is_unreserved(c) || is_sub_delim(c) || matches!(c, b':' | b'@' | b'/');
         b += 1;
     }
     t
