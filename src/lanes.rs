@@ -103,6 +103,9 @@ pub struct Want {
 pub struct Assigned {
     pub lane: usize,
     pub tag: u32,
+    /// The lane gets a caller table for the first time: none of its bucket
+    /// keys exists yet, so they can be created without reading them first.
+    pub new_table: bool,
 }
 
 /// Why a configuration could not be given lanes.
@@ -206,6 +209,7 @@ impl Directory {
                 Some(Assigned {
                     lane: i,
                     tag: e.tag,
+                    new_table: false,
                 })
             })
             .collect()
@@ -283,6 +287,7 @@ impl Directory {
                 *slot = Some(Assigned {
                     lane: i,
                     tag: e.tag,
+                    new_table: false,
                 });
             }
         }
@@ -322,6 +327,7 @@ impl Directory {
             let Some(e) = self.lanes.get_mut(i) else {
                 continue;
             };
+            let new_table = w.table && !e.table;
             *e = LaneEntry {
                 instance: inst,
                 fingerprint: w.fingerprint,
@@ -333,6 +339,7 @@ impl Directory {
             *slot = Some(Assigned {
                 lane: i,
                 tag: e.tag,
+                new_table,
             });
         }
         let keys = self.keys();
@@ -587,6 +594,12 @@ mod tests {
             .collect()
     }
 
+    /// Lane and tag of each bound (whether a table is new differs between
+    /// the first registration and those that join it).
+    fn ids(r: &Registered) -> Vec<(usize, u32)> {
+        r.assigned.iter().map(|a| (a.lane, a.tag)).collect()
+    }
+
     fn lanes(r: &Registered) -> Vec<usize> {
         let mut l: Vec<usize> = r.assigned.iter().map(|a| a.lane).collect();
         l.sort_unstable();
@@ -614,7 +627,7 @@ mod tests {
         let a = d.register("i", 1, &keyed(&[10, 20]), T).unwrap();
         let b = d.register("i", 1, &keyed(&[10, 20]), T + 1).unwrap();
         assert!(a.first && !b.first);
-        assert_eq!((a.gen, &a.assigned), (b.gen, &b.assigned));
+        assert_eq!((a.gen, ids(&a)), (b.gen, ids(&b)));
         d.beat(a.gen, true, T + 900);
         d.beat(a.gen, true, T + 950);
         assert_eq!(d.live.len(), 1);
@@ -627,8 +640,8 @@ mod tests {
         let a1 = push(&mut d, 1, &[10, 20, 30], 3, T);
         // Route order changes and bound 20 is edited into 21.
         let a2 = push(&mut d, 2, &[30, 21, 10], 3, T);
-        assert_eq!(a2.assigned[0], a1.assigned[2]);
-        assert_eq!(a2.assigned[2], a1.assigned[0]);
+        assert_eq!(ids(&a2)[0], ids(&a1)[2]);
+        assert_eq!(ids(&a2)[2], ids(&a1)[0]);
         assert!(
             lanes(&a1).iter().all(|l| *l != a2.assigned[1].lane),
             "20's lane is still draining"
@@ -681,6 +694,8 @@ mod tests {
         assert_eq!(lanes(&c3), lanes(&c1), "1's lanes reused");
         assert!(lanes(&c2).iter().all(|l| !lanes(&c3).contains(l)));
         assert_eq!(d.lanes.len(), 4, "tables reused");
+        assert!(c1.assigned.iter().all(|a| a.new_table));
+        assert!(c3.assigned.iter().all(|a| !a.new_table), "their keys exist");
         assert_eq!(d.keys(), 4 * budget::TABLE_KEYS);
     }
 
@@ -774,7 +789,7 @@ mod tests {
         let main = push(&mut d, 1, &[1], 1, T);
         push(&mut d, 2, &[2], 1, T + 5);
         let worker = d.register("i", 1, &keyed(&[1]), T + 10).unwrap();
-        assert_eq!((worker.gen, worker.assigned), (main.gen, main.assigned));
+        assert_eq!((worker.gen, ids(&worker)), (main.gen, ids(&main)));
     }
 
     #[test]
@@ -829,7 +844,7 @@ mod tests {
         let r2 = register(&store, "t", 7, &keyed(&[1, 2]), T, [5, 6]).unwrap();
         assert_eq!(store.writes(), writes, "a joining context writes nothing");
         assert!(r1.registered.first && !r2.registered.first);
-        assert_eq!(r1.registered.assigned, r2.registered.assigned);
+        assert_eq!(ids(&r1.registered), ids(&r2.registered));
         assert_eq!((r1.seed, r2.seed), ([3, 4], [3, 4]));
         let g1 = r1.registered.gen;
         assert_eq!(

@@ -369,7 +369,9 @@ fn bind_lanes(
                 .ok_or_else(|| vec![ConfigureError::ShortAssignment])?;
             let table = (bound.per != config::Per::Route).then_some(Table::DEFAULT);
             let lane = Lane::new(&lanes::lane_prefix(a.lane), a.tag, bound.rate, table);
-            if store.get(lane.last_key()).map_err(store_err)?.0.is_none() {
+            if a.new_table {
+                lane.create_new_keys(&store).map_err(store_err)?;
+            } else if store.get(lane.last_key()).map_err(store_err)?.0.is_none() {
                 lane.create_keys(&store).map_err(store_err)?;
             }
             lanes_of_route.push(lane);
