@@ -44,16 +44,23 @@ fi
 SANITIZER="${FUZZ_SANITIZER:-none}"
 TRIPLE="$(rustc +nightly -vV | sed -n 's/^host: //p')"
 
+mapfile -t known < <(cargo +nightly fuzz list)
 if [[ $# -gt 0 ]]; then
   targets=("$@")
+  for t in "${targets[@]}"; do
+    if ! printf '%s\n' "${known[@]}" | grep -qx -- "$t"; then
+      echo "fuzz: no target $t; the targets are: ${known[*]}" >&2
+      exit 2
+    fi
+  done
 else
-  mapfile -t targets < <(cargo +nightly fuzz list)
+  targets=("${known[@]}")
 fi
 
 # Built once, every target in one cargo build; the binaries are then run
-# directly (`cargo fuzz run` would build again before each target). Debug assertions and overflow checks
-# are on (cargo-fuzz's default): an overflow is a finding even though the
-# release module would wrap.
+# directly (`cargo fuzz run` would build again before each target). Debug
+# assertions and overflow checks are on (cargo-fuzz's default): an overflow
+# is a finding even though the release module would wrap.
 echo "fuzz: building the targets (sanitizer $SANITIZER)"
 cargo +nightly fuzz build --sanitizer "$SANITIZER"
 BIN="$ROOT/fuzz/target/$TRIPLE/release"
