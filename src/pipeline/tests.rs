@@ -1,4 +1,5 @@
-//! Every path of a request, natively: the pipeline over a recording host.
+//! Every path of a request, natively: the pipeline over a recording host
+//! (compiled only under #[cfg(test)], see mod.rs).
 #![allow(clippy::indexing_slicing)]
 
 use super::mock::{Filter, MockHost};
