@@ -13,7 +13,6 @@ keyed per caller plus 896 per route: the budget of one configuration.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
@@ -22,10 +21,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+sys.path.insert(0, str(ROOT / "bench"))
 
+from benchlib import cpu_seconds  # noqa: E402
 from harness import Envoy, request  # noqa: E402
-
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def configuration(keyed: int, per_route: int = 0, base: int = 1_000_000) -> dict:
@@ -44,11 +43,6 @@ def size(name: str) -> tuple[int, int]:
         return 128, 896
     keyed, _, per_route = name.partition("+")
     return int(keyed), int(per_route or 0)
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
 class Prober:
@@ -106,9 +100,9 @@ def measure(wasm: Path, name: str, idle_s: float, workdir: Path) -> dict:
     try:
         time.sleep(2)  # first ticks
         out["rss_mb"] = e.rss_kb() / 1024
-        c0, w0 = cpu_s(e.pid), time.monotonic()
+        c0, w0 = cpu_seconds(e.pid), time.monotonic()
         time.sleep(idle_s)
-        out["idle_cpu_pct"] = 100 * (cpu_s(e.pid) - c0) / (time.monotonic() - w0)
+        out["idle_cpu_pct"] = 100 * (cpu_seconds(e.pid) - c0) / (time.monotonic() - w0)
     finally:
         e.stop()
     # Start small, then reload to the size while requests and admin GETs

@@ -125,7 +125,7 @@ impl std::fmt::Display for RegisterError {
 }
 
 /// Hash of an instance name, as the directory keeps it.
-pub fn instance_id(instance: &str) -> u64 {
+fn instance_id(instance: &str) -> u64 {
     let mut h = SipHasher13::new_with_keys(0x6c61_6e65, 0x696e_7374);
     instance.hash(&mut h);
     h.finish()
