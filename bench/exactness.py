@@ -58,7 +58,7 @@ def trial(conc: int, n: int, c: int, work: Path, idx: int) -> dict:
             "stat_refused": int(st.get(f"{p}.refused", "-1")),
             "conns_per_worker": per_worker,
             "store_errors": int(st.get(f"wasmcustom.ratebound.{inst}.store_errors", "-1")),
-            # Writes made from a worker's memory of its own (src/write_memory.rs)
+            # Writes made from a worker's memory of its own (src/count/write_memory.rs)
             # and those the compare-and-swap found stale.
             "saved": int(st.get(f"wasmcustom.ratebound.{inst}.store_reads_saved", "-1")),
             "stale": int(st.get(f"wasmcustom.ratebound.{inst}.store_stale_guesses", "-1")),

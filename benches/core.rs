@@ -5,13 +5,13 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ratebound::config::parse;
-use ratebound::limiter::{Caller, Limiter};
+use ratebound::config::plan::{Plan, RequestInfo};
+use ratebound::count::limiter::{Caller, Limiter};
+use ratebound::count::slots::{self, Lane, Table};
+use ratebound::count::store::MemStore;
+use ratebound::count::window::{Counts, Rate};
 use ratebound::pipeline::decide;
 use ratebound::pipeline::mock::{Filter, MockHost};
-use ratebound::plan::{Plan, RequestInfo};
-use ratebound::slots::{self, Lane, Table};
-use ratebound::store::MemStore;
-use ratebound::window::{Counts, Rate};
 use std::hint::black_box;
 
 fn full_table(store: &MemStore) -> Lane {

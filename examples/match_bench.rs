@@ -3,14 +3,14 @@
 //! (`/orders/mine`), and nested sub-resources (`/orders/{id}/lines/{lineId}`).
 //! Prints the median of several runs of 1,000,000 lookups, in nanoseconds
 //! per lookup, for hits and for misses; then what normalising the request
-//! path costs before the lookup (`ratebound::normalize::path`), for paths
+//! path costs before the lookup (`ratebound::config::normalize::path`), for paths
 //! already normal (borrowed) and for odd spellings of the same paths.
 //!
 //! `cargo run --release --example match_bench`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use ratebound::normalize;
-use ratebound::operations::{parse_template, OpTree, Segment};
+use ratebound::config::normalize;
+use ratebound::config::operations::{parse_template, OpTree, Segment};
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -7,31 +7,19 @@
 // not unlikely. Tests may index.
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
-pub mod accuracy;
-pub mod address;
-pub mod budget;
+// The flow of a request: `config` (what users wrote, compiled into a plan
+// that matches requests), `pipeline` (the decision sequence, over a `Host`
+// seam), `identity` (who the caller is), `count` (windows, counters in
+// shared data), `reply` (what the client is told). `console` explains a
+// configuration; `host` is the only proxy-wasm code.
 pub mod config;
 // The CLI's own code, never in the module.
 #[allow(clippy::indexing_slicing)]
 pub mod console;
-pub mod duration;
-pub mod headers;
+pub mod count;
 pub mod identity;
-pub mod identity_cache;
-pub mod jwt_token;
-pub mod lanes;
-pub mod limiter;
-pub mod normalize;
-pub mod operations;
 pub mod pipeline;
-pub mod plan;
-pub mod refusals;
-pub mod slots;
-pub mod store;
-#[cfg(any(test, feature = "selftest"))]
-pub mod store_suite;
-pub mod window;
-pub mod write_memory;
+pub mod reply;
 
 // Not in test builds: `cargo test --target wasm32-wasip1` runs the pure
 // core's tests as a plain WASI program (scripts/wasi-runner.mjs).

@@ -5,14 +5,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use proptest::prelude::*;
-use ratebound::accuracy::population;
 use ratebound::config::parse;
-use ratebound::limiter::{Caller, Limiter};
+use ratebound::config::plan::Plan;
+use ratebound::count::accuracy::population;
+use ratebound::count::limiter::{Caller, Limiter};
+use ratebound::count::slots::{self, Lane, Table};
+use ratebound::count::store::{MemStore, Store};
+use ratebound::count::window::{Counts, Rate, Verdict};
 use ratebound::pipeline::decide;
-use ratebound::plan::Plan;
-use ratebound::slots::{self, Lane, Table};
-use ratebound::store::{MemStore, Store};
-use ratebound::window::{Counts, Rate, Verdict};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(8))]
@@ -329,10 +329,10 @@ proptest! {
         let caller = |c: u8| Caller { address: &addresses[c as usize], identity: None };
         let counter = |c: u8| if per_route { 0 } else { c as usize };
         let now = 3_600_000 * 500 + 17;
-        let mut parked: Vec<Option<(u8, ratebound::limiter::Pending)>> = vec![None, None, None];
+        let mut parked: Vec<Option<(u8, ratebound::count::limiter::Pending)>> = vec![None, None, None];
         let mut admitted = [0usize; 4];
         let mut refused = [false; 4];
-        let mut outcome = |c: u8, d: ratebound::limiter::Decision, admitted: &mut [usize; 4]| {
+        let mut outcome = |c: u8, d: ratebound::count::limiter::Decision, admitted: &mut [usize; 4]| {
             assert!(d.errors.is_empty(), "{:?}", d.errors);
             match d.refused {
                 None => admitted[counter(c)] += 1,

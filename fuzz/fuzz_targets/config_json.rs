@@ -7,9 +7,9 @@
 use libfuzzer_sys::fuzz_target;
 use ratebound::config::{parse, window_ms};
 use ratebound::console::{explain, render, warnings};
-use ratebound::lanes;
-use ratebound::plan::Plan;
-use ratebound::store::MemStore;
+use ratebound::count::lanes;
+use ratebound::config::plan::Plan;
+use ratebound::count::store::MemStore;
 
 fuzz_target!(|data: &[u8]| {
     let config = match parse(data) {

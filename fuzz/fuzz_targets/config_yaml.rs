@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use ratebound::console::input::{detect, load, Format};
-use ratebound::plan::Plan;
+use ratebound::config::plan::Plan;
 
 fuzz_target!(|data: &[u8]| {
     let yaml = load(data, Format::Yaml);

@@ -8,7 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 use ratebound::console::input::Format;
 use ratebound::console::openapi::{generate, read_document, read_picks, Request};
-use ratebound::plan::Plan;
+use ratebound::config::plan::Plan;
 use serde_json::{json, Value};
 
 /// Operations picked from one document, at most.

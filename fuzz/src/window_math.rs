@@ -28,8 +28,8 @@
 //! the two-window cap on the wait and the reset at the window's end.
 
 use arbitrary::Arbitrary;
-use ratebound::headers::seconds_up;
-use ratebound::window::{Counts, Rate, Verdict};
+use ratebound::reply::seconds_up;
+use ratebound::count::window::{Counts, Rate, Verdict};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Requests per input, at most (the sliding check is quadratic).

@@ -14,9 +14,9 @@
 //! may differ). The configuration written goes through [`config::parse`]
 //! before it is returned, and its errors are told against the bounds file.
 
+use crate::config::operations::parse_template;
 use crate::config::{self, Config};
 use crate::console::input::{self, Format};
-use crate::operations::parse_template;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};

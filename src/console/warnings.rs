@@ -7,12 +7,12 @@
 //! can be tested on hand-built input, including bounds narrowed with
 //! `applies_to` before the configuration can express them.
 
+use crate::config::operations::{parse_template, Segment};
+use crate::config::plan::{Matcher, Plan};
 use crate::config::{operation_name, window_ms, BoundConfig, Config, Per};
 use crate::console::words;
-use crate::operations::{parse_template, Segment};
-use crate::plan::{Matcher, Plan};
-use crate::slots::Table;
-use crate::window::Rate;
+use crate::count::slots::Table;
+use crate::count::window::Rate;
 use serde::Serialize;
 use std::fmt;
 
@@ -539,7 +539,7 @@ fn loose_operation_bound(
 fn unreachable_operation(route: &RouteFacts, op: &OperationFacts) -> Option<Warning> {
     let at = operation_path(route, op);
     // A HEAD request finds a GET operation: a route taking HEAD reaches it.
-    let reached = |m: &String| crate::normalize::method_matches(&op.method, m);
+    let reached = |m: &String| crate::config::normalize::method_matches(&op.method, m);
     if !route.methods.is_empty() && !route.methods.iter().any(reached) {
         return Some(op_warning(
             Code::UnreachableOperation,

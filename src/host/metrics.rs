@@ -11,8 +11,8 @@
 //! a host call per bound per request saved on the request path, for stats
 //! that are at most a second late.
 
-use crate::limiter::{BoundEvent, Event};
-use crate::plan::Plan;
+use crate::config::plan::Plan;
+use crate::count::limiter::{BoundEvent, Event};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 use std::cell::Cell;

@@ -5,15 +5,15 @@ mod metrics;
 mod shared;
 
 use crate::config;
+use crate::config::plan::Plan;
 use crate::console;
-use crate::headers;
-use crate::identity_cache::IdentityCache;
-use crate::lanes;
-use crate::limiter::{BoundEvent, Limiter};
+use crate::count::lanes;
+use crate::count::limiter::{BoundEvent, Limiter};
+use crate::count::slots::{self, Lane, Table};
+use crate::count::store::{Store, StoreError};
+use crate::identity::cache::IdentityCache;
 use crate::pipeline::{Exchange, Host, Level, SessionCall, Stat, Step, Worker};
-use crate::plan::Plan;
-use crate::slots::{self, Lane, Table};
-use crate::store::{Store, StoreError};
+use crate::reply;
 use metrics::Metrics;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
@@ -65,7 +65,7 @@ struct Active {
     /// Identities of JWTs jwt_authn verified, per token.
     tokens: RefCell<IdentityCache>,
     /// The last 429 written, its buffers reused for the next.
-    refusal: RefCell<headers::Refusal>,
+    refusal: RefCell<reply::Refusal>,
 }
 
 impl Context for Root {
@@ -88,7 +88,7 @@ impl RootContext for Root {
             ),
         );
         #[cfg(feature = "selftest")]
-        crate::store_suite::report(
+        crate::count::store_suite::report(
             &SharedData,
             &format!("selftest{:x}", fresh_seed()[0]),
             |line| log(LogLevel::Info, line),
@@ -322,7 +322,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
                 plan.instance,
                 resolved.alive,
                 resolved.keys,
-                crate::budget::VM_KEYS
+                crate::config::budget::VM_KEYS
             ),
         );
         for w in console::warnings(&config, None) {
@@ -338,7 +338,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
         let _ = lanes::leave(&store, gen);
     })?;
     let metrics = Metrics::define(&plan);
-    let (sessions, tokens) = crate::identity_cache::caches_for(plan.identity.as_ref());
+    let (sessions, tokens) = crate::identity::cache::caches_for(plan.identity.as_ref());
     Ok(Active {
         limiter: Limiter::new(plan, all, resolved.seed),
         gen,

@@ -1,7 +1,7 @@
 //! The Store over Envoy shared data, and the few host reads the filter needs,
 //! each returning a `Result` (the SDK's `Context` wrappers unwrap).
 
-use crate::store::{Store, StoreError, StoreOp, Versioned};
+use crate::count::store::{Store, StoreError, StoreOp, Versioned};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{LogLevel, MapType, Status};
 

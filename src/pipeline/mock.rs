@@ -2,13 +2,13 @@
 //! request runs natively, and what it asked of the host can be read back.
 
 use super::{Exchange, Host, Level, SessionCall, Stat, Step, Worker};
+use crate::config::plan::Plan;
 use crate::config::{parse, Per};
-use crate::headers::Refusal;
-use crate::identity_cache::IdentityCache;
-use crate::limiter::{BoundEvent, Limiter};
-use crate::plan::Plan;
-use crate::slots::{Lane, Table};
-use crate::store::MemStore;
+use crate::count::limiter::{BoundEvent, Limiter};
+use crate::count::slots::{Lane, Table};
+use crate::count::store::MemStore;
+use crate::identity::cache::IdentityCache;
+use crate::reply::Refusal;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
@@ -230,7 +230,7 @@ impl Filter {
             }
             lanes.push(of_route);
         }
-        let (sessions, tokens) = crate::identity_cache::caches_for(plan.identity.as_ref());
+        let (sessions, tokens) = crate::identity::cache::caches_for(plan.identity.as_ref());
         Ok(Filter {
             limiter: Limiter::new(plan, lanes, [5, 6]),
             sessions,

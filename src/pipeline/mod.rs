@@ -17,15 +17,15 @@ mod sources;
 #[cfg(test)]
 mod tests;
 
-use crate::address::strip_port;
+use crate::config::plan::RequestInfo;
 use crate::config::{OnError, SessionSource};
-use crate::headers::{self, Refusal, Shown};
+use crate::count::limiter::{BoundEvent, Caller, Decision as Counted, Limiter, Pending};
+use crate::count::store::Store;
+use crate::count::window::Quota;
+use crate::identity::address::strip_port;
+use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::{self as id_decode, Identity, SessionError};
-use crate::identity_cache::{credential_key, IdentityCache};
-use crate::limiter::{BoundEvent, Caller, Decision as Counted, Limiter, Pending};
-use crate::plan::RequestInfo;
-use crate::store::Store;
-use crate::window::Quota;
+use crate::reply::{self, Refusal, Shown};
 use std::cell::RefCell;
 
 /// Instance-wide counters the pipeline bumps (per-bound ones go through
@@ -518,7 +518,7 @@ impl<'p> Worker<'p> {
         };
         // Appended, as Envoy's own rate limit filters do: an upstream's own
         // fields stay beside ours, and an append costs less than a replace.
-        headers::each_quota_header(&f.shown(), |name, value| {
+        reply::each_quota_header(&f.shown(), |name, value| {
             host.add_response_header(name, value)
         });
     }

@@ -4,9 +4,9 @@
 
 use super::Host;
 use crate::config::{IdentityConfig, JwtSource, SessionSource};
+use crate::identity::cache::{credential_key, IdentityCache};
+use crate::identity::jwt_token;
 use crate::identity::{self, Identity};
-use crate::identity_cache::{credential_key, IdentityCache};
-use crate::jwt_token;
 use std::cell::RefCell;
 
 const JWT_FILTER: &str = "envoy.filters.http.jwt_authn";

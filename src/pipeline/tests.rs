@@ -5,8 +5,8 @@
 use super::mock::{Filter, MockHost};
 use super::*;
 use crate::config::Per;
-use crate::limiter::Event;
-use crate::slots;
+use crate::count::limiter::Event;
+use crate::count::slots;
 
 const T0: u64 = 600_000;
 
@@ -323,7 +323,7 @@ fn a_late_refusal_after_the_call_out_leaves_the_earlier_bounds_untouched() {
     f.request(&mut host);
     // Forget the answer: the next request asks again, and is refused
     // after the call-out.
-    *f.sessions.borrow_mut() = crate::identity_cache::IdentityCache::new(1, 0);
+    *f.sessions.borrow_mut() = crate::identity::cache::IdentityCache::new(1, 0);
     host.clear();
     assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
     assert_eq!(host.dispatched.len(), 1);

@@ -46,7 +46,7 @@ def test_exactly_100_of_2000_concurrent(envoy, concurrency):
 
 @pytest.mark.parametrize("concurrency", [1, 2])
 def test_a_worker_writes_from_memory_and_stays_exact(envoy, concurrency):
-    """Each worker remembers its own last writes (src/write_memory.rs): a
+    """Each worker remembers its own last writes (src/count/write_memory.rs): a
     caller it admitted a moment ago is counted again with one
     compare-and-swap write and no read. Alone, a worker makes nearly every
     write from memory; beside another, the writes that went stale are

@@ -210,8 +210,8 @@ fn check(file: &str, config: &Config, strict: bool, nodes: Option<u32>) -> u8 {
     s.push_str(&format!(
         "{file}: {} of the {} shared-data keys one configuration may use \
          ({} keyed per caller, 1,252 keys each; {} per route, 1 each)\n",
-        words::number(ratebound::budget::keys_of(tables, singles)),
-        words::number(ratebound::budget::CONFIG_KEYS),
+        words::number(ratebound::config::budget::keys_of(tables, singles)),
+        words::number(ratebound::config::budget::CONFIG_KEYS),
         plural(tables, "bound"),
         plural(singles, "bound"),
     ));

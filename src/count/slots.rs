@@ -15,8 +15,8 @@
 //! bound that no longer exists and reads as empty, so no count is ever
 //! inherited by a different bound.
 
-use crate::store::{update, Store, StoreError};
-use crate::window::{Counts, Rate, Verdict};
+use crate::count::store::{update, Store, StoreError};
+use crate::count::window::{Counts, Rate, Verdict};
 
 /// Size of a keyed lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +135,7 @@ impl Lane {
     /// tracked-count key last, so that all later writes are compare-and-swap.
     pub fn create_keys<S: Store + ?Sized>(&self, store: &S) -> Result<(), StoreError> {
         for key in self.all_keys() {
-            crate::store::ensure(store, &key)?;
+            crate::count::store::ensure(store, &key)?;
         }
         Ok(())
     }

@@ -15,7 +15,7 @@
 //! Fixed size and direct-mapped: a collision forgets the older refusal,
 //! which only costs the next request its shared-data read.
 
-use crate::window::Quota;
+use crate::count::window::Quota;
 
 /// Remembered refusals per worker and configuration (40 bytes each).
 const SLOTS: usize = 1_024;

@@ -1,7 +1,7 @@
 //! What a client is told: the RateLimit-* fields, Retry-After, and the
 //! problem+json body of a refusal. Rounding happens here, once.
 
-use crate::window::Quota;
+use crate::count::window::Quota;
 
 /// Whole seconds, rounded up; never 0 (Retry-After 0 is an invitation).
 pub fn seconds_up(ms: u64) -> u64 {

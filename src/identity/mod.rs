@@ -2,6 +2,10 @@
 //! hands over (JWT claims, the mTLS peer, trusted headers, a session answer).
 //! Nothing here reads from the host; it only interprets bytes.
 
+pub mod address;
+pub mod cache;
+pub mod jwt_token;
+
 use crate::config::{Access, JwtSource};
 use std::fmt;
 

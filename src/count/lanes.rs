@@ -24,11 +24,11 @@
 //! - so two different bounds alive at once never share a lane, however
 //!   many configurations drain;
 //! - the lanes, the keys they create and the configurations alive stay
-//!   within [`crate::budget`]; a configuration that would exceed it is
+//!   within [`crate::config::budget`]; a configuration that would exceed it is
 //!   refused (Envoy keeps the previous one).
 
-use crate::budget::{self, BudgetError};
-use crate::store::{update, Store, StoreError};
+use crate::config::budget::{self, BudgetError};
+use crate::count::store::{update, Store, StoreError};
 use siphasher::sip::SipHasher13;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -583,7 +583,7 @@ pub fn beat<S: Store + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::MemStore;
+    use crate::count::store::MemStore;
 
     fn keyed(fps: &[u64]) -> Vec<Want> {
         fps.iter()

@@ -5,14 +5,14 @@
 //! Each check uses its own key prefix, so the suite can run in a store that
 //! already holds other keys (shared data is never emptied).
 //!
-//! [`MemStore`]: crate::store::MemStore
+//! [`MemStore`]: crate::count::store::MemStore
 
-use crate::limiter::{Caller, Limiter};
+use crate::config::plan::Plan;
+use crate::count::limiter::{Caller, Limiter};
+use crate::count::slots::{self, Lane, Table};
+use crate::count::store::{update, Store, StoreError, Versioned};
+use crate::count::window::{Rate, Verdict};
 use crate::pipeline::decide;
-use crate::plan::Plan;
-use crate::slots::{self, Lane, Table};
-use crate::store::{update, Store, StoreError, Versioned};
-use crate::window::{Rate, Verdict};
 use std::cell::Cell;
 
 type Check = Result<(), String>;
@@ -382,7 +382,7 @@ pub fn report<S: Store>(store: &S, prefix: &str, mut log: impl FnMut(&str)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::MemStore;
+    use crate::count::store::MemStore;
 
     #[test]
     fn the_suite_passes_on_the_in_memory_store() {

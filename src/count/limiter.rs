@@ -6,15 +6,15 @@
 //! earlier ones are taken back, so a refused request is counted by no bound.
 //! A store error skips that bound (fail open) and is reported.
 
-use crate::address::network;
+use crate::config::plan::Plan;
 use crate::config::Per;
+use crate::count::refusals::Refusals;
+use crate::count::slots::{self, Committed, Lane, Prepared};
+use crate::count::store::{Store, StoreError, CAS_RETRIES};
+use crate::count::window::{Quota, Verdict};
+use crate::count::write_memory::{Remembering, WriteMemory};
+use crate::identity::address::network;
 use crate::identity::Identity;
-use crate::plan::Plan;
-use crate::refusals::Refusals;
-use crate::slots::{self, Committed, Lane, Prepared};
-use crate::store::{Store, StoreError, CAS_RETRIES};
-use crate::window::{Quota, Verdict};
-use crate::write_memory::{Remembering, WriteMemory};
 use siphasher::sip::SipHasher13;
 use smallvec::{smallvec, SmallVec};
 use std::cell::RefCell;
@@ -409,9 +409,9 @@ impl Limiter {
 mod tests {
     use super::*;
     use crate::config::parse;
+    use crate::count::slots::Table;
+    use crate::count::store::MemStore;
     use crate::pipeline::decide;
-    use crate::slots::Table;
-    use crate::store::MemStore;
 
     const SMALL: Table = Table {
         buckets: 16,

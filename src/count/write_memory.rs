@@ -26,7 +26,7 @@
 //! for a while: contention costs a failed write now and then, not one on
 //! every request.
 
-use crate::store::{Store, StoreError, Versioned};
+use crate::count::store::{Store, StoreError, Versioned};
 use std::cell::RefCell;
 
 /// Remembered writes per worker and configuration, direct-mapped by key.
@@ -250,7 +250,7 @@ impl<S: Store + ?Sized> Store for Remembering<'_, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::MemStore;
+    use crate::count::store::MemStore;
 
     fn view<'a>(
         s: &'a MemStore,

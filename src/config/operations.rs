@@ -10,7 +10,7 @@
 //! suffixes allowed). The query string is ignored; one trailing slash is
 //! ignored (`/orders/` is `/orders`); segments are compared percent-decoded,
 //! after splitting, so `%2F` never splits a segment here. The path given is
-//! normalised first ([`crate::normalize`]: dot segments, doubled slashes,
+//! normalised first ([`crate::config::normalize`]: dot segments, doubled slashes,
 //! and an encoded slash tried both as a separator and as data); `HEAD` is
 //! the path item's `GET` when the item lists no `HEAD` of its own.
 
@@ -174,7 +174,7 @@ impl OpTree {
             .or_else(|| {
                 item.methods
                     .iter()
-                    .find(|(m, _)| crate::normalize::method_matches(m, method))
+                    .find(|(m, _)| crate::config::normalize::method_matches(m, method))
             })
             .map(|(_, i)| *i)
     }

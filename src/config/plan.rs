@@ -2,14 +2,14 @@
 //! reads: route matchers, bounds with their rates, and fingerprints that say
 //! whether a route changed between two configurations.
 
-use crate::address::Prefixes;
+use crate::config::normalize;
+use crate::config::operations::{parse_template, OpTree};
 use crate::config::{
     bound_name, operation_name, window_ms, Access, BoundConfig, Config, IdentityConfig,
     MatchConfig, Per, RouteConfig,
 };
-use crate::normalize;
-use crate::operations::{parse_template, OpTree};
-use crate::window::Rate;
+use crate::count::window::Rate;
+use crate::identity::address::Prefixes;
 use siphasher::sip::SipHasher13;
 use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
@@ -445,11 +445,11 @@ impl Plan {
 
     /// Every bound's fingerprint, in plan order.
     /// What every bound, in order, asks of the lane directory.
-    pub fn wants(&self) -> Vec<crate::lanes::Want> {
+    pub fn wants(&self) -> Vec<crate::count::lanes::Want> {
         self.routes
             .iter()
             .flat_map(|r| r.bounds.iter())
-            .map(|b| crate::lanes::Want {
+            .map(|b| crate::count::lanes::Want {
                 fingerprint: b.fingerprint,
                 table: b.per != Per::Route,
             })

@@ -1,0 +1,22 @@
+//! The configuration as users write it (Envoy `configuration`, Istio
+//! `pluginConfig`): serde types, then a validation pass that reports every
+//! problem with its JSON path and what would be valid. The filter and the CLI
+//! both go through [`parse`]; nothing else reads configuration text.
+//!
+//! - [`model`]: the serde types;
+//! - [`validate`]: [`parse`] and every check, with JSON paths;
+//! - [`plan`]: the compiled form the request path reads;
+//! - [`operations`], [`normalize`]: OpenAPI operations and request paths as
+//!   the matchers compare them;
+//! - [`duration`]: windows as written; [`budget`]: the shared-data key budget.
+
+pub mod budget;
+pub mod duration;
+pub mod model;
+pub mod normalize;
+pub mod operations;
+pub mod plan;
+pub mod validate;
+
+pub use model::*;
+pub use validate::*;

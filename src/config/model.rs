@@ -1,0 +1,440 @@
+//! The serde types of a configuration, as users write it, with the JSON
+//! Schema annotations the CLI publishes.
+
+use serde::Deserialize;
+
+/// What `valid_name` accepts, for the JSON Schema.
+#[cfg(not(target_arch = "wasm32"))]
+const NAME_PATTERN: &str = "^[A-Za-z0-9_-]{1,64}$";
+/// What [`crate::config::normalize::check_authority`] accepts: a host name or a
+/// bracketed IPv6 address, then at most a port from 1 to 65535.
+#[cfg(not(target_arch = "wasm32"))]
+const HOST_PATTERN: &str = r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~!$&'()*+,;=%-]+)(?::0*(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?$";
+/// A cookie name: an RFC 6265 token, as `is_cookie_name` checks.
+#[cfg(not(target_arch = "wasm32"))]
+const COOKIE_PATTERN: &str = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
+
+/// Largest accepted configuration, so a hostile file cannot make us allocate
+/// without bound before we even look at it.
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+// serde_json refuses nesting deeper than 128 itself; our schema is 5 deep.
+
+/// The configuration of a ratebound filter (Envoy `configuration`, Istio
+/// `pluginConfig`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(
+    not(target_arch = "wasm32"),
+    schemars(title = "ratebound filter configuration")
+)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Prefix of every shared-data key. Two filter configurations that share
+    /// an Envoy `vm_id` must use different instances.
+    #[serde(default = "default_instance")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    pub instance: String,
+    /// Send RateLimit-* headers on admitted responses (most constrained bound).
+    #[serde(default = "default_true")]
+    pub success_headers: bool,
+    /// Also send the structured `RateLimit-Policy` and `RateLimit` fields of
+    /// the IETF httpapi draft.
+    #[serde(default)]
+    pub structured_headers: bool,
+    /// Every bound counts and sets headers but never refuses: a dry run.
+    #[serde(default)]
+    pub shadow: bool,
+    /// Shadow bounds may make the response headers (their remaining count
+    /// can be the smallest).
+    #[serde(default = "default_true")]
+    pub shadow_headers: bool,
+    /// How a client address becomes a caller: the network it is counted
+    /// under, per family.
+    #[serde(default)]
+    pub client_address: ClientAddressConfig,
+    /// Where caller identities come from (verified sources only).
+    pub identity: Option<IdentityConfig>,
+    /// Routes in order: a request is counted by the first route that matches
+    /// it, and by every bound of that route.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+}
+
+/// How a client address (Envoy's downstream address) becomes a counter key,
+/// for per-address bounds and for anonymous callers of identity bounds: the
+/// address is masked to its family's prefix and the network is the caller.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClientAddressConfig {
+    /// Leading bits of an IPv4 address that name a caller: 32 (the default)
+    /// counts each address. An IPv4-mapped IPv6 address counts as IPv4.
+    #[serde(default = "default_ipv4_prefix")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 32)))]
+    pub ipv4_prefix: u32,
+    /// Leading bits of an IPv6 address that name a caller: 64 (the default),
+    /// the network one subscriber usually holds, so an address rotated
+    /// inside it is still the same caller; 128 counts each address.
+    #[serde(default = "default_ipv6_prefix")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 128)))]
+    pub ipv6_prefix: u32,
+}
+
+impl Default for ClientAddressConfig {
+    fn default() -> Self {
+        ClientAddressConfig {
+            ipv4_prefix: default_ipv4_prefix(),
+            ipv6_prefix: default_ipv6_prefix(),
+        }
+    }
+}
+
+impl ClientAddressConfig {
+    /// The prefixes as the request path uses them (validated ranges; out
+    /// of range saturates, never panics).
+    pub fn prefixes(&self) -> crate::identity::address::Prefixes {
+        crate::identity::address::Prefixes {
+            ipv4: u8::try_from(self.ipv4_prefix.min(32)).unwrap_or(32),
+            ipv6: u8::try_from(self.ipv6_prefix.min(128)).unwrap_or(128),
+        }
+    }
+}
+
+/// The sources of a caller's identity, consulted in this order: JWT,
+/// mTLS peer, trusted headers; the session resolve only when none of
+/// those named a user or token.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct IdentityConfig {
+    pub jwt: Option<JwtSource>,
+    pub mtls: Option<MtlsSource>,
+    pub header: Option<HeaderSource>,
+    pub session: Option<SessionSource>,
+}
+
+/// Claims of a token verified by Envoy's `jwt_authn` (`payload_in_metadata`).
+/// Claim names may be nested with dots (`realm_access.roles`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct JwtSource {
+    /// `payload_in_metadata` of jwt_authn; Istio writes `payload`.
+    #[serde(default = "default_payload")]
+    pub metadata_key: String,
+    #[serde(default = "default_sub")]
+    pub user_claim: String,
+    pub org_claim: Option<String>,
+    /// A list claim, or a space-delimited string such as `scope`.
+    pub roles_claim: Option<String>,
+    /// The claim identifying the token itself (e.g. `jti`, `client_id`).
+    pub token_claim: Option<String>,
+    /// The request header jwt_authn takes the token from (its
+    /// `from_headers`; a `Bearer ` prefix is skipped). Only used to
+    /// remember, per worker, the identity of a token jwt_authn verified.
+    #[serde(default = "default_token_header")]
+    pub token_header: String,
+    /// How long a verified token's identity is remembered (never past the
+    /// token's `exp`); 0 reads jwt_authn's metadata on every request.
+    #[serde(default = "default_jwt_cache_ttl_s")]
+    pub cache_ttl_s: u64,
+    #[serde(default = "default_cache_entries")]
+    pub cache_entries: usize,
+}
+
+/// The mTLS peer: its URI SAN (a SPIFFE id) is the user.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MtlsSource {
+    /// Use the SPIFFE namespace (`/ns/NS/`) as the organisation.
+    #[serde(default)]
+    pub org_from_namespace: bool,
+}
+
+/// Headers set by an earlier, trusted filter. Envoy must strip them from
+/// clients; see the README ("Who is the caller?").
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct HeaderSource {
+    pub user: Option<String>,
+    pub org: Option<String>,
+    /// Comma- or space-separated.
+    pub roles: Option<String>,
+    pub token: Option<String>,
+}
+
+/// A call-out to a session service that turns a cookie or Authorization
+/// header into an identity. Answers are cached per credential.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SessionSource {
+    /// Envoy cluster of the session service.
+    pub cluster: String,
+    #[serde(default = "default_session_path")]
+    pub path: String,
+    /// `:authority` of the call; the cluster name by default.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(HOST_PATTERN)))]
+    pub authority: Option<String>,
+    /// Name of the session cookie to forward.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(COOKIE_PATTERN)))]
+    pub cookie: Option<String>,
+    /// Forward the Authorization header.
+    #[serde(default = "default_true")]
+    pub authorization: bool,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default = "default_cache_ttl_s")]
+    pub cache_ttl_s: u64,
+    #[serde(default = "default_cache_entries")]
+    pub cache_entries: usize,
+    #[serde(default)]
+    pub on_error: OnError,
+}
+
+/// What a failed session resolve (timeout, 5xx, bad answer) means.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Treat the caller as anonymous (counted per address), and log.
+    #[default]
+    Anonymous,
+    /// Answer 503: nobody is let through unidentified.
+    Deny,
+}
+
+/// Who a bound is about: any listed grant matches; no grant means everybody.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, Hash)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Access {
+    #[serde(default)]
+    pub roles: Vec<String>,
+    #[serde(default)]
+    pub orgs: Vec<String>,
+    #[serde(default)]
+    pub authenticated: bool,
+    #[serde(default)]
+    pub anonymous: bool,
+}
+
+impl Access {
+    pub fn is_everybody(&self) -> bool {
+        self.roles.is_empty() && self.orgs.is_empty() && !self.authenticated && !self.anonymous
+    }
+}
+
+/// A set of requests (its `match`) and the bounds they are counted against.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Unique among routes; names the route's stats.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    pub name: String,
+    /// Which requests the route takes; every condition given must hold, and
+    /// an empty match takes every request.
+    #[serde(default, rename = "match")]
+    pub matching: MatchConfig,
+    /// Every bound applies: the first one exceeded refuses.
+    #[serde(default)]
+    pub bounds: Vec<BoundConfig>,
+    /// Operations of the route's OpenAPI inventory that carry bounds of
+    /// their own, on top of the route's. Only the operations listed: there
+    /// is no default over the whole inventory.
+    #[serde(default)]
+    pub operations: Vec<OperationConfig>,
+}
+
+/// One operation (HTTP method + OpenAPI path template) and its own bounds:
+/// a counter per operation and per caller.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct OperationConfig {
+    /// Names the operation's stats; defaults to `operation_id`.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    pub name: Option<String>,
+    /// The OpenAPI `operationId`, for reference and for the CLI.
+    pub operation_id: Option<String>,
+    /// In capitals, e.g. `POST`.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^[A-Z]+$")))]
+    pub method: String,
+    /// An OpenAPI path template, e.g. `/orders/{id}/pay`.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^/")))]
+    pub path: String,
+    pub bounds: Vec<BoundConfig>,
+}
+
+/// Conditions on a request; omitted ones accept anything.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MatchConfig {
+    /// Envoy's route `name` (the `xds.route_name` property).
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    pub route_name: Option<String>,
+    /// Exact `:authority`, case-insensitive, one trailing dot ignored;
+    /// without a port it matches any port.
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        schemars(length(min = 1), pattern(HOST_PATTERN))
+    )]
+    pub host: Option<String>,
+    /// Prefix of the path, query string excluded (so no `?` or `#`).
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^/[^?#]*$")))]
+    pub path_prefix: Option<String>,
+    /// HTTP methods in capitals; empty means any method.
+    #[serde(default)]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(inner(pattern("^[A-Z]+$"))))]
+    pub methods: Vec<String>,
+}
+
+/// A bound: at most `limit` requests per `window`, counted per `per`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BoundConfig {
+    /// Unique in its route; names the bound's stats. Defaults to `b0`, `b1`, …
+    /// by position.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    pub name: Option<String>,
+    /// What the counter is keyed on: one counter per distinct value.
+    pub per: Per,
+    /// Who the bound is about; empty means everybody.
+    #[serde(default)]
+    pub applies_to: Access,
+    /// Requests admitted per window, per counter.
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        schemars(range(min = 1, max = 4_294_967_295u64))
+    )]
+    pub limit: u64,
+    /// An ISO-8601 duration of whole seconds from one second to one day:
+    /// `PT1S`, `PT30S`, `PT1M`, `PT1H30M`, `P1D`. Days, then `T` and hours,
+    /// minutes, seconds, each a whole number; after the first part, hours
+    /// stay below 24 and minutes and seconds below 60 (`PT90S` or `PT1M30S`,
+    /// not `PT1M90S`).
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(window_pattern())))]
+    pub window: String,
+    /// Count and set headers, never refuse; `would_refuse` says what
+    /// enforcement would have done.
+    #[serde(default)]
+    pub shadow: bool,
+}
+
+/// What a bound's counter is keyed on.
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq, Hash)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Per {
+    /// One counter for the whole route.
+    Route,
+    /// One counter per client address.
+    Address,
+    /// One counter per user (needs an identity).
+    User,
+    /// One counter per API token (needs an identity).
+    Token,
+    /// One counter per organisation (needs an identity).
+    Org,
+}
+
+/// Exactly the windows [`window_ms`] accepts.
+#[cfg(not(target_arch = "wasm32"))]
+fn window_pattern() -> String {
+    crate::config::duration::pattern()
+}
+
+impl BoundConfig {
+    /// True when the bound counts every caller (`applies_to` is empty).
+    pub fn applies_to_everybody(&self) -> bool {
+        self.applies_to.is_everybody()
+    }
+
+    /// Who the bound is about, in words ("anyone holding partner"), or
+    /// `None` when it applies to everybody.
+    pub fn audience(&self) -> Option<String> {
+        let a = &self.applies_to;
+        if a.is_everybody() {
+            return None;
+        }
+        let mut who = Vec::new();
+        if !a.roles.is_empty() {
+            who.push(format!("anyone holding {}", a.roles.join(" or ")));
+        }
+        if !a.orgs.is_empty() {
+            who.push(format!("anyone in {}", a.orgs.join(" or ")));
+        }
+        if a.authenticated {
+            who.push("any signed-in caller".to_string());
+        }
+        if a.anonymous {
+            who.push("any anonymous caller".to_string());
+        }
+        Some(who.join(", or "))
+    }
+
+    /// True when the bound can only be checked once the caller's identity is
+    /// known: it is keyed on one, or narrowed to some callers.
+    pub fn needs_identity(&self) -> bool {
+        self.per.needs_identity() || !self.applies_to_everybody()
+    }
+}
+
+impl Per {
+    /// True for the keys only an identity provides (user, token, org).
+    pub fn needs_identity(self) -> bool {
+        matches!(self, Per::User | Per::Token | Per::Org)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Per::Route => "route",
+            Per::Address => "address",
+            Per::User => "user",
+            Per::Token => "token",
+            Per::Org => "org",
+        }
+    }
+}
+
+fn default_ipv4_prefix() -> u32 {
+    32
+}
+fn default_ipv6_prefix() -> u32 {
+    64
+}
+fn default_instance() -> String {
+    "ratebound".to_string()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_payload() -> String {
+    "payload".to_string()
+}
+fn default_sub() -> String {
+    "sub".to_string()
+}
+fn default_token_header() -> String {
+    "authorization".to_string()
+}
+fn default_jwt_cache_ttl_s() -> u64 {
+    60
+}
+fn default_session_path() -> String {
+    "/session".to_string()
+}
+fn default_timeout_ms() -> u64 {
+    200
+}
+fn default_cache_ttl_s() -> u64 {
+    30
+}
+fn default_cache_entries() -> usize {
+    10_000
+}
