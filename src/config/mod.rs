@@ -12,6 +12,7 @@
 
 pub mod budget;
 pub mod duration;
+pub mod installation;
 pub mod model;
 pub mod normalize;
 pub mod operations;

@@ -54,10 +54,85 @@ pub struct Config {
     pub client_address: ClientAddressConfig,
     /// Where caller identities come from (verified sources only).
     pub identity: Option<IdentityConfig>,
+    /// The Envoy rate-limit service (envoyproxy/ratelimit over Redis) that
+    /// counts bounds of `"scope": "installation"`.
+    pub rate_limit_service: Option<RateLimitServiceConfig>,
     /// Routes in order: a request is counted by the first route that matches
     /// it, and by every bound of that route.
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
+}
+
+/// How installation bounds reach their counter: one `ShouldRateLimit` call
+/// (gRPC) per request that reaches them.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitServiceConfig {
+    /// Envoy cluster of the service; it must speak HTTP/2.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    pub cluster: String,
+    /// The service configuration's `domain` these bounds live in.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    pub domain: String,
+    /// How long a request waits for the answer, at most.
+    #[serde(default = "default_rls_timeout_ms")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 10_000)))]
+    pub timeout_ms: u64,
+    /// What an unanswered call means: `deny` (503) or `allow`.
+    #[serde(default)]
+    pub on_error: ServiceOnError,
+}
+
+/// What a failed rate-limit service call (unreachable, timeout, error,
+/// UNKNOWN) means for the request.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceOnError {
+    /// 503 with `Retry-After: 1`: nobody gets past an unchecked sign-in
+    /// counter.
+    #[default]
+    Deny,
+    /// Admit, log and count `rls_errors`.
+    Allow,
+}
+
+/// Where a bound's counter lives.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// In this Envoy's shared data: every Envoy counts on its own.
+    #[default]
+    Node,
+    /// In the rate-limit service (Redis): one count for the installation,
+    /// kept across restarts; fixed windows.
+    Installation,
+}
+
+/// Where a sign-in request names the account it tries.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AccountSource {
+    /// A top-level string field of a JSON body.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    pub json: Option<String>,
+    /// A field of an `application/x-www-form-urlencoded` body.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    pub form: Option<String>,
+    /// A request header.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    pub header: Option<String>,
+    /// At most this much of the body is read (never more buffered); an
+    /// account beyond it is not found.
+    #[serde(default = "default_max_body_bytes")]
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        schemars(range(min = 64, max = 1_048_576))
+    )]
+    pub max_body_bytes: usize,
 }
 
 /// How a client address (Envoy's downstream address) becomes a counter key,
@@ -247,6 +322,8 @@ pub struct RouteConfig {
     /// is no default over the whole inventory.
     #[serde(default)]
     pub operations: Vec<OperationConfig>,
+    /// Where the route's requests name an account, for `per: account`.
+    pub account: Option<AccountSource>,
 }
 
 /// One operation (HTTP method + OpenAPI path template) and its own bounds:
@@ -324,6 +401,11 @@ pub struct BoundConfig {
     /// enforcement would have done.
     #[serde(default)]
     pub shadow: bool,
+    /// `node` (each Envoy counts on its own, sliding window) or
+    /// `installation` (the rate-limit service counts for all of them, fixed
+    /// window of `PT1S`, `PT1M`, `PT1H` or `P1D`).
+    #[serde(default)]
+    pub scope: Scope,
 }
 
 /// What a bound's counter is keyed on.
@@ -341,6 +423,9 @@ pub enum Per {
     Token,
     /// One counter per organisation (needs an identity).
     Org,
+    /// One counter per account a sign-in request tries (the route's
+    /// `account`); installation bounds only.
+    Account,
 }
 
 /// Exactly the windows [`window_ms`] accepts.
@@ -398,10 +483,17 @@ impl Per {
             Per::User => "user",
             Per::Token => "token",
             Per::Org => "org",
+            Per::Account => "account",
         }
     }
 }
 
+fn default_rls_timeout_ms() -> u64 {
+    100
+}
+fn default_max_body_bytes() -> usize {
+    16 * 1024
+}
 fn default_ipv4_prefix() -> u32 {
     32
 }

@@ -2,11 +2,12 @@
 //! reads: route matchers, bounds with their rates, and fingerprints that say
 //! whether a route changed between two configurations.
 
+use crate::config::installation::{InstallationBound, Unit};
 use crate::config::normalize;
 use crate::config::operations::{parse_template, OpTree};
 use crate::config::{
-    bound_name, operation_name, window_ms, Access, BoundConfig, Config, IdentityConfig,
-    MatchConfig, Per, RouteConfig,
+    bound_name, operation_name, window_ms, Access, AccountSource, BoundConfig, Config,
+    IdentityConfig, MatchConfig, Per, RateLimitServiceConfig, RouteConfig, Scope,
 };
 use crate::count::window::Rate;
 use crate::identity::address::Prefixes;
@@ -26,6 +27,8 @@ pub struct Plan {
     pub identity: Option<IdentityConfig>,
     /// The network a client address is counted under, per family.
     pub client_address: Prefixes,
+    /// Where installation bounds are counted.
+    pub service: Option<RateLimitServiceConfig>,
     /// Changes whenever anything in the configuration changes.
     pub hash: u64,
 }
@@ -54,6 +57,11 @@ pub struct Route {
     /// `bounds`), and the tree that finds a request's operation.
     pub operations: Vec<Operation>,
     pub op_tree: Option<OpTree>,
+    /// Bounds counted by the rate-limit service, checked last: after every
+    /// node bound admitted the request.
+    pub installation: Vec<InstallationBound>,
+    /// Where requests name the account they try (`per: account`).
+    pub account: Option<AccountSource>,
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +90,9 @@ impl Route {
             || op
                 .and_then(|o| self.operations.get(o))
                 .is_some_and(|o| !o.late.is_empty())
+            || self
+                .installation_bounds(op)
+                .any(|b| b.per.needs_identity() || !b.applies_to.is_everybody())
     }
 
     /// Bounds that need identity (before `applies_to` narrows them).
@@ -91,6 +102,17 @@ impl Route {
             v.extend_from_slice(&o.late);
         }
         v
+    }
+
+    /// The installation bounds a request to operation `op` is counted by
+    /// (before `applies_to` narrows them).
+    pub fn installation_bounds(
+        &self,
+        op: Option<usize>,
+    ) -> impl Iterator<Item = &InstallationBound> {
+        self.installation
+            .iter()
+            .filter(move |b| b.op.is_none() || b.op == op)
     }
 
     /// The operation a request is, when the route lists operations: under
@@ -341,6 +363,28 @@ fn route_fingerprint(r: &RouteConfig, all_shadow: bool) -> u64 {
     ))
 }
 
+/// An installation bound of a validated configuration (its window is one
+/// of the service's units).
+fn compile_installation(
+    b: &BoundConfig,
+    name: String,
+    op: Option<usize>,
+    all_shadow: bool,
+) -> InstallationBound {
+    InstallationBound {
+        name,
+        op,
+        per: b.per,
+        applies_to: b.applies_to.clone(),
+        limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
+        unit: window_ms(&b.window)
+            .ok()
+            .and_then(Unit::of_ms)
+            .unwrap_or(Unit::Minute),
+        shadow: b.shadow || all_shadow,
+    }
+}
+
 impl Bound {
     /// Keyed on, or narrowed by, who the caller is.
     pub fn needs_identity(&self) -> bool {
@@ -362,10 +406,23 @@ impl Plan {
                 needs.path |= m.path_prefix.is_some();
                 needs.method |= !m.methods.is_empty();
                 let route_fp = route_fingerprint(r, c.shadow);
+                let mut installation = Vec::new();
                 let mut bounds: Vec<Bound> = r
                     .bounds
                     .iter()
                     .enumerate()
+                    .filter(|(j, b)| {
+                        let node = b.scope == Scope::Node;
+                        if !node {
+                            installation.push(compile_installation(
+                                b,
+                                bound_name(b, *j),
+                                None,
+                                c.shadow,
+                            ));
+                        }
+                        node
+                    })
                     .map(|(j, b)| compile_bound(b, bound_name(b, j), route_fp, j, c.shadow))
                     .collect();
                 let phases =
@@ -380,6 +437,10 @@ impl Plan {
                     let first = bounds.len();
                     for (j, b) in o.bounds.iter().enumerate() {
                         let full = format!("{name}.{}", bound_name(b, j));
+                        if b.scope == Scope::Installation {
+                            installation.push(compile_installation(b, full, Some(k), c.shadow));
+                            continue;
+                        }
                         let index = bounds.len();
                         bounds.push(compile_bound(b, full, route_fp, index, c.shadow));
                     }
@@ -407,13 +468,16 @@ impl Plan {
                 Route {
                     name: r.name.clone(),
                     matcher: Matcher::new(m),
-                    // user/org/token bounds fall back to the address.
-                    needs_address: bounds.iter().any(|b| b.per != Per::Route),
+                    // user/org/token/account bounds fall back to the address.
+                    needs_address: bounds.iter().any(|b| b.per != Per::Route)
+                        || installation.iter().any(|b| b.per != Per::Route),
                     bounds,
                     early,
                     late,
                     operations,
                     op_tree,
+                    installation,
+                    account: r.account.clone(),
                 }
             })
             .collect();
@@ -426,6 +490,7 @@ impl Plan {
             needs,
             identity: c.identity.clone(),
             client_address: c.client_address.prefixes(),
+            service: c.rate_limit_service.clone(),
             hash: stable_hash(&format!("{c:?}")),
         }
     }

@@ -1,6 +1,7 @@
 //! [`parse`]: the configuration text to a [`Config`], or every problem
 //! found, each with its JSON path and what would be valid.
 
+use super::installation;
 use super::model::*;
 use std::fmt;
 
@@ -17,7 +18,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
+pub(super) fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError {
         path: path.into(),
         message: message.into(),
@@ -68,7 +69,7 @@ fn json_path(serde_path: &str) -> String {
     }
 }
 
-fn valid_name(s: &str) -> bool {
+pub(super) fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
@@ -120,19 +121,25 @@ fn validate(c: &Config) -> Vec<ConfigError> {
             ));
         }
         validate_match(&r.matching, &format!("{at}.match"), &mut errors);
-        validate_bounds(c, &r.bounds, &format!("{at}.bounds"), &mut errors);
+        if let Some(a) = &r.account {
+            installation::validate_account(a, &format!("{at}.account"), &mut errors);
+        }
+        validate_bounds(c, r, &r.bounds, &format!("{at}.bounds"), &mut errors);
         validate_operations(c, r, &at, &mut errors);
     }
+    installation::validate_service(c, &mut errors);
     validate_budget(c, &mut errors);
     errors
 }
 
-/// Bounds of every route and operation: (keyed per caller, per route).
+/// Node bounds of every route and operation: (keyed per caller, per
+/// route). Installation bounds keep nothing in shared data.
 pub fn bound_kinds(c: &Config) -> (usize, usize) {
     let bounds = c.routes.iter().flat_map(|r| {
         r.bounds
             .iter()
             .chain(r.operations.iter().flat_map(|o| &o.bounds))
+            .filter(|b| b.scope == Scope::Node)
     });
     let singles = bounds.clone().filter(|b| b.per == Per::Route).count();
     (bounds.count() - singles, singles)
@@ -167,7 +174,13 @@ fn validate_budget(c: &Config, errors: &mut Vec<ConfigError>) {
     }
 }
 
-fn validate_bounds(c: &Config, bounds: &[BoundConfig], at: &str, errors: &mut Vec<ConfigError>) {
+fn validate_bounds(
+    c: &Config,
+    route: &RouteConfig,
+    bounds: &[BoundConfig],
+    at: &str,
+    errors: &mut Vec<ConfigError>,
+) {
     let mut names = std::collections::HashSet::new();
     for (j, b) in bounds.iter().enumerate() {
         let bt = format!("{at}[{j}]");
@@ -196,9 +209,11 @@ fn validate_bounds(c: &Config, bounds: &[BoundConfig], at: &str, errors: &mut Ve
                 ),
             ));
         }
-        if let Err(e) = window_ms(&b.window) {
+        let ms = window_ms(&b.window);
+        if let Err(e) = &ms {
             errors.push(err(format!("{bt}.window"), e.to_string()));
         }
+        installation::validate_bound(c, route, b, ms.ok(), &bt, errors);
         validate_identity_needs(c.identity.as_ref(), b, &bt, errors);
     }
 }
@@ -254,7 +269,7 @@ fn validate_operations(c: &Config, r: &RouteConfig, at: &str, errors: &mut Vec<C
                 "lists no bounds; an operation is listed only to carry bounds of its own",
             ));
         }
-        validate_bounds(c, &o.bounds, &format!("{ot}.bounds"), errors);
+        validate_bounds(c, r, &o.bounds, &format!("{ot}.bounds"), errors);
     }
 }
 

@@ -21,6 +21,8 @@ pub mod input;
 pub mod openapi;
 pub mod render;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod rls_config;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod schema;
 pub mod warnings;
 pub mod words;

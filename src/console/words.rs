@@ -62,6 +62,7 @@ pub fn per(per: Per) -> &'static str {
         Per::User => "per user",
         Per::Token => "per API token",
         Per::Org => "per organisation",
+        Per::Account => "per account tried",
     }
 }
 

@@ -48,6 +48,10 @@ pub enum Event {
     Refused,
     /// A shadow bound that enforcement would have refused with.
     WouldRefuse,
+    /// An installation bound sent to the rate-limit service.
+    ServiceCall,
+    /// An installation bound the rate-limit service did not answer for.
+    ServiceError,
 }
 
 /// What happened at one bound, for stats.
@@ -139,6 +143,8 @@ impl Limiter {
             Per::Address => None,
             Per::User => id.and_then(|i| i.user.as_deref()),
             Per::Org => id.and_then(|i| i.org.as_deref()),
+            // Installation bounds only (validated): never counted here.
+            Per::Account => None,
             Per::Token => id.and_then(|i| i.token.as_deref()),
         };
         let mut h = SipHasher13::new_with_keys(self.seed[0], self.seed[1]);
@@ -388,8 +394,21 @@ impl Limiter {
         self.prepare(store, pending, &early, &anonymous, now_ms)
     }
 
-    /// Phase 2: the identity bounds that apply to `caller`, then the
-    /// request recorded everywhere.
+    /// Phase 2: the identity bounds that apply to `caller`, read. `Some`
+    /// is the refusal (nothing written); otherwise the request waits for
+    /// `commit` (after its installation bounds, if it has any).
+    pub fn late<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        pending: &mut Pending,
+        caller: &Caller,
+        now_ms: u64,
+    ) -> Option<Decision> {
+        let late = self.late_bounds(pending.route, pending.op, caller);
+        self.prepare(store, pending, &late, caller, now_ms)
+    }
+
+    /// Phase 2 then the request recorded everywhere.
     pub fn finish<S: Store + ?Sized>(
         &self,
         store: &S,
@@ -397,8 +416,7 @@ impl Limiter {
         caller: &Caller,
         now_ms: u64,
     ) -> Decision {
-        let late = self.late_bounds(pending.route, pending.op, caller);
-        if let Some(refused) = self.prepare(store, &mut pending, &late, caller, now_ms) {
+        if let Some(refused) = self.late(store, &mut pending, caller, now_ms) {
             return refused;
         }
         self.commit(store, pending, now_ms)

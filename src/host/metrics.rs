@@ -2,7 +2,9 @@
 //! (shadow), `overflow` (counters) and `tracked` (gauge); per instance
 //! `store_errors`, `identity_errors`, `session_calls`, `session_cache_hits`,
 //! `jwt_cache_hits`, `store_reads_saved` and `store_stale_guesses` (see
-//! `write_memory`).
+//! `write_memory`). Installation bounds have `allowed`, `refused`,
+//! `would_refuse`, `rls_calls` and `rls_errors`, and the instance a
+//! histogram `rls_latency_ms` of the rate-limit service's answers.
 //! Names are `ratebound.<instance>.<route>.<bound>.<stat>` (Envoy shows
 //! them under `wasmcustom.`); their number is fixed by the configuration,
 //! never by the traffic.
@@ -30,6 +32,8 @@ struct BoundIds {
     would_refuse: Option<usize>,
     overflow: Option<usize>,
     tracked: Option<u32>,
+    rls_calls: Option<usize>,
+    rls_errors: Option<usize>,
 }
 
 pub struct Metrics {
@@ -42,6 +46,7 @@ pub struct Metrics {
     jwt_cache_hits: Option<usize>,
     store_reads_saved: Option<usize>,
     store_stale_guesses: Option<usize>,
+    rls_latency: Option<u32>,
 }
 
 impl Metrics {
@@ -56,25 +61,37 @@ impl Metrics {
             });
             Some(counters.len() - 1)
         };
+        // Node bounds, then installation bounds (`installation::stat_index`).
         let bounds = plan
             .routes
             .iter()
             .map(|r| {
-                r.bounds
-                    .iter()
-                    .map(|b| {
-                        let n = format!("{base}.{}.{}", r.name, b.name);
-                        BoundIds {
+                let node = r.bounds.iter().map(|b| (&b.name, true));
+                let installation = r.installation.iter().map(|b| (&b.name, false));
+                node.chain(installation)
+                    .map(|(name, node)| {
+                        let n = format!("{base}.{}.{name}", r.name);
+                        let mut ids = BoundIds {
                             allowed: counter(format!("{n}.allowed")),
                             refused: counter(format!("{n}.refused")),
                             would_refuse: counter(format!("{n}.would_refuse")),
-                            overflow: counter(format!("{n}.overflow")),
-                            tracked: hostcalls::define_metric(
+                            overflow: None,
+                            tracked: None,
+                            rls_calls: None,
+                            rls_errors: None,
+                        };
+                        if node {
+                            ids.overflow = counter(format!("{n}.overflow"));
+                            ids.tracked = hostcalls::define_metric(
                                 MetricType::Gauge,
                                 &format!("{n}.tracked"),
                             )
-                            .ok(),
+                            .ok();
+                        } else {
+                            ids.rls_calls = counter(format!("{n}.rls_calls"));
+                            ids.rls_errors = counter(format!("{n}.rls_errors"));
                         }
+                        ids
                     })
                     .collect()
             })
@@ -86,6 +103,16 @@ impl Metrics {
         let jwt_cache_hits = counter(format!("{base}.jwt_cache_hits"));
         let store_reads_saved = counter(format!("{base}.store_reads_saved"));
         let store_stale_guesses = counter(format!("{base}.store_stale_guesses"));
+        let rls_latency = plan
+            .service
+            .as_ref()
+            .and_then(|_| {
+                hostcalls::define_metric(
+                    MetricType::Histogram,
+                    &format!("{base}.rls_latency_ms"),
+                )
+                .ok()
+            });
         Metrics {
             counters,
             bounds,
@@ -96,6 +123,14 @@ impl Metrics {
             jwt_cache_hits,
             store_reads_saved,
             store_stale_guesses,
+            rls_latency,
+        }
+    }
+
+    /// How long one rate-limit service call took.
+    pub fn service_latency(&self, ms: u64) {
+        if let Some(id) = self.rls_latency {
+            let _ = hostcalls::record_metric(id, ms);
         }
     }
 
@@ -138,6 +173,8 @@ impl Metrics {
                 Event::Allowed => ids.allowed,
                 Event::Refused => ids.refused,
                 Event::WouldRefuse => ids.would_refuse,
+                Event::ServiceCall => ids.rls_calls,
+                Event::ServiceError => ids.rls_errors,
             });
             if e.overflow {
                 self.inc(ids.overflow);

@@ -12,7 +12,8 @@ use crate::count::limiter::{BoundEvent, Limiter};
 use crate::count::slots::{self, Lane, Table};
 use crate::count::store::{Store, StoreError};
 use crate::identity::cache::IdentityCache;
-use crate::pipeline::{Exchange, Host, Level, SessionCall, Stat, Step, Worker};
+use crate::pipeline::installation::ServiceCall;
+use crate::pipeline::{Exchange, Host, Level, SessionCall, Stat, Step, Waits, Worker};
 use crate::reply;
 use metrics::Metrics;
 use proxy_wasm::hostcalls;
@@ -452,6 +453,49 @@ impl Host for Envoy<'_> {
             .flatten()
     }
 
+    fn request_body(&self, size: usize) -> Option<Vec<u8>> {
+        hostcalls::get_buffer(BufferType::HttpRequestBody, 0, size)
+            .ok()
+            .flatten()
+    }
+
+    /// gRPC as an HTTP/2 call-out, framed here: the SDK's gRPC call
+    /// panics on a status Envoy returns (BadArgument when it cannot make
+    /// the client), and the raw import's answer never reaches this context
+    /// (the SDK routes only calls its own wrapper registered). Envoy's HTTP
+    /// call returns only statuses the SDK maps (docs/envoy-host.md).
+    fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String> {
+        let timeout = format!("{}m", call.timeout_ms);
+        let path = format!("/{}/{}", crate::rls::SERVICE, crate::rls::METHOD);
+        hostcalls::dispatch_http_call(
+            call.cluster,
+            vec![
+                (":method", "POST"),
+                (":path", &path),
+                (":authority", call.cluster),
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+                ("grpc-timeout", &timeout),
+            ],
+            Some(&crate::rls::frame(&call.message)),
+            vec![],
+            Duration::from_millis(call.timeout_ms),
+        )
+        .map(|_| ())
+        .map_err(|s| format!("{s:?}"))
+    }
+
+    fn service_body(&self, size: usize) -> Option<Vec<u8>> {
+        let framed = hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, size)
+            .ok()
+            .flatten()?;
+        crate::rls::unframe(&framed).ok().map(<[u8]>::to_vec)
+    }
+
+    fn service_latency(&mut self, ms: u64) {
+        self.metrics.service_latency(ms);
+    }
+
     fn send_reply(
         &mut self,
         status: u16,
@@ -500,6 +544,8 @@ fn resumed(step: Step) -> Action {
 }
 
 impl Context for Request {
+    /// The session service or the rate-limit service answered: a request
+    /// waits for one call-out at a time.
     fn on_http_call_response(&mut self, _: u32, _: usize, body_size: usize, _: usize) {
         let Some(active) = self.active.clone() else {
             return;
@@ -507,24 +553,75 @@ impl Context for Request {
         let mut host = Envoy {
             metrics: &active.metrics,
         };
-        let step = active
-            .worker()
-            .on_session_answer(&mut host, &mut self.exchange, body_size);
+        let worker = active.worker();
+        let step = match self.exchange.waits_for() {
+            Some(Waits::Service) => {
+                let status = crate::rls::call_status(
+                    hostcalls::get_map_value(MapType::HttpCallResponseHeaders, ":status")
+                        .ok()
+                        .flatten()
+                        .as_deref(),
+                    grpc_status().as_deref(),
+                );
+                worker.on_service_answer(&mut host, &mut self.exchange, status, body_size)
+            }
+            _ => worker.on_session_answer(&mut host, &mut self.exchange, body_size),
+        };
         if step == Step::Continue {
             let _ = hostcalls::resume_http_request();
         }
     }
 }
 
+/// `grpc-status` of a call-out's answer: in its trailers, or in its
+/// headers for a trailers-only answer.
+fn grpc_status() -> Option<String> {
+    [MapType::HttpCallResponseTrailers, MapType::HttpCallResponseHeaders]
+        .into_iter()
+        .find_map(|m| hostcalls::get_map_value(m, "grpc-status").ok().flatten())
+}
+
 impl HttpContext for Request {
-    fn on_http_request_headers(&mut self, _: usize, _: bool) -> Action {
+    fn on_http_request_headers(&mut self, _: usize, end_of_stream: bool) -> Action {
         let Some(active) = self.active.clone().filter(|a| !a.orphaned.get()) else {
             return Action::Continue;
         };
         let mut host = Envoy {
             metrics: &active.metrics,
         };
-        resumed(active.worker().on_request(&mut host, &mut self.exchange))
+        resumed(
+            active
+                .worker()
+                .on_request(&mut host, &mut self.exchange, end_of_stream),
+        )
+    }
+
+    fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        let Some(active) = self.active.clone() else {
+            return Action::Continue;
+        };
+        let mut host = Envoy {
+            metrics: &active.metrics,
+        };
+        resumed(
+            active
+                .worker()
+                .on_request_body(&mut host, &mut self.exchange, size, end_of_stream),
+        )
+    }
+
+    fn on_http_request_trailers(&mut self, _: usize) -> Action {
+        let Some(active) = self.active.clone() else {
+            return Action::Continue;
+        };
+        let mut host = Envoy {
+            metrics: &active.metrics,
+        };
+        resumed(
+            active
+                .worker()
+                .on_request_trailers(&mut host, &mut self.exchange),
+        )
     }
 
     fn on_http_response_headers(&mut self, _: usize, _: bool) -> Action {

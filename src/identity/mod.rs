@@ -2,6 +2,7 @@
 //! hands over (JWT claims, the mTLS peer, trusted headers, a session answer).
 //! Nothing here reads from the host; it only interprets bytes.
 
+pub mod account;
 pub mod address;
 pub mod cache;
 pub mod jwt_token;

@@ -1,7 +1,8 @@
 //! A [`Host`] that records every call, over a [`MemStore`]: every path of a
 //! request runs natively, and what it asked of the host can be read back.
 
-use super::{Exchange, Host, Level, SessionCall, Stat, Step, Worker};
+use super::installation::ServiceCall;
+use super::{Exchange, Host, Level, SessionCall, Stat, Step, Waits, Worker};
 use crate::config::plan::Plan;
 use crate::config::{parse, Per};
 use crate::count::limiter::{BoundEvent, Limiter};
@@ -51,6 +52,16 @@ pub struct MockHost {
     pub session_body: Option<Vec<u8>>,
     /// The host refuses to send a local reply with this status.
     pub reply_error: Option<String>,
+    /// The request body, whole; `None`: the headers end the request.
+    pub request_body: Option<Vec<u8>>,
+    /// The host refuses to dispatch the rate-limit service call.
+    pub service_dispatch_error: Option<String>,
+    /// The rate-limit service's answer: gRPC status and message.
+    pub service_answer: Option<(u32, Vec<u8>)>,
+    /// Rate-limit service calls dispatched: cluster, timeout, message.
+    pub service_calls: Vec<(String, u64, Vec<u8>)>,
+    /// Request body reads.
+    pub body_reads: Cell<usize>,
     // What the pipeline did:
     pub dispatched: Vec<Dispatched>,
     pub replies: Vec<Reply>,
@@ -84,6 +95,11 @@ impl MockHost {
         self
     }
 
+    /// How many times the request body was read.
+    pub fn body_reads_total(&self) -> usize {
+        self.body_reads.get()
+    }
+
     /// How many times `stat` was counted.
     pub fn counted(&self, stat: Stat) -> usize {
         self.stats.iter().filter(|s| **s == stat).count()
@@ -105,6 +121,7 @@ impl MockHost {
         self.events.clear();
         self.stats.clear();
         self.logs.clear();
+        self.service_calls.clear();
         self.reads.set(0);
     }
 }
@@ -149,6 +166,30 @@ impl Host for MockHost {
     fn session_status(&self) -> Option<String> {
         self.session_status.clone()
     }
+
+    fn request_body(&self, size: usize) -> Option<Vec<u8>> {
+        self.body_reads.set(self.body_reads.get() + 1);
+        self.request_body
+            .as_ref()
+            .map(|b| b.iter().take(size).copied().collect())
+    }
+
+    fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String> {
+        if let Some(e) = &self.service_dispatch_error {
+            return Err(e.clone());
+        }
+        self.service_calls
+            .push((call.cluster.into(), call.timeout_ms, call.message.clone()));
+        Ok(())
+    }
+
+    fn service_body(&self, size: usize) -> Option<Vec<u8>> {
+        self.service_answer
+            .as_ref()
+            .map(|(_, b)| b.iter().take(size).copied().collect())
+    }
+
+    fn service_latency(&mut self, _ms: u64) {}
 
     fn session_body(&self, size: usize) -> Option<Vec<u8>> {
         self.session_body
@@ -249,19 +290,33 @@ impl Filter {
     }
 
     /// One whole request as Envoy drives it: its headers, the session
-    /// answer if it asked for one, its response headers (a local reply's
-    /// too). The step of the request headers and, after a call-out, of the
-    /// answer.
+    /// answer if it asked for one, its body in one piece, the rate-limit
+    /// service's answer if it called, its response headers (a local
+    /// reply's too). The step of the request headers and of the last
+    /// callback that decided, if a later one did.
     pub fn request(&self, host: &mut MockHost) -> (Step, Option<Step>) {
         let w = self.worker();
         let mut ex = Exchange::default();
-        let first = w.on_request(host, &mut ex);
-        let mut answered = None;
-        if first == Step::Pause && ex.waiting.is_some() {
+        let first = w.on_request(host, &mut ex, host.request_body.is_none());
+        let mut last = None;
+        if ex.waits_for() == Some(Waits::Session) {
             let size = host.session_body.as_ref().map_or(0, Vec::len);
-            answered = Some(w.on_session_answer(host, &mut ex, size));
+            last = Some(w.on_session_answer(host, &mut ex, size));
+        }
+        if let Some(size) = host.request_body.as_ref().map(Vec::len) {
+            let step = w.on_request_body(host, &mut ex, size, true);
+            if first == Step::Pause {
+                last = Some(step);
+            }
+        }
+        if ex.waits_for() == Some(Waits::Service) {
+            let (status, size) = host
+                .service_answer
+                .as_ref()
+                .map_or((14, 0), |(s, b)| (*s, b.len()));
+            last = Some(w.on_service_answer(host, &mut ex, status, size));
         }
         w.on_response(host, &mut ex);
-        (first, answered)
+        (first, last)
     }
 }

@@ -11,9 +11,12 @@
 //! must be impossible, so indexing is denied here.
 #![deny(clippy::indexing_slicing)]
 
+pub mod installation;
 #[cfg(any(test, not(target_arch = "wasm32")))]
 pub mod mock;
 mod sources;
+#[cfg(test)]
+mod installation_tests;
 #[cfg(test)]
 mod tests;
 
@@ -22,10 +25,12 @@ use crate::config::{OnError, SessionSource};
 use crate::count::limiter::{BoundEvent, Caller, Decision as Counted, Limiter, Pending};
 use crate::count::store::Store;
 use crate::count::window::Quota;
+use crate::identity::account::{self, Found, Place};
 use crate::identity::address::strip_port;
 use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::{self as id_decode, Identity, SessionError};
 use crate::reply::{self, Refusal, Shown};
+use installation::{Ready, ServiceCall};
 use std::cell::RefCell;
 
 /// Instance-wide counters the pipeline bumps (per-bound ones go through
@@ -71,6 +76,15 @@ pub trait Host {
     fn session_status(&self) -> Option<String>;
     /// The body of the session service's answer.
     fn session_body(&self, size: usize) -> Option<Vec<u8>>;
+    /// The first `size` bytes of the request body buffered so far.
+    fn request_body(&self, size: usize) -> Option<Vec<u8>>;
+    /// Dispatches the rate-limit service call; `Err` carries the host's
+    /// status name.
+    fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String>;
+    /// The message of the rate-limit service's answer.
+    fn service_body(&self, size: usize) -> Option<Vec<u8>>;
+    /// How long the rate-limit service took to answer (or fail).
+    fn service_latency(&mut self, ms: u64);
     /// A local reply; `Err` carries the host's status name.
     fn send_reply(
         &mut self,
@@ -112,8 +126,42 @@ pub struct Exchange {
     success: Option<Figures>,
     /// This filter sent the local reply: its response path adds nothing.
     refused: bool,
-    /// Waiting for the session service.
-    waiting: Option<Box<Waiting>>,
+    /// What the paused request waits for.
+    stage: Stage,
+    /// The request body has fully arrived (or there is none), and its size
+    /// so far.
+    body_ended: bool,
+    body_size: usize,
+}
+
+/// What a paused request waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waits {
+    Session,
+    Body,
+    Service,
+}
+
+impl Exchange {
+    pub fn waits_for(&self) -> Option<Waits> {
+        match self.stage {
+            Stage::Going => None,
+            Stage::Session(_) => Some(Waits::Session),
+            Stage::Body(_) => Some(Waits::Body),
+            Stage::Service(_) => Some(Waits::Service),
+        }
+    }
+}
+
+/// What a paused request waits for; while it waits, its body is held.
+#[derive(Default)]
+enum Stage {
+    #[default]
+    Going,
+    Session(Box<Waiting>),
+    /// Its body, for the account it names.
+    Body(Box<Ready>),
+    Service(Box<Ready>),
 }
 
 /// A request paused for its session resolve: early bounds already read.
@@ -134,13 +182,22 @@ pub enum Decision<'p> {
     Refuse { route: &'p str, shown: Shown<'p> },
     /// 503: the session service failed and `on_error` is `deny`.
     Unresolved,
+    /// 503: the rate-limit service did not answer for an installation
+    /// bound and `on_error` is `deny`.
+    Unchecked { route: &'p str, bound: &'p str },
+    /// 400: a sign-in request that names two different accounts.
+    Ambiguous { route: &'p str },
 }
 
-/// Where `begin` stopped.
+/// Where `begin` (or a later step) stopped.
 pub enum Begun<'p> {
     Decided(Decision<'p>),
     /// Ask the session service, then `resume`.
     Needs(Box<Waiting>, Ask<'p>),
+    /// Wait for the request body (the account it names), then `with_body`.
+    NeedsBody(Box<Ready>),
+    /// Call the rate-limit service, then `counted`.
+    NeedsService(Box<Ready>, ServiceCall<'p>),
 }
 
 /// The session service question a request waits for.
@@ -256,22 +313,103 @@ impl<'p> Worker<'p> {
         Decision::Pass(shown)
     }
 
-    /// Checks the identity bounds, then records the request everywhere.
+    /// Checks the identity bounds, then the installation bounds or the
+    /// request recorded everywhere.
     fn finish<H: Host>(
+        &self,
+        host: &mut H,
+        mut pending: Pending,
+        address: &str,
+        id: Identity,
+        now: u64,
+    ) -> Begun<'p> {
+        let caller = Caller {
+            address,
+            identity: Some(&id),
+        };
+        let route = pending.route();
+        if let Some(refused) = self.limiter.late(host.store(), &mut pending, &caller, now) {
+            return Begun::Decided(self.conclude(host, route, refused));
+        }
+        self.node_admitted(host, pending, address, Some(id), now)
+    }
+
+    /// Every node bound admitted the request (nothing recorded yet): on to
+    /// its installation bounds, or recorded now.
+    fn node_admitted<H: Host>(
         &self,
         host: &mut H,
         pending: Pending,
         address: &str,
-        id: &Identity,
+        identity: Option<Identity>,
         now: u64,
-    ) -> Decision<'p> {
-        let caller = Caller {
-            address,
-            identity: Some(id),
-        };
-        let route = pending.route();
-        let d = self.limiter.finish(host.store(), pending, &caller, now);
-        self.conclude(host, route, d)
+    ) -> Begun<'p> {
+        let bounds = self.installation_bounds(&pending, identity.as_ref());
+        if bounds.is_empty() {
+            let route = pending.route();
+            let d = self.limiter.commit(host.store(), pending, now);
+            return Begun::Decided(self.conclude(host, route, d));
+        }
+        let route = self.limiter.plan.routes.get(pending.route());
+        let place = route
+            .filter(|r| {
+                bounds.iter().any(|&i| {
+                    r.installation
+                        .get(i)
+                        .is_some_and(|b| b.per == crate::config::Per::Account)
+                })
+            })
+            .and_then(|r| r.account.as_ref())
+            .and_then(account::place);
+        let mut ready = Box::new(Ready {
+            pending,
+            address: address.to_string(),
+            identity,
+            bounds,
+            account: Found::Missing,
+            sent_ms: now,
+        });
+        match place {
+            Some(Place::Header(name)) => {
+                ready.account = installation::header_account(host.request_header(name));
+            }
+            Some(_) => return Begun::NeedsBody(ready),
+            None => {}
+        }
+        self.ask_service(ready)
+    }
+
+    /// The body arrived (`size` bytes, all of it unless over the cap): the
+    /// account it names, then the service.
+    fn with_body<H: Host>(&self, host: &mut H, mut ready: Box<Ready>, size: usize) -> Begun<'p> {
+        let source = self
+            .limiter
+            .plan
+            .routes
+            .get(ready.pending.route())
+            .and_then(|r| r.account.as_ref());
+        if let Some((s, place)) = source.and_then(|s| Some((s, account::place(s)?))) {
+            // Over the cap: not read at all, counted per address.
+            if size <= s.max_body_bytes {
+                let body = host.request_body(size).unwrap_or_default();
+                ready.account = account::from_body(place, &body);
+            }
+        }
+        if ready.account == Found::Ambiguous {
+            let route = self.limiter.plan.routes.get(ready.pending.route());
+            return Begun::Decided(Decision::Ambiguous {
+                route: route.map_or("", |r| r.name.as_str()),
+            });
+        }
+        self.ask_service(ready)
+    }
+
+    fn ask_service(&self, ready: Box<Ready>) -> Begun<'p> {
+        match self.service_call(&ready) {
+            Some(call) => Begun::NeedsService(ready, call),
+            // Validated: installation bounds come with a service.
+            None => Begun::Decided(Decision::Pass(None)),
+        }
     }
 
     /// A failed session resolve: counted, logged; 503 when `deny`.
@@ -338,8 +476,7 @@ impl<'p> Worker<'p> {
         }
         let Some(identity_config) = plan.identity.as_ref().filter(|_| route.needs_identity(op))
         else {
-            let d = lim.commit(host.store(), pending, now);
-            return Begun::Decided(self.conclude(host, r, d));
+            return self.node_admitted(host, pending, address, None, now);
         };
 
         // Phase 2: who is calling, then the bounds that depend on it.
@@ -382,18 +519,18 @@ impl<'p> Worker<'p> {
                 }
             }
         }
-        Begun::Decided(self.finish(host, pending, address, &id, now))
+        self.finish(host, pending, address, id, now)
     }
 
     /// The session service answered `status` (and `body`, read only for a
-    /// 200): the identity bounds, then the decision.
+    /// 200): the identity bounds, then what comes next.
     pub fn resume<H: Host>(
         &self,
         host: &mut H,
         w: Box<Waiting>,
         status: &str,
         body: impl FnOnce() -> Option<Vec<u8>>,
-    ) -> Decision<'p> {
+    ) -> Begun<'p> {
         let Some(session) = self
             .limiter
             .plan
@@ -401,7 +538,7 @@ impl<'p> Worker<'p> {
             .as_ref()
             .and_then(|i| i.session.as_ref())
         else {
-            return Decision::Pass(None);
+            return Begun::Decided(Decision::Pass(None));
         };
         let mut id = w.identity;
         let now = host.now_ms();
@@ -414,11 +551,11 @@ impl<'p> Worker<'p> {
             }
             Err(e) => {
                 if let Some(d) = self.identity_failed(host, session, &e) {
-                    return d;
+                    return Begun::Decided(d);
                 }
             }
         }
-        self.finish(host, w.pending, &w.address, &id, now)
+        self.finish(host, w.pending, &w.address, id, now)
     }
 
     /// Carries out a decision: a local reply, or the figures kept for the
@@ -454,19 +591,42 @@ impl<'p> Worker<'p> {
                 );
                 Step::Pause
             }
+            Decision::Unchecked { route, bound } => {
+                ex.refused = true;
+                let body = reply::unchecked_body(route, bound);
+                let _ = host.send_reply(
+                    503,
+                    vec![
+                        ("retry-after", "1"),
+                        ("content-type", "application/problem+json"),
+                    ],
+                    body.as_bytes(),
+                );
+                Step::Pause
+            }
+            Decision::Ambiguous { route } => {
+                ex.refused = true;
+                let body = reply::ambiguous_body(route);
+                let _ = host.send_reply(
+                    400,
+                    vec![("content-type", "application/problem+json")],
+                    body.as_bytes(),
+                );
+                Step::Pause
+            }
         }
     }
 
-    /// The request's headers arrived: decide, dispatch the session call
-    /// if it needs one, perform the outcome.
-    pub fn on_request<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
-        let d = match self.begin(host) {
+    /// Carries out what a step came to: a decision, or the call-out or
+    /// wait it needs (a failed dispatch decided at once).
+    fn drive<H: Host>(&self, host: &mut H, ex: &mut Exchange, begun: Begun<'p>) -> Step {
+        let d = match begun {
             Begun::Decided(d) => d,
             Begun::Needs(waiting, ask) => {
                 host.count(Stat::SessionCall);
                 match host.dispatch_session(&ask.call()) {
                     Ok(()) => {
-                        ex.waiting = Some(waiting);
+                        ex.stage = Stage::Session(waiting);
                         return Step::Pause;
                     }
                     Err(s) => {
@@ -481,13 +641,122 @@ impl<'p> Worker<'p> {
                                     identity,
                                     ..
                                 } = *waiting;
-                                self.finish(host, pending, &address, &identity, now)
+                                let next = self.finish(host, pending, &address, identity, now);
+                                return self.drive(host, ex, next);
                             }
                         }
                     }
                 }
             }
+            Begun::NeedsBody(ready) => {
+                if ex.body_ended || self.over_cap(&ready, ex.body_size) {
+                    let next = self.with_body(host, ready, ex.body_size);
+                    return self.drive(host, ex, next);
+                }
+                ex.stage = Stage::Body(ready);
+                return Step::Pause;
+            }
+            Begun::NeedsService(mut ready, call) => {
+                let Some(route) = self.limiter.plan.routes.get(ready.pending.route()) else {
+                    return Step::Continue;
+                };
+                let events: Vec<BoundEvent> = ready
+                    .bounds
+                    .iter()
+                    .map(|&i| BoundEvent {
+                        bound: installation::stat_index(route, i),
+                        event: crate::count::limiter::Event::ServiceCall,
+                        overflow: false,
+                    })
+                    .collect();
+                host.record(ready.pending.route(), &events);
+                ready.sent_ms = host.now_ms();
+                match host.dispatch_service(&call) {
+                    Ok(()) => {
+                        ex.stage = Stage::Service(ready);
+                        return Step::Pause;
+                    }
+                    Err(s) => self.service_failed(host, *ready, &format!("not dispatched: {s}")),
+                }
+            }
         };
+        self.perform(host, ex, d)
+    }
+
+    /// More of the body than the route reads has arrived.
+    fn over_cap(&self, ready: &Ready, size: usize) -> bool {
+        self.limiter
+            .plan
+            .routes
+            .get(ready.pending.route())
+            .and_then(|r| r.account.as_ref())
+            .is_some_and(|a| size > a.max_body_bytes)
+    }
+
+    /// The request's headers arrived (`end_of_stream`: it has no body):
+    /// decide, or start what the decision waits for.
+    pub fn on_request<H: Host>(&self, host: &mut H, ex: &mut Exchange, end_of_stream: bool) -> Step {
+        ex.body_ended = end_of_stream;
+        let begun = self.begin(host);
+        self.drive(host, ex, begun)
+    }
+
+    /// More of the request body arrived (`size` bytes buffered in all).
+    /// While the request waits, its body is held: none of it reaches the
+    /// upstream before the decision.
+    pub fn on_request_body<H: Host>(
+        &self,
+        host: &mut H,
+        ex: &mut Exchange,
+        size: usize,
+        end_of_stream: bool,
+    ) -> Step {
+        ex.body_size = size;
+        ex.body_ended |= end_of_stream;
+        match std::mem::take(&mut ex.stage) {
+            Stage::Going => Step::Continue,
+            Stage::Body(ready) if ex.body_ended || self.over_cap(&ready, size) => {
+                let next = self.with_body(host, ready, size);
+                self.drive(host, ex, next)
+            }
+            waiting => {
+                ex.stage = waiting;
+                Step::Pause
+            }
+        }
+    }
+
+    /// Trailers arrived: the body has ended; held while the request waits.
+    pub fn on_request_trailers<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
+        ex.body_ended = true;
+        match std::mem::take(&mut ex.stage) {
+            Stage::Going => Step::Continue,
+            Stage::Body(ready) => {
+                let size = ex.body_size;
+                let next = self.with_body(host, ready, size);
+                self.drive(host, ex, next)
+            }
+            waiting => {
+                ex.stage = waiting;
+                Step::Pause
+            }
+        }
+    }
+
+    /// The rate-limit service answered (gRPC status `status`, `size` bytes
+    /// of message). `Continue` when the paused request is to go on.
+    pub fn on_service_answer<H: Host>(
+        &self,
+        host: &mut H,
+        ex: &mut Exchange,
+        status: u32,
+        size: usize,
+    ) -> Step {
+        let Stage::Service(ready) = std::mem::take(&mut ex.stage) else {
+            return Step::Pause;
+        };
+        let body = (status == 0).then(|| host.service_body(size)).flatten();
+        let d = self.counted(host, *ready, status, body);
         self.perform(host, ex, d)
     }
 
@@ -499,13 +768,13 @@ impl<'p> Worker<'p> {
         ex: &mut Exchange,
         body_size: usize,
     ) -> Step {
-        let Some(w) = ex.waiting.take() else {
+        let Stage::Session(w) = std::mem::take(&mut ex.stage) else {
             return Step::Pause;
         };
         let status = host.session_status().unwrap_or_default();
         let body = host.session_body(body_size);
-        let d = self.resume(host, w, &status, || body);
-        self.perform(host, ex, d)
+        let next = self.resume(host, w, &status, || body);
+        self.drive(host, ex, next)
     }
 
     /// The response's headers: the figures of an admitted request.

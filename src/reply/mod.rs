@@ -187,6 +187,21 @@ impl Refusal {
     }
 }
 
+/// The 503 body when an installation bound could not be checked: no bound
+/// was exceeded, so not a 429.
+pub fn unchecked_body(route: &str, bound: &str) -> String {
+    format!(
+        r#"{{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limit {route}/{bound} could not be checked; retry in 1 s","route":"{route}","bound":"{bound}","retry_after":1}}"#
+    )
+}
+
+/// The 400 body of a sign-in request that names two different accounts.
+pub fn ambiguous_body(route: &str) -> String {
+    format!(
+        r#"{{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request names the account more than once, with different values; name it once","route":"{route}"}}"#
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

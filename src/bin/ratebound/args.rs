@@ -1,8 +1,9 @@
 //! The command line, parsed by hand: a few subcommands and flags.
 
 pub const USAGE: &str = "\
-usage: ratebound check [--strict] [--nodes N] FILE|-
+usage: ratebound check [--strict] [--nodes N] [--rls-config PATH] FILE|-
        ratebound explain [--nodes N] [--format text|json] FILE|-
+       ratebound rls-config FILE|-
        ratebound openapi SPEC --route NAME --bounds FILE [--config BASE] [--match-prefix P] [--servers]
        ratebound schema
        ratebound --version
@@ -10,6 +11,7 @@ usage: ratebound check [--strict] [--nodes N] FILE|-
   check     validate a configuration (JSON or YAML) with the filter's own parser;
             list every error with its JSON path, then the warnings and notes
   explain   every route's bounds in plain words, by the phase they are checked in
+  rls-config  the envoyproxy/ratelimit configuration (YAML) for the installation bounds
   openapi   give operations of an OpenAPI 3.0/3.1 document (JSON or YAML) bounds of their own:
             FILE maps an operationId, or \"METHOD /path\", to its bounds; prints the BASE
             configuration (or a new one) with route NAME's operations set, as JSON on stdout
@@ -17,6 +19,7 @@ usage: ratebound check [--strict] [--nodes N] FILE|-
 
   --strict        check fails on warnings too (notes never fail)
   --nodes N       how many Envoy nodes run the configuration: counters are per node
+  --rls-config PATH  check: warn where the rate-limit service's configuration disagrees
   --format F      text (default) or json
   --route NAME    openapi: the route whose operations are set (created when BASE has none)
   --bounds FILE   openapi: the bounds of the operations picked (JSON or YAML)
@@ -38,6 +41,10 @@ pub enum Command {
         file: String,
         strict: bool,
         nodes: Option<u32>,
+        rls_config: Option<String>,
+    },
+    RlsConfig {
+        file: String,
     },
     Explain {
         file: String,
@@ -70,6 +77,10 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         "--help" | "-h" | "help" => Ok(Command::Help),
         "schema" => no_more(rest, Command::Schema),
         "openapi" => openapi(rest).map(Command::Openapi),
+        "rls-config" => match rest {
+            [file] => Ok(Command::RlsConfig { file: file.clone() }),
+            _ => Err("rls-config takes one FILE (or - for stdin)".into()),
+        },
         "check" | "explain" => {
             let mut flags = Flags::default();
             flags.read(first, rest)?;
@@ -84,10 +95,14 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
                     file,
                     strict: flags.strict,
                     nodes: flags.nodes,
+                    rls_config: flags.rls_config,
                 })
             } else {
                 if flags.strict {
                     return Err("explain has no --strict; check has".into());
+                }
+                if flags.rls_config.is_some() {
+                    return Err("explain has no --rls-config; check has".into());
                 }
                 Ok(Command::Explain {
                     file,
@@ -186,6 +201,7 @@ struct Flags {
     strict: bool,
     nodes: Option<u32>,
     format: Option<Format>,
+    rls_config: Option<String>,
 }
 
 impl Flags {
@@ -196,6 +212,7 @@ impl Flags {
             match w.flag {
                 "--strict" if inline.is_none() => self.strict = true,
                 "--nodes" => self.nodes = Some(nodes(&words.value(&w)?)?),
+                "--rls-config" => self.rls_config = Some(words.value(&w)?),
                 "--format" => {
                     self.format = Some(match words.value(&w)?.as_str() {
                         "text" => Format::Text,
@@ -249,7 +266,8 @@ mod tests {
             Ok(Command::Check {
                 file: "a.json".into(),
                 strict: true,
-                nodes: Some(4)
+                nodes: Some(4),
+                rls_config: None
             })
         );
         assert_eq!(
@@ -280,6 +298,21 @@ mod tests {
             }))
         );
         assert_eq!(p(&["schema"]), Ok(Command::Schema));
+        assert_eq!(
+            p(&["rls-config", "a.json"]),
+            Ok(Command::RlsConfig {
+                file: "a.json".into()
+            })
+        );
+        assert_eq!(
+            p(&["check", "--rls-config=r.yaml", "a.json"]),
+            Ok(Command::Check {
+                file: "a.json".into(),
+                strict: false,
+                nodes: None,
+                rls_config: Some("r.yaml".into())
+            })
+        );
     }
 
     #[test]
@@ -297,6 +330,9 @@ mod tests {
             &["explain", "--format", "xml", "a"],
             &["explain", "--strict", "a"],
             &["schema", "extra"],
+            &["rls-config"],
+            &["rls-config", "a", "b"],
+            &["explain", "--rls-config", "r", "a"],
             &["openapi", "--route", "a", "--bounds", "b"],
             &["openapi", "s.json", "--bounds", "b"],
             &["openapi", "s.json", "--route", "a"],

@@ -6,7 +6,9 @@ mod args;
 
 use args::{Command, Format};
 use ratebound::config::{Config, ConfigError};
-use ratebound::console::{explain, input, openapi, render, schema, warnings, words, Level};
+use ratebound::console::{
+    explain, input, openapi, render, rls_config, schema, warnings, words, Level,
+};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -50,9 +52,25 @@ fn run(command: Command) -> u8 {
             file,
             strict,
             nodes,
+            rls_config,
         } => match load(&file) {
             Err(code) => code,
-            Ok(config) => check(&file, &config, strict, nodes),
+            Ok(config) => check(&file, &config, strict, nodes, rls_config.as_deref()),
+        },
+        Command::RlsConfig { file } => match load(&file) {
+            Err(code) => code,
+            Ok(config) => match rls_config::generate(&config, &file) {
+                Some(yaml) => {
+                    out(&yaml);
+                    VALID
+                }
+                None => {
+                    err(&format!(
+                        "ratebound: {file} has no rate_limit_service: no bound is counted by the rate-limit service\n"
+                    ));
+                    INVALID
+                }
+            },
         },
         Command::Explain {
             file,
@@ -194,11 +212,38 @@ fn errors_text(file: &str, errors: &[ConfigError]) -> String {
     s
 }
 
-fn check(file: &str, config: &Config, strict: bool, nodes: Option<u32>) -> u8 {
+fn check(
+    file: &str,
+    config: &Config,
+    strict: bool,
+    nodes: Option<u32>,
+    rls_file: Option<&str>,
+) -> u8 {
     let ws = warnings(config, nodes);
     let mut s: String = ws.iter().map(|w| format!("{w}\n")).collect();
-    let warned = ws.iter().filter(|w| w.level == Level::Warning).count();
-    let noted = ws.len() - warned;
+    let mut warned = ws.iter().filter(|w| w.level == Level::Warning).count();
+    if let Some(path) = rls_file {
+        let text = match input::read(path) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) => {
+                err(&format!("ratebound: cannot read {path}: {e}\n"));
+                return USAGE;
+            }
+        };
+        match rls_config::compare(config, &text) {
+            Ok(ds) => {
+                warned += ds.len();
+                for d in ds {
+                    s.push_str(&format!("warning: {path}: {d}\n"));
+                }
+            }
+            Err(e) => {
+                err(&format!("ratebound: {path}: {e}\n"));
+                return USAGE;
+            }
+        }
+    }
+    let noted = ws.iter().filter(|w| w.level != Level::Warning).count();
     let bounds: usize = config.routes.iter().map(|r| r.bounds.len()).sum();
     let operations: usize = config.routes.iter().map(|r| r.operations.len()).sum();
     let operations = if operations == 0 {

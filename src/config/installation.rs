@@ -1,0 +1,244 @@
+//! Installation bounds (`"scope": "installation"`): counted by the Envoy
+//! rate-limit service (envoyproxy/ratelimit over Redis), one count for
+//! every Envoy of the installation, kept across restarts.
+//!
+//! The service counts in fixed windows aligned to the clock, one per unit
+//! (second, minute, hour, day), with no multiplier: those are the only
+//! windows such a bound may have. Validation here; the compiled form is
+//! [`InstallationBound`], which the plan keeps beside the node bounds (it
+//! has no lane: nothing of it lives in shared data).
+
+use super::model::{AccountSource, BoundConfig, Config, Per, RouteConfig, Scope};
+use super::validate::{err, ConfigError};
+use crate::config::Access;
+
+/// A window the service keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unit {
+    Second,
+    Minute,
+    Hour,
+    Day,
+}
+
+pub const UNITS: [Unit; 4] = [Unit::Second, Unit::Minute, Unit::Hour, Unit::Day];
+
+impl Unit {
+    pub fn ms(self) -> u64 {
+        match self {
+            Unit::Second => 1_000,
+            Unit::Minute => 60_000,
+            Unit::Hour => 3_600_000,
+            Unit::Day => 86_400_000,
+        }
+    }
+
+    /// As a bound's `window` is written.
+    pub fn window(self) -> &'static str {
+        match self {
+            Unit::Second => "PT1S",
+            Unit::Minute => "PT1M",
+            Unit::Hour => "PT1H",
+            Unit::Day => "P1D",
+        }
+    }
+
+    /// As the service's configuration names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Second => "second",
+            Unit::Minute => "minute",
+            Unit::Hour => "hour",
+            Unit::Day => "day",
+        }
+    }
+
+    /// The unit of a window of `ms`, if the service keeps it.
+    pub fn of_ms(ms: u64) -> Option<Unit> {
+        UNITS.into_iter().find(|u| u.ms() == ms)
+    }
+
+    /// The kept window closest to `ms` (by ratio: 40 minutes is nearer an
+    /// hour than a minute).
+    pub fn nearest(ms: u64) -> Unit {
+        let ratio = |u: Unit| {
+            let (a, b) = (u.ms().max(ms) as f64, u.ms().min(ms).max(1) as f64);
+            a / b
+        };
+        UNITS
+            .into_iter()
+            .min_by(|a, b| ratio(*a).total_cmp(&ratio(*b)))
+            .unwrap_or(Unit::Minute)
+    }
+}
+
+/// An installation bound, compiled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstallationBound {
+    /// `<bound>` or `<operation>.<bound>`, as stats and refusals name it.
+    pub name: String,
+    /// The operation it belongs to (index in the route's operations).
+    pub op: Option<usize>,
+    pub per: Per,
+    pub applies_to: Access,
+    pub limit: u32,
+    pub unit: Unit,
+    pub shadow: bool,
+}
+
+/// Problems with installation bounds, the route's `account` and
+/// `rate_limit_service`, each with its JSON path.
+pub fn validate_bound(
+    c: &Config,
+    route: &RouteConfig,
+    b: &BoundConfig,
+    window_ms: Option<u64>,
+    at: &str,
+    errors: &mut Vec<ConfigError>,
+) {
+    if b.scope == Scope::Node {
+        if b.per == Per::Account {
+            errors.push(err(
+                format!("{at}.per"),
+                "\"account\" is counted by the rate-limit service, for the whole installation: \
+                 add \"scope\": \"installation\" (and a top-level \"rate_limit_service\")",
+            ));
+        }
+        return;
+    }
+    if c.rate_limit_service.is_none() {
+        errors.push(err(
+            format!("{at}.scope"),
+            "an installation bound is counted by the rate-limit service: add a top-level \
+             \"rate_limit_service\": {\"cluster\": \"<Envoy cluster, HTTP/2>\", \"domain\": \"<its domain>\"}",
+        ));
+    }
+    if let Some(ms) = window_ms.filter(|ms| Unit::of_ms(*ms).is_none()) {
+        let near = Unit::nearest(ms);
+        errors.push(err(
+            format!("{at}.window"),
+            format!(
+                "{:?} is not a window the rate-limit service keeps: installation bounds count \
+                 in fixed clock windows of PT1S, PT1M, PT1H or P1D; the nearest is {:?} \
+                 (scale the limit to it)",
+                b.window,
+                near.window()
+            ),
+        ));
+    }
+    if b.per == Per::Account && route.account.is_none() {
+        errors.push(err(
+            format!("{at}.per"),
+            "\"account\" needs the route to say where sign-in requests name it: \
+             \"account\": {\"json\": \"username\"} (or {\"form\": …} or {\"header\": …})",
+        ));
+    }
+}
+
+/// The route's `account` source: exactly one place, a sane body cap.
+pub fn validate_account(a: &AccountSource, at: &str, errors: &mut Vec<ConfigError>) {
+    let given = [a.json.is_some(), a.form.is_some(), a.header.is_some()]
+        .into_iter()
+        .filter(|g| *g)
+        .count();
+    if given != 1 {
+        errors.push(err(
+            at,
+            "give exactly one of \"json\" (a top-level field of a JSON body), \"form\" \
+             (a field of a urlencoded form) or \"header\" (a request header)",
+        ));
+    }
+    for (field, v) in [("json", &a.json), ("form", &a.form)] {
+        if v.as_deref().is_some_and(str::is_empty) {
+            errors.push(err(
+                format!("{at}.{field}"),
+                "names no field; e.g. \"username\"",
+            ));
+        }
+    }
+    if let Some(h) = &a.header {
+        if h.is_empty()
+            || h.starts_with(':')
+            || !h
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        {
+            errors.push(err(
+                format!("{at}.header"),
+                format!("{h:?} is not a lowercase request header name; e.g. \"x-login\""),
+            ));
+        }
+    }
+    if !(64..=1_048_576).contains(&a.max_body_bytes) {
+        errors.push(err(
+            format!("{at}.max_body_bytes"),
+            format!(
+                "{} is out of range: read 64 bytes to 1 MiB of a sign-in body (16384 by default)",
+                a.max_body_bytes
+            ),
+        ));
+    }
+}
+
+/// The top-level `rate_limit_service`.
+pub fn validate_service(c: &Config, errors: &mut Vec<ConfigError>) {
+    let Some(s) = &c.rate_limit_service else {
+        return;
+    };
+    let at = "$.rate_limit_service";
+    if s.cluster.is_empty() || s.cluster.contains('|') {
+        errors.push(err(
+            format!("{at}.cluster"),
+            format!(
+                "{:?} cannot be the cluster of a gRPC call: give the name of an HTTP/2 cluster \
+                 without '|' (Istio's outbound|port||host names break the call's :authority; \
+                 add a plainly named cluster)",
+                s.cluster
+            ),
+        ));
+    }
+    if !super::validate::valid_name(&s.domain) {
+        errors.push(err(
+            format!("{at}.domain"),
+            "must be 1-64 characters of A-Z a-z 0-9 _ - (the service's configuration names it)",
+        ));
+    }
+    if !(1..=10_000).contains(&s.timeout_ms) {
+        errors.push(err(
+            format!("{at}.timeout_ms"),
+            format!(
+                "{} is out of range: a request waits 1 to 10000 ms for the service (100 by default)",
+                s.timeout_ms
+            ),
+        ));
+    }
+    let used = c.routes.iter().any(|r| {
+        r.bounds
+            .iter()
+            .chain(r.operations.iter().flat_map(|o| &o.bounds))
+            .any(|b| b.scope == Scope::Installation)
+    });
+    if !used {
+        errors.push(err(
+            at,
+            "no bound says \"scope\": \"installation\": remove the block, or give a bound that scope",
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_unit_by_ratio() {
+        assert_eq!(Unit::nearest(30_000), Unit::Minute);
+        assert_eq!(Unit::nearest(5_000), Unit::Second);
+        assert_eq!(Unit::nearest(40 * 60_000), Unit::Hour);
+        assert_eq!(Unit::nearest(3 * 3_600_000), Unit::Hour);
+        assert_eq!(Unit::nearest(6 * 3_600_000), Unit::Day);
+        assert_eq!(Unit::nearest(12 * 3_600_000), Unit::Day);
+        assert_eq!(Unit::of_ms(60_000), Some(Unit::Minute));
+        assert_eq!(Unit::of_ms(120_000), None);
+    }
+}

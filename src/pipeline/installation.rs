@@ -1,0 +1,345 @@
+//! The last phase: installation bounds, counted by the rate-limit service
+//! (envoyproxy/ratelimit over Redis) in one `ShouldRateLimit` call.
+//!
+//! Reached only once every node bound admitted the request (read, nothing
+//! recorded): cheap bounds refuse first and never cost a round trip, and a
+//! request the service refuses is counted by no node bound, because node
+//! bounds are committed only after the service said OK.
+//!
+//! Keys sent to the service never carry a caller's value in clear: each is
+//! a 128-bit SipHash keyed by the service's domain (every Envoy of the
+//! installation must derive the same key, so it cannot be a per-node
+//! secret), `v…` for a value and `n…` for the network of a caller without
+//! one — the two can never collide.
+
+use super::{Decision, Level, Pending, Worker};
+use crate::config::installation::InstallationBound;
+use crate::config::plan::Route;
+use crate::config::{Per, RateLimitServiceConfig, ServiceOnError};
+use crate::count::limiter::{BoundEvent, Event};
+use crate::count::window::Quota;
+use crate::identity::account::Found;
+use crate::identity::address::{network, Prefixes};
+use crate::identity::Identity;
+use crate::reply::Shown;
+use crate::rls::{self, Code, DescriptorSpec, Override};
+use siphasher::sip128::{Hasher128, SipHasher13};
+use smallvec::SmallVec;
+use std::hash::Hasher;
+
+/// A request every node bound admitted, to be counted by its installation
+/// bounds.
+pub struct Ready {
+    pub(super) pending: Pending,
+    pub(super) address: String,
+    pub(super) identity: Option<Identity>,
+    /// Indices into the route's `installation`, in the order sent.
+    pub(super) bounds: SmallVec<[usize; 2]>,
+    pub(super) account: Found,
+    /// When the call went out.
+    pub(super) sent_ms: u64,
+}
+
+/// The call a request waits for.
+#[derive(Debug, Clone)]
+pub struct ServiceCall<'a> {
+    pub cluster: &'a str,
+    pub timeout_ms: u64,
+    /// An encoded `RateLimitRequest`.
+    pub message: Vec<u8>,
+}
+
+/// Installation bounds are recorded in stats after the route's node bounds:
+/// bound `i` is stat index `node bounds + i`.
+pub fn stat_index(route: &Route, i: usize) -> usize {
+    route.bounds.len() + i
+}
+
+/// The service's hashing keys, from its domain.
+fn keys(domain: &str) -> (u64, u64) {
+    let mut h = SipHasher13::new_with_keys(0x7261_7465, 0x626f_756e_64);
+    h.write(domain.as_bytes());
+    let k = h.finish128();
+    (k.h1, k.h2)
+}
+
+/// The descriptor value a caller is counted under for a bound keyed `per`.
+fn caller_value(
+    keys: (u64, u64),
+    per: Per,
+    value: Option<&str>,
+    address: &str,
+    prefixes: Prefixes,
+) -> String {
+    let mut h = SipHasher13::new_with_keys(keys.0, keys.1);
+    h.write(per.as_str().as_bytes());
+    let tag = match value {
+        Some(v) => {
+            h.write_u8(1);
+            h.write(v.as_bytes());
+            'v'
+        }
+        None => {
+            h.write_u8(0);
+            network(address, prefixes).hash_into(&mut h);
+            'n'
+        }
+    };
+    let k = h.finish128();
+    format!("{tag}{:016x}{:016x}", k.h1, k.h2)
+}
+
+impl<'p> Worker<'p> {
+    /// The installation bounds of the request's route (and operation) that
+    /// apply to this caller.
+    pub(super) fn installation_bounds(
+        &self,
+        pending: &Pending,
+        identity: Option<&Identity>,
+    ) -> SmallVec<[usize; 2]> {
+        let Some(route) = self.limiter.plan.routes.get(pending.route()) else {
+            return SmallVec::new();
+        };
+        let op = pending.op();
+        route
+            .installation
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| (b.op.is_none() || b.op == op) && b.applies_to.admits(identity))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// The `ShouldRateLimit` call for a request: one descriptor per bound,
+    /// `[("bound", "<route>.<bound>"), (<per>, <caller>)]`, with the limit
+    /// sent as an override so the service counts the number this filter
+    /// was configured with, and `hits_addend` 1.
+    pub(super) fn service_call(&self, ready: &Ready) -> Option<ServiceCall<'p>> {
+        let plan = &self.limiter.plan;
+        let service: &'p RateLimitServiceConfig = plan.service.as_ref()?;
+        let route = plan.routes.get(ready.pending.route())?;
+        let keys = keys(&service.domain);
+        let owned: Vec<(String, Option<String>, Override)> = ready
+            .bounds
+            .iter()
+            .filter_map(|&i| route.installation.get(i))
+            .map(|b| {
+                let id = ready.identity.as_ref();
+                let value = match b.per {
+                    Per::Route => None,
+                    Per::Address => Some(None),
+                    Per::User => Some(id.and_then(|i| i.user.as_deref())),
+                    Per::Org => Some(id.and_then(|i| i.org.as_deref())),
+                    Per::Token => Some(id.and_then(|i| i.token.as_deref())),
+                    Per::Account => Some(match &ready.account {
+                        Found::Account(a) => Some(a.as_str()),
+                        _ => None,
+                    }),
+                };
+                let caller = value.map(|v| {
+                    caller_value(keys, b.per, v, &ready.address, plan.client_address)
+                });
+                (
+                    format!("{}.{}", route.name, b.name),
+                    caller,
+                    Override {
+                        requests_per_unit: b.limit,
+                        unit: b.unit,
+                    },
+                )
+            })
+            .collect();
+        let entries: Vec<Vec<(&str, &str)>> = owned
+            .iter()
+            .zip(ready.bounds.iter().filter_map(|&i| route.installation.get(i)))
+            .map(|((name, caller, _), b)| {
+                let mut e = vec![("bound", name.as_str())];
+                if let Some(c) = caller {
+                    e.push((b.per.as_str(), c.as_str()));
+                }
+                e
+            })
+            .collect();
+        let specs: Vec<DescriptorSpec> = entries
+            .iter()
+            .zip(&owned)
+            .map(|(e, (_, _, o))| DescriptorSpec {
+                entries: e,
+                limit: Some(*o),
+                hits_addend: 1,
+            })
+            .collect();
+        Some(ServiceCall {
+            cluster: &service.cluster,
+            timeout_ms: service.timeout_ms,
+            message: rls::encode_request(&service.domain, &specs),
+        })
+    }
+
+    /// The service answered (or failed: `grpc_status` non-zero): refuse
+    /// with its figures, or commit the node bounds and pass.
+    pub(super) fn counted<H: super::Host>(
+        &self,
+        host: &mut H,
+        ready: Ready,
+        grpc_status: u32,
+        body: Option<Vec<u8>>,
+    ) -> Decision<'p> {
+        let plan = &self.limiter.plan;
+        let now = host.now_ms();
+        host.service_latency(now.saturating_sub(ready.sent_ms));
+        let r = ready.pending.route();
+        let Some(route) = plan.routes.get(r) else {
+            return Decision::Pass(None);
+        };
+        let bounds: SmallVec<[(usize, &'p InstallationBound); 2]> = ready
+            .bounds
+            .iter()
+            .filter_map(|&i| Some((i, route.installation.get(i)?)))
+            .collect();
+        let answer = match rls::statuses(grpc_status, body.as_deref(), bounds.len()) {
+            Ok(statuses) => statuses,
+            Err(e) => return self.service_failed(host, ready, &e.to_string()),
+        };
+        // The first enforcing bound over its limit refuses; shadow bounds
+        // over theirs only say so.
+        let mut events: SmallVec<[BoundEvent; 2]> = SmallVec::new();
+        let mut refused = None;
+        let mut tightest: Option<(usize, Quota)> = None;
+        for ((i, b), s) in bounds.iter().zip(&answer) {
+            let reset_ms = s.reset_s.unwrap_or(1).saturating_mul(1_000);
+            let quota = Quota {
+                limit: b.limit,
+                remaining: if s.code == Code::OverLimit { 0 } else { s.remaining },
+                reset_ms,
+            };
+            let event = match (s.code == Code::OverLimit, b.shadow, refused.is_some()) {
+                (true, false, false) => {
+                    refused = Some((*i, quota));
+                    Event::Refused
+                }
+                (true, true, _) => Event::WouldRefuse,
+                _ => Event::Allowed,
+            };
+            if refused.is_none() && tightest.is_none_or(|(_, t)| quota.remaining < t.remaining) {
+                tightest = Some((*i, quota));
+            }
+            events.push(BoundEvent {
+                bound: stat_index(route, *i),
+                event,
+                overflow: false,
+            });
+        }
+        if let Some((i, quota)) = refused {
+            // Only the refusing bound's event: the others' counts are the
+            // service's, and this request is counted by no node bound.
+            events.retain(|e| e.event == Event::Refused || e.event == Event::WouldRefuse);
+            host.record(r, &events);
+            let Some(b) = route.installation.get(i) else {
+                return Decision::Pass(None);
+            };
+            return Decision::Refuse {
+                route: &route.name,
+                shown: Shown {
+                    bound: &b.name,
+                    window_ms: b.unit.ms(),
+                    quota,
+                    structured: plan.structured_headers,
+                },
+            };
+        }
+        host.record(r, &events);
+        let d = self.limiter.commit(host.store(), ready.pending, now);
+        let node = self.conclude(host, r, d);
+        match (node, tightest) {
+            (Decision::Pass(shown), Some((i, quota))) if plan.success_headers => {
+                let tighter = shown.is_none_or(|s| quota.remaining < s.quota.remaining);
+                let Some(b) = route.installation.get(i).filter(|_| tighter) else {
+                    return Decision::Pass(shown);
+                };
+                Decision::Pass(Some(Shown {
+                    bound: &b.name,
+                    window_ms: b.unit.ms(),
+                    quota,
+                    structured: plan.structured_headers,
+                }))
+            }
+            (d, _) => d,
+        }
+    }
+
+    /// No answer from the service: logged and counted per bound; `deny`
+    /// answers 503, `allow` commits the node bounds and passes.
+    pub(super) fn service_failed<H: super::Host>(
+        &self,
+        host: &mut H,
+        ready: Ready,
+        why: &str,
+    ) -> Decision<'p> {
+        let plan = &self.limiter.plan;
+        let r = ready.pending.route();
+        let Some(route) = plan.routes.get(r) else {
+            return Decision::Pass(None);
+        };
+        let events: SmallVec<[BoundEvent; 2]> = ready
+            .bounds
+            .iter()
+            .map(|&i| BoundEvent {
+                bound: stat_index(route, i),
+                event: Event::ServiceError,
+                overflow: false,
+            })
+            .collect();
+        host.record(r, &events);
+        host.log(
+            Level::Warn,
+            &format!(
+                "ratebound: rate-limit service call for route {} failed: {why}",
+                route.name
+            ),
+        );
+        let deny = plan
+            .service
+            .as_ref()
+            .is_none_or(|s| s.on_error == ServiceOnError::Deny);
+        let first = ready.bounds.first().and_then(|&i| route.installation.get(i));
+        match first {
+            Some(b) if deny => Decision::Unchecked {
+                route: &route.name,
+                bound: &b.name,
+            },
+            _ => {
+                let now = host.now_ms();
+                let d = self.limiter.commit(host.store(), ready.pending, now);
+                self.conclude(host, r, d)
+            }
+        }
+    }
+}
+
+/// The account a route's requests name, when it is in a header.
+pub fn header_account(raw: Option<String>) -> Found {
+    raw.as_deref()
+        .and_then(crate::identity::account::normalize)
+        .map_or(Found::Missing, Found::Account)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caller_values_never_collide_across_kinds_or_fallbacks() {
+        let k = keys("shop");
+        let p = Prefixes::default();
+        let alice = caller_value(k, Per::Account, Some("alice"), "10.0.0.1", p);
+        assert_eq!(alice, caller_value(k, Per::Account, Some("alice"), "10.9.9.9", p));
+        assert!(alice.starts_with('v') && alice.len() == 33);
+        assert_ne!(alice, caller_value(k, Per::User, Some("alice"), "10.0.0.1", p));
+        let fallback = caller_value(k, Per::Account, None, "10.0.0.1", p);
+        assert!(fallback.starts_with('n'));
+        assert_ne!(fallback, caller_value(k, Per::Account, None, "10.0.0.2", p));
+        assert_ne!(alice, caller_value(keys("other"), Per::Account, Some("alice"), "", p));
+        assert!(!alice.contains("alice"));
+    }
+}
