@@ -26,6 +26,7 @@ pub mod operations;
 pub mod pipeline;
 pub mod plan;
 pub mod refusals;
+pub mod rls;
 pub mod slots;
 pub mod store;
 #[cfg(any(test, feature = "selftest"))]
