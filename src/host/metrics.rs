@@ -103,16 +103,9 @@ impl Metrics {
         let jwt_cache_hits = counter(format!("{base}.jwt_cache_hits"));
         let store_reads_saved = counter(format!("{base}.store_reads_saved"));
         let store_stale_guesses = counter(format!("{base}.store_stale_guesses"));
-        let rls_latency = plan
-            .service
-            .as_ref()
-            .and_then(|_| {
-                hostcalls::define_metric(
-                    MetricType::Histogram,
-                    &format!("{base}.rls_latency_ms"),
-                )
-                .ok()
-            });
+        let rls_latency = plan.service.as_ref().and_then(|_| {
+            hostcalls::define_metric(MetricType::Histogram, &format!("{base}.rls_latency_ms")).ok()
+        });
         Metrics {
             counters,
             bounds,

@@ -576,9 +576,12 @@ impl Context for Request {
 /// `grpc-status` of a call-out's answer: in its trailers, or in its
 /// headers for a trailers-only answer.
 fn grpc_status() -> Option<String> {
-    [MapType::HttpCallResponseTrailers, MapType::HttpCallResponseHeaders]
-        .into_iter()
-        .find_map(|m| hostcalls::get_map_value(m, "grpc-status").ok().flatten())
+    [
+        MapType::HttpCallResponseTrailers,
+        MapType::HttpCallResponseHeaders,
+    ]
+    .into_iter()
+    .find_map(|m| hostcalls::get_map_value(m, "grpc-status").ok().flatten())
 }
 
 impl HttpContext for Request {

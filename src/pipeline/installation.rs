@@ -57,7 +57,7 @@ pub fn stat_index(route: &Route, i: usize) -> usize {
 
 /// The service's hashing keys, from its domain.
 fn keys(domain: &str) -> (u64, u64) {
-    let mut h = SipHasher13::new_with_keys(0x7261_7465, 0x626f_756e_64);
+    let mut h = SipHasher13::new_with_keys(0x7261_7465, 0x0062_6f75_6e64);
     h.write(domain.as_bytes());
     let k = h.finish128();
     (k.h1, k.h2)
@@ -136,9 +136,8 @@ impl<'p> Worker<'p> {
                         _ => None,
                     }),
                 };
-                let caller = value.map(|v| {
-                    caller_value(keys, b.per, v, &ready.address, plan.client_address)
-                });
+                let caller = value
+                    .map(|v| caller_value(keys, b.per, v, &ready.address, plan.client_address));
                 (
                     format!("{}.{}", route.name, b.name),
                     caller,
@@ -151,7 +150,12 @@ impl<'p> Worker<'p> {
             .collect();
         let entries: Vec<Vec<(&str, &str)>> = owned
             .iter()
-            .zip(ready.bounds.iter().filter_map(|&i| route.installation.get(i)))
+            .zip(
+                ready
+                    .bounds
+                    .iter()
+                    .filter_map(|&i| route.installation.get(i)),
+            )
             .map(|((name, caller, _), b)| {
                 let mut e = vec![("bound", name.as_str())];
                 if let Some(c) = caller {
@@ -197,9 +201,9 @@ impl<'p> Worker<'p> {
             .iter()
             .filter_map(|&i| Some((i, route.installation.get(i)?)))
             .collect();
-        let answer = match rls::statuses(grpc_status, body.as_deref(), bounds.len()) {
-            Ok(statuses) => statuses,
-            Err(e) => return self.service_failed(host, ready, &e.to_string()),
+        let answer = match rls::outcome(grpc_status, body.as_deref(), bounds.len()) {
+            rls::Outcome::Error(e) => return self.service_failed(host, ready, &e.to_string()),
+            rls::Outcome::Admit { statuses } | rls::Outcome::Refuse { statuses, .. } => statuses,
         };
         // The first enforcing bound over its limit refuses; shadow bounds
         // over theirs only say so.
@@ -210,7 +214,11 @@ impl<'p> Worker<'p> {
             let reset_ms = s.reset_s.unwrap_or(1).saturating_mul(1_000);
             let quota = Quota {
                 limit: b.limit,
-                remaining: if s.code == Code::OverLimit { 0 } else { s.remaining },
+                remaining: if s.code == Code::OverLimit {
+                    0
+                } else {
+                    s.remaining
+                },
                 reset_ms,
             };
             let event = match (s.code == Code::OverLimit, b.shadow, refused.is_some()) {
@@ -302,7 +310,10 @@ impl<'p> Worker<'p> {
             .service
             .as_ref()
             .is_none_or(|s| s.on_error == ServiceOnError::Deny);
-        let first = ready.bounds.first().and_then(|&i| route.installation.get(i));
+        let first = ready
+            .bounds
+            .first()
+            .and_then(|&i| route.installation.get(i));
         match first {
             Some(b) if deny => Decision::Unchecked {
                 route: &route.name,
@@ -333,13 +344,22 @@ mod tests {
         let k = keys("shop");
         let p = Prefixes::default();
         let alice = caller_value(k, Per::Account, Some("alice"), "10.0.0.1", p);
-        assert_eq!(alice, caller_value(k, Per::Account, Some("alice"), "10.9.9.9", p));
+        assert_eq!(
+            alice,
+            caller_value(k, Per::Account, Some("alice"), "10.9.9.9", p)
+        );
         assert!(alice.starts_with('v') && alice.len() == 33);
-        assert_ne!(alice, caller_value(k, Per::User, Some("alice"), "10.0.0.1", p));
+        assert_ne!(
+            alice,
+            caller_value(k, Per::User, Some("alice"), "10.0.0.1", p)
+        );
         let fallback = caller_value(k, Per::Account, None, "10.0.0.1", p);
         assert!(fallback.starts_with('n'));
         assert_ne!(fallback, caller_value(k, Per::Account, None, "10.0.0.2", p));
-        assert_ne!(alice, caller_value(keys("other"), Per::Account, Some("alice"), "", p));
+        assert_ne!(
+            alice,
+            caller_value(keys("other"), Per::Account, Some("alice"), "", p)
+        );
         assert!(!alice.contains("alice"));
     }
 }

@@ -93,14 +93,25 @@ fn an_admitted_sign_in_is_counted_by_the_service_then_by_the_node() {
     assert_eq!(d.entries[0].key, "bound");
     assert_eq!(d.entries[0].value, "login.attempts");
     assert_eq!(d.entries[1].key, "account");
-    assert!(d.entries[1].value.starts_with('v'), "hashed: {:?}", d.entries[1]);
+    assert!(
+        d.entries[1].value.starts_with('v'),
+        "hashed: {:?}",
+        d.entries[1]
+    );
     assert!(!d.entries[1].value.contains("alice"));
-    assert_eq!(d.limit.as_ref().map(|l| (l.requests_per_unit, l.unit)), Some((5, 2)));
+    assert_eq!(
+        d.limit.as_ref().map(|l| (l.requests_per_unit, l.unit)),
+        Some((5, 2))
+    );
     assert_eq!(d.hits_addend.as_ref().map(|h| h.value), Some(1));
     assert!(host.replies.is_empty());
     assert_eq!(node_count(&f, &host), Some(1), "committed after the OK");
     // Success headers show the tightest: the service's 4 left.
-    let remaining: u32 = host.response_header("ratelimit-remaining").unwrap().parse().unwrap();
+    let remaining: u32 = host
+        .response_header("ratelimit-remaining")
+        .unwrap()
+        .parse()
+        .unwrap();
     assert_eq!(remaining, 2, "node bound: 3 - 1 = 2 < service's 4");
 }
 
@@ -134,8 +145,16 @@ fn an_over_limit_answer_is_a_429_with_the_services_figures_and_no_node_count() {
     // 17.25 s until the window ends: 18, Retry-After equal to Reset.
     assert_eq!(r.header("ratelimit-reset"), Some("18"));
     assert_eq!(r.header("retry-after"), Some("18"));
-    assert!(r.body.contains(r#""route":"login","bound":"attempts""#), "{}", r.body);
-    assert_eq!(node_count(&f, &host), None, "refused: no node bound counts it");
+    assert!(
+        r.body.contains(r#""route":"login","bound":"attempts""#),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        node_count(&f, &host),
+        None,
+        "refused: no node bound counts it"
+    );
     let refused: Vec<_> = host
         .events
         .iter()
@@ -172,9 +191,15 @@ fn a_failed_call_with_deny_is_a_503_that_counts_nothing() {
         assert_eq!(r.status, 503, "status {status}");
         assert_eq!(r.header("retry-after"), Some("1"));
         assert!(r.body.contains("could not be checked"), "{}", r.body);
-        assert!(host.events.iter().any(|(_, e)| e.event == Event::ServiceError));
+        assert!(host
+            .events
+            .iter()
+            .any(|(_, e)| e.event == Event::ServiceError));
         assert_eq!(node_count(&f, &host), None);
-        assert!(host.logs.iter().any(|(l, m)| *l == Level::Warn && m.contains("rate-limit service")));
+        assert!(host
+            .logs
+            .iter()
+            .any(|(l, m)| *l == Level::Warn && m.contains("rate-limit service")));
     }
 }
 
@@ -186,7 +211,10 @@ fn a_failed_call_with_allow_admits_and_counts_the_node() {
     assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
     assert!(host.replies.is_empty());
     assert_eq!(node_count(&f, &host), Some(1));
-    assert!(host.events.iter().any(|(_, e)| e.event == Event::ServiceError));
+    assert!(host
+        .events
+        .iter()
+        .any(|(_, e)| e.event == Event::ServiceError));
 }
 
 #[test]
@@ -211,13 +239,19 @@ fn a_body_without_the_account_is_counted_per_address_under_its_own_key() {
         assert_eq!(d.entries[1].key, "account");
         keys.push(d.entries[1].value.clone());
     }
-    assert!(keys.iter().all(|k| k.starts_with('n') && *k == keys[0]), "{keys:?}");
+    assert!(
+        keys.iter().all(|k| k.starts_with('n') && *k == keys[0]),
+        "{keys:?}"
+    );
 }
 
 #[test]
 fn a_body_over_the_cap_is_not_read_and_is_counted_per_address() {
     let cfg = login("deny", r#"{"json":"username","max_body_bytes":64}"#);
-    let mut host = sign_in(&format!(r#"{{"username":"alice","pad":"{}"}}"#, "x".repeat(100)));
+    let mut host = sign_in(&format!(
+        r#"{{"username":"alice","pad":"{}"}}"#,
+        "x".repeat(100)
+    ));
     host.service_answer = Some((0, answer(&[(1, 4)])));
     let f = Filter::new(&host.store, &cfg).unwrap();
     f.request(&mut host);
@@ -243,7 +277,9 @@ fn a_form_and_a_header_source() {
     f.request(&mut host);
     let form_key = sent(&host).descriptors[0].entries[1].value.clone();
 
-    let mut host = MockHost::new(T0).from_address("10.0.0.9").header("x-login", "alice");
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.9")
+        .header("x-login", "alice");
     host.service_answer = Some((0, answer(&[(1, 4)])));
     let f = Filter::new(&host.store, &login("deny", r#"{"header":"x-login"}"#)).unwrap();
     // A header source needs no body: the call goes out from the headers.
@@ -269,7 +305,10 @@ fn the_body_is_held_while_the_request_waits() {
     assert_eq!(w.on_request_trailers(&mut host, &mut ex), Step::Pause);
     host.service_answer = Some((0, answer(&[(1, 4)])));
     let size = host.service_answer.as_ref().unwrap().1.len();
-    assert_eq!(w.on_service_answer(&mut host, &mut ex, 0, size), Step::Continue);
+    assert_eq!(
+        w.on_service_answer(&mut host, &mut ex, 0, size),
+        Step::Continue
+    );
 }
 
 #[test]
@@ -296,5 +335,8 @@ fn a_shadow_installation_bound_over_its_limit_only_says_so() {
     let f = Filter::new(&host.store, cfg).unwrap();
     assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
     assert!(host.replies.is_empty());
-    assert!(host.events.iter().any(|(_, e)| e.event == Event::WouldRefuse));
+    assert!(host
+        .events
+        .iter()
+        .any(|(_, e)| e.event == Event::WouldRefuse));
 }

@@ -122,6 +122,7 @@ impl MockHost {
         self.stats.clear();
         self.logs.clear();
         self.service_calls.clear();
+        self.body_reads.set(0);
         self.reads.set(0);
     }
 }
@@ -303,7 +304,9 @@ impl Filter {
             let size = host.session_body.as_ref().map_or(0, Vec::len);
             last = Some(w.on_session_answer(host, &mut ex, size));
         }
-        if let Some(size) = host.request_body.as_ref().map(Vec::len) {
+        // Envoy delivers no more of a request it was told to answer.
+        let body = host.request_body.as_ref().map(Vec::len);
+        if let Some(size) = body.filter(|_| !ex.replied()) {
             let step = w.on_request_body(host, &mut ex, size, true);
             if first == Step::Pause {
                 last = Some(step);

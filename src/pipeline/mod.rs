@@ -12,11 +12,11 @@
 #![deny(clippy::indexing_slicing)]
 
 pub mod installation;
+#[cfg(test)]
+mod installation_tests;
 #[cfg(any(test, not(target_arch = "wasm32")))]
 pub mod mock;
 mod sources;
-#[cfg(test)]
-mod installation_tests;
 #[cfg(test)]
 mod tests;
 
@@ -143,6 +143,11 @@ pub enum Waits {
 }
 
 impl Exchange {
+    /// This filter answered the request itself.
+    pub fn replied(&self) -> bool {
+        self.refused
+    }
+
     pub fn waits_for(&self) -> Option<Waits> {
         match self.stage {
             Stage::Going => None,
@@ -456,7 +461,7 @@ impl<'p> Worker<'p> {
         else {
             return Begun::Decided(Decision::Pass(None));
         };
-        if route.bounds.is_empty() {
+        if route.bounds.is_empty() && route.installation.is_empty() {
             return Begun::Decided(Decision::Pass(None));
         }
         let source = route
@@ -695,7 +700,12 @@ impl<'p> Worker<'p> {
 
     /// The request's headers arrived (`end_of_stream`: it has no body):
     /// decide, or start what the decision waits for.
-    pub fn on_request<H: Host>(&self, host: &mut H, ex: &mut Exchange, end_of_stream: bool) -> Step {
+    pub fn on_request<H: Host>(
+        &self,
+        host: &mut H,
+        ex: &mut Exchange,
+        end_of_stream: bool,
+    ) -> Step {
         ex.body_ended = end_of_stream;
         let begun = self.begin(host);
         self.drive(host, ex, begun)

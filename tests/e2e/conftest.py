@@ -73,3 +73,48 @@ def envoy_factory(request, tmp_path):
 def envoy(envoy_factory):
     """Factory alias, for readability in tests."""
     return envoy_factory
+
+
+def _failed(request) -> bool:
+    return any(
+        getattr(request.node, "rep_" + when, None) is not None
+        and getattr(request.node, "rep_" + when).failed
+        for when in ("setup", "call")
+    )
+
+
+@pytest.fixture
+def redis(request, tmp_path):
+    """A real redis-server on 127.0.0.1 (engines.Redis), stopped at teardown;
+    its log is printed on a failed test."""
+    from engines import Redis
+
+    r = Redis(tmp_path)
+    yield r
+    r.stop()
+    if _failed(request):
+        print(f"\n===== redis log ({r.log_path}) =====\n{r.log()}\n===== end =====",
+              flush=True)
+
+
+@pytest.fixture
+def rate_limit_service(request, redis, tmp_path):
+    """rate_limit_service(config_yaml, **kw) -> a started envoyproxy/ratelimit
+    over `redis` (engines.RateLimitService), stopped at teardown; its log is
+    printed on a failed test."""
+    from engines import RateLimitService
+
+    started = []
+
+    def make(config_yaml: str, **kw):
+        svc = RateLimitService(redis, config_yaml, tmp_path / f"rls{len(started)}", **kw)
+        started.append(svc)
+        return svc
+
+    yield make
+    for svc in started:
+        svc.stop()
+    if _failed(request):
+        for svc in started:
+            print(f"\n===== ratelimit log ({svc.log_path}) =====\n{svc.log()}\n===== end =====",
+                  flush=True)
