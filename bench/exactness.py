@@ -27,12 +27,13 @@ LIMIT = 100
 def trial(conc: int, n: int, c: int, work: Path, idx: int) -> dict:
     inst = "exact"
     cfg = bl.ratebound_config(inst, [{"name": "route", "per": "route", "limit": LIMIT, "window": "PT1M"}])
-    port, admin = bl.free_port(), bl.free_port()
-    boot = bl.bootstrap([bl.wasm_filter("ratebound", bl.RATEBOUND_WASM, cfg)], port, admin)
-    env = bl.start_envoy(f"exact-c{conc}-{idx}", boot, work, port, admin, concurrency=conc, cpu=None)
+    env = bl.bench_envoy(f"exact-c{conc}-{idx}", [bl.wasm_filter("ratebound", bl.RATEBOUND_WASM, cfg)],
+                         work, concurrency=conc, cpu=None)
+    port = env.port
     try:
-        if not bl.wait_ready(env):
-            return {"error": f"{env.failed}: {env.log_tail(3)}"}
+        failed = bl.wait_ready(env.start(wait=False))
+        if failed:
+            return {"error": f"{failed}: {env.log_tail(3)}"}
         out = subprocess.run(["hey", "-n", str(n), "-c", str(c), "-t", "10", f"http://127.0.0.1:{port}/"],
                              capture_output=True, text=True, timeout=120)
         codes = {int(k): int(v) for k, v in re.findall(r"\[(\d{3})\]\s+(\d+) responses", out.stdout)}
@@ -43,7 +44,7 @@ def trial(conc: int, n: int, c: int, work: Path, idx: int) -> dict:
         # (bounded), or the stats columns would read 0.
         deadline = time.monotonic() + 5
         while True:
-            st = bl.admin_stats(env, f"ratebound.{inst}|worker_[0-9]+.downstream_cx_total")
+            st = env.stats(f"ratebound.{inst}|worker_[0-9]+.downstream_cx_total")
             counted = int(st.get(f"{p}.allowed", "0")) + int(st.get(f"{p}.refused", "0"))
             if counted >= n or time.monotonic() > deadline:
                 break
@@ -64,7 +65,7 @@ def trial(conc: int, n: int, c: int, work: Path, idx: int) -> dict:
             "stale": int(st.get(f"wasmcustom.ratebound.{inst}.store_stale_guesses", "-1")),
         }
     finally:
-        bl.stop_envoy(env)
+        env.stop()
 
 
 def main() -> int:

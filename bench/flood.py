@@ -44,13 +44,14 @@ def main() -> int:
     inst = "flood"
     cfg = bl.ratebound_config(inst, [{"name": "addr", "per": "address", "limit": args.limit, "window": "PT1M"}])
     prefix = f"wasmcustom.ratebound.{inst}.all.addr"
-    port, admin = bl.free_port(), bl.free_port()
     work = bl.BENCH / ".work" / f"flood-{os.getpid()}"
-    boot = bl.bootstrap([bl.wasm_filter("ratebound", bl.RATEBOUND_WASM, cfg)], port, admin, trusted_xff=True)
-    env = bl.start_envoy("flood", boot, work, port, admin, concurrency=1, cpu=0)
+    env = bl.bench_envoy("flood", [bl.wasm_filter("ratebound", bl.RATEBOUND_WASM, cfg)], work,
+                         concurrency=1, cpu=0, trusted_xff=True)
+    port = env.port
     try:
-        if not bl.wait_ready(env):
-            print(f"flood: {env.failed}\n{env.log_tail()}", file=sys.stderr)
+        failed = bl.wait_ready(env.start(wait=False))
+        if failed:
+            print(f"flood: {failed}\n{env.log_tail()}", file=sys.stderr)
             return 1
         # settle: a few requests from one address, then let a tick publish the gauge
         for _ in range(20):
@@ -58,7 +59,7 @@ def main() -> int:
         time.sleep(2.5)
 
         def sample(tag: str) -> dict:
-            st = bl.admin_stats(env, f"ratebound.{inst}")
+            st = env.stats(f"ratebound.{inst}")
             return {"tag": tag, "rss_kib": bl.rss_kib(env.pid),
                     **{k: stat_of(st, f"{prefix}.{k}") for k in ("tracked", "overflow", "allowed", "refused")}}
 
@@ -81,7 +82,7 @@ def main() -> int:
         last_seen, last_change = -1, time.monotonic()
         while proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.25)
-            st = bl.admin_stats(env, f"ratebound.{inst}")
+            st = env.stats(f"ratebound.{inst}")
             seen = stat_of(st, f"{prefix}.allowed") + stat_of(st, f"{prefix}.refused") - base
             if seen != last_seen:
                 last_seen, last_change = seen, time.monotonic()
@@ -115,7 +116,7 @@ def main() -> int:
             print("flood: Envoy died during the flood\n" + env.log_tail(), file=sys.stderr)
             return 1
     finally:
-        bl.stop_envoy(env)
+        env.stop()
 
     m = re.search(r"(\d+) requests in", text)
     sent = int(m.group(1)) if m else -1

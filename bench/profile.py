@@ -74,20 +74,19 @@ def main() -> int:
     bl.exit_on_sigterm()
     try:
         for v in variants:
-            port, admin = bl.free_port(), bl.free_port()
-            v.env = bl.start_envoy(f"v{v.id}", bl.bootstrap(v.filters, port, admin), work, port, admin,
-                                   cpu=rb.ENVOY_CPU)
-            if not bl.wait_ready(v.env):
-                print(f"variant {v.id}: {v.env.failed}")
+            v.env = bl.bench_envoy(f"v{v.id}", v.filters, work, cpu=rb.ENVOY_CPU).start(wait=False)
+            failed = bl.wait_ready(v.env)
+            if failed:
+                print(f"variant {v.id}: {failed}")
                 continue
             res = profile(v, args.seconds, work)
             parts = "  ".join(f"{k} {x:.1f}" for k, x in sorted(res["split"].items(), key=lambda kv: -kv[1]))
             print(f"{v.id:>3} {v.label[:44]:44} {res['us']:5.1f} µs/req:  {parts}", flush=True)
-            bl.stop_envoy(v.env)
+            v.env.stop()
     finally:
         for v in variants:
             if v.env:
-                bl.stop_envoy(v.env)
+                v.env.stop()
     return 0
 
 

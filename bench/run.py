@@ -446,13 +446,13 @@ def restart(live: list[Variant], work: Path, rnd: int, args) -> None:
     round-to-round spread, which the median then absorbs."""
     for v in live:
         if v.env:
-            bl.stop_envoy(v.env)
-        port, admin = bl.free_port(), bl.free_port()
-        v.env = bl.start_envoy(f"v{v.id}-{v.key}-r{rnd + 1}", bl.bootstrap(v.filters, port, admin),
-                               work, port, admin, concurrency=1, cpu=ENVOY_CPU)
+            v.env.stop()
+        v.env = bl.bench_envoy(f"v{v.id}-{v.key}-r{rnd + 1}", v.filters, work,
+                               cpu=ENVOY_CPU).start(wait=False)
     for v in live:
-        if not bl.wait_ready(v.env):
-            v.failed = f"round {rnd + 1}: restart failed: {v.env.failed}"
+        failed = bl.wait_ready(v.env)
+        if failed:
+            v.failed = f"round {rnd + 1}: restart failed: {failed}"
             continue
         if args.initial_warmup > 0:
             run_wrk(v.env.port, args.initial_warmup, args.connections, v.headers)
@@ -526,12 +526,11 @@ def main() -> int:
     try:
         # Start every Envoy up front (all pinned to CPU 0; idle ones cost ~nothing).
         for v in variants:
-            port, admin = bl.free_port(), bl.free_port()
-            cfg = bl.bootstrap(v.filters, port, admin)
-            v.env = bl.start_envoy(f"v{v.id}-{v.key}", cfg, work, port, admin, concurrency=1, cpu=ENVOY_CPU)
+            v.env = bl.bench_envoy(f"v{v.id}-{v.key}", v.filters, work, cpu=ENVOY_CPU).start(wait=False)
         for v in variants:
-            if not bl.wait_ready(v.env):
-                v.failed = v.env.failed
+            failed = bl.wait_ready(v.env)
+            if failed:
+                v.failed = failed
                 tail = v.env.log_tail(8)
                 print(f"run: variant {v.id} ({v.label}) FAILED: {v.failed}; Envoy log:\n{tail}", flush=True)
                 lines = v.env.log_tail(40).splitlines()
@@ -540,14 +539,14 @@ def main() -> int:
                     msg = err[0].split("] ")[-1].strip()
                     msg = msg.split("configuration rejected: ")[-1]
                     v.failed += ": " + msg[:160].replace("|", "/")
-                bl.stop_envoy(v.env)
+                v.env.stop()
                 continue
             # sanity: the route answers as expected (variant 6: the 2nd request is refused)
             statuses = [bl.http_get(v.env.port, "/", v.headers) for _ in range(2)]
             if statuses[-1] != v.expect_status:
                 v.failed = f"sanity check: got {statuses}, expected {v.expect_status}"
                 print(f"run: variant {v.id} FAILED {v.failed}", flush=True)
-                bl.stop_envoy(v.env)
+                v.env.stop()
                 continue
             if v.headers:
                 no_token = bl.http_get(v.env.port, "/")
@@ -588,7 +587,7 @@ def main() -> int:
             if v.env is None or not v.env.alive() or v.key.startswith(("no_", "noop", "jwt_noop")):
                 continue
             try:
-                stats = bl.admin_stats(v.env, "ratebound|local_rate_limit|jwt_authn")
+                stats = v.env.stats("ratebound|local_rate_limit|jwt_authn")
             except OSError:
                 continue
             keep = {k: x for k, x in stats.items()
@@ -601,7 +600,7 @@ def main() -> int:
     finally:
         for v in variants:
             if v.env is not None:
-                bl.stop_envoy(v.env)
+                v.env.stop()
 
     meta["load_after"] = " ".join(open("/proc/loadavg").read().split()[:3])
     meta["wall_s"] = time.monotonic() - t0

@@ -7,7 +7,7 @@ import hashlib
 import hmac
 import json
 
-from harness import Envoy, LocalServer
+from harness import RATEBOUND, Envoy, LocalServer, static_cluster
 
 SECRET = b"ratebound-e2e-jwt-secret-0123456789abcdef"
 USER_HEADER = "x-user-id"
@@ -63,56 +63,37 @@ class IdentityEnvoy(Envoy):
 
     def __init__(self, *a, session_port: int | None = None, forward_token: bool = False,
                  **kw) -> None:
-        super().__init__(*a, **kw)
         self.session_port = session_port
         # jwt_authn removes the verified token from the request unless told
         # to forward it (`forward`, Istio's forwardOriginalToken).
         self.forward_token = forward_token
+        if session_port is not None:
+            kw["clusters"] = [static_cluster("session", session_port)] + kw.get("clusters", [])
+        hcm = {"early_header_mutation_extensions": [{
+            "name": "envoy.http.early_header_mutation.header_mutation",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.http.early_header_mutation."
+                         "header_mutation.v3.HeaderMutation",
+                "mutations": [{"remove": USER_HEADER}],
+            },
+        }]}
+        kw["hcm"] = {**hcm, **kw.get("hcm", {})}
+        kw.setdefault("http_filters", [self._jwt_filter(), RATEBOUND])
+        super().__init__(*a, **kw)
 
-    def _listener_yaml(self, filter_config) -> str:
-        y = super()._listener_yaml(filter_config)
-        strip = f"""          early_header_mutation_extensions:
-          - name: envoy.http.early_header_mutation.header_mutation
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation
-              mutations:
-              - remove: {USER_HEADER}
-"""
-        jwt_filter = f"""          - name: envoy.filters.http.jwt_authn
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication
-              providers:
-                e2e:
-                  issuer: e2e
-                  local_jwks: {{ inline_string: '{jwks()}' }}
-                  payload_in_metadata: payload
-                  forward: {"true" if self.forward_token else "false"}
-                  claim_to_headers:
-                  - {{ header_name: {USER_HEADER}, claim_name: sub }}
-              rules:
-              - match: {{ prefix: / }}
-                requires:
-                  requires_any:
-                    requirements: [ {{ provider_name: e2e }}, {{ allow_missing: {{}} }} ]
-"""
-        y = y.replace("          stat_prefix: main\n", "          stat_prefix: main\n" + strip, 1)
-        return y.replace("          http_filters:\n", "          http_filters:\n" + jwt_filter, 1)
-
-    def _bootstrap_yaml(self) -> str:
-        y = super()._bootstrap_yaml()
-        if self.session_port is None:
-            return y
-        cluster = f"""  - name: session
-    type: STATIC
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: session
-      endpoints:
-      - lb_endpoints:
-        - endpoint:
-            address:
-              socket_address: {{ address: 127.0.0.1, port_value: {self.session_port} }}
-"""
-        if "  clusters: []\n" in y:
-            return y.replace("  clusters: []\n", "  clusters:\n" + cluster, 1)
-        return y.replace("  clusters:\n", "  clusters:\n" + cluster, 1)
+    def _jwt_filter(self) -> dict:
+        return {
+            "name": "envoy.filters.http.jwt_authn",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication",
+                "providers": {"e2e": {
+                    "issuer": "e2e",
+                    "local_jwks": {"inline_string": jwks()},
+                    "payload_in_metadata": "payload",
+                    "forward": self.forward_token,
+                    "claim_to_headers": [{"header_name": USER_HEADER, "claim_name": "sub"}],
+                }},
+                "rules": [{"match": {"prefix": "/"}, "requires": {"requires_any": {
+                    "requirements": [{"provider_name": "e2e"}, {"allow_missing": {}}]}}}],
+            },
+        }

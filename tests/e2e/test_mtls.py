@@ -40,24 +40,23 @@ class MtlsEnvoy(Envoy):
         super().__init__(*a, **kw)
         self.pki = pki
 
-    def _listener_yaml(self, filter_config) -> str:
-        y = super()._listener_yaml(filter_config)
-        tls = f"""  filter_chains:
-  - transport_socket:
-      name: envoy.transport_sockets.tls
-      typed_config:
-        "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
-        require_client_certificate: true
-        common_tls_context:
-          tls_certificates:
-          - certificate_chain: {{ filename: "{self.pki}/server.crt" }}
-            private_key: {{ filename: "{self.pki}/server.key" }}
-          validation_context:
-            trusted_ca: {{ filename: "{self.pki}/ca.crt" }}
-    filters:
-"""
-        assert "  filter_chains:\n  - filters:\n" in y
-        return y.replace("  filter_chains:\n  - filters:\n", tls, 1)
+    def _listener(self, filter_config) -> dict:
+        listener = super()._listener(filter_config)
+        listener["filter_chains"][0]["transport_socket"] = {
+            "name": "envoy.transport_sockets.tls",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext",
+                "require_client_certificate": True,
+                "common_tls_context": {
+                    "tls_certificates": [{
+                        "certificate_chain": {"filename": f"{self.pki}/server.crt"},
+                        "private_key": {"filename": f"{self.pki}/server.key"},
+                    }],
+                    "validation_context": {"trusted_ca": {"filename": f"{self.pki}/ca.crt"}},
+                },
+            },
+        }
+        return listener
 
 
 def get(port, pki, who):
