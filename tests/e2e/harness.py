@@ -101,7 +101,8 @@ class Upstream(LocalServer):
 # Clients (each notes its last request: see launcher.settle_stats)
 # --------------------------------------------------------------------------
 def request(port: int, path: str, src: str = "127.0.0.1", method: str = "GET",
-            headers: dict | None = None, timeout: float = 10.0, host: str = "127.0.0.1"):
+            headers: dict | None = None, timeout: float = 10.0, host: str = "127.0.0.1",
+            body: bytes | None = None):
     """One request on a fresh connection from `src` to `host` (an Envoy
     listening there: `listen="::1"` with host="::1", src="::1" for IPv6).
     Returns (status, headers, body).
@@ -112,7 +113,7 @@ def request(port: int, path: str, src: str = "127.0.0.1", method: str = "GET",
     conn = http.client.HTTPConnection(host, port, timeout=timeout,
                                       source_address=(src, 0))
     try:
-        conn.request(method, path, headers=headers or {})
+        conn.request(method, path, body=body, headers=headers or {})
         resp = conn.getresponse()
         body = resp.read()
         hdrs: dict[str, str | list[str]] = {}

@@ -1,0 +1,291 @@
+"""Installation bounds end to end: two real Envoys with the module, one
+real envoyproxy/ratelimit, one real Redis (append-only). The service's
+configuration is what `ratebound rls-config` prints for the filter's."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from harness import ROOT, request
+from launcher import grpc_cluster
+
+CLI = ROOT / "dist" / "ratebound"
+RL = ("ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "retry-after")
+
+
+def config(*, on_error="deny", account=None, limit=5, window="PT1M", node_limit=1000,
+           timeout_ms=100):
+    return {
+        "instance": "signin",
+        "rate_limit_service": {"cluster": "rls", "domain": "signin",
+                               "timeout_ms": timeout_ms, "on_error": on_error},
+        "routes": [
+            {"name": "login", "match": {"path_prefix": "/login"},
+             "account": account or {"json": "username"},
+             "bounds": [
+                 {"name": "per_address", "per": "address", "limit": node_limit,
+                  "window": "PT1M"},
+                 {"name": "attempts", "per": "account", "scope": "installation",
+                  "limit": limit, "window": window},
+             ]},
+            {"name": "other", "bounds": [
+                {"name": "per_address", "per": "address", "limit": 1000, "window": "PT1M"}]},
+        ],
+    }
+
+
+def rls_yaml(cfg: dict, tmp_path) -> str:
+    """The service's configuration, from the CLI (so the two cannot drift)."""
+    f = tmp_path / "filter.json"
+    f.write_text(json.dumps(cfg))
+    out = subprocess.run([str(CLI), "rls-config", str(f)], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def login(port, account=None, src="127.0.0.1", body=None, headers=None, timeout=10.0):
+    if body is None:
+        body = json.dumps({"username": account, "password": "x"}).encode()
+    h = {"content-type": "application/json"}
+    h.update(headers or {})
+    return request(port, "/login", src=src, method="POST", body=body, headers=h,
+                   timeout=timeout)
+
+
+def clear_of_minute_end(margin_s: float = 8.0) -> None:
+    """The service's windows are clock minutes: keep a trial inside one."""
+    left = 60 - time.time() % 60
+    if left < margin_s:
+        time.sleep(left + 0.2)
+
+
+def no_panic(*envoys):
+    for e in envoys:
+        assert "panicked" not in e.log(), e.log_tail(40)
+
+
+@pytest.fixture
+def installation(envoy_factory, rate_limit_service, tmp_path):
+    """start(cfg, n=2) -> (service, [envoys]) sharing the service."""
+
+    def start(cfg: dict, n: int = 2, **kw):
+        svc = rate_limit_service(rls_yaml(cfg, tmp_path))
+        envoys = [envoy_factory(cfg, clusters=[grpc_cluster("rls", svc.grpc_port)], **kw)
+                  for _ in range(n)]
+        return svc, envoys
+
+    return start
+
+
+def test_five_attempts_in_total_across_two_envoys(installation):
+    _, (a, b) = installation(config())
+    clear_of_minute_end()
+    account = f"alice-{uuid.uuid4().hex[:8]}"
+    statuses = [login(a.port, account)[0] for _ in range(3)]
+    statuses += [login(b.port, account)[0] for _ in range(2)]
+    status, h, body = login(b.port, account)
+    assert statuses == [200] * 5, statuses
+    assert status == 429, (status, h, body)
+    for name in RL:
+        assert isinstance(h.get(name), str), (name, h)
+    assert h["ratelimit-limit"] == "5" and h["ratelimit-remaining"] == "0"
+    assert h["retry-after"] == h["ratelimit-reset"]
+    # A clock-minute window: the wait is what is left of this minute.
+    left = 60 - time.time() % 60
+    assert abs(int(h["retry-after"]) - left) <= 2, (h, left)
+    doc = json.loads(body)
+    assert (doc["route"], doc["bound"]) == ("login", "attempts")
+    a.wait_value(lambda: a.stat("wasmcustom.ratebound.signin.login.attempts.allowed"),
+                 lambda v: v == 3)
+    assert b.stat("wasmcustom.ratebound.signin.login.attempts.refused") == 1
+    assert b.stat("wasmcustom.ratebound.signin.login.attempts.rls_calls") == 3
+    no_panic(a, b)
+
+
+def test_concurrent_attempts_admit_exactly_the_limit(installation):
+    _, envoys = installation(config())
+    ports = [e.port for e in envoys]
+    for trial in range(5):
+        clear_of_minute_end(12.0)
+        account = f"bob-{trial}-{uuid.uuid4().hex[:6]}"
+        go = threading.Barrier(50)
+
+        def attempt(i):
+            if i < 50:
+                go.wait(timeout=10)
+            return login(ports[i % 2], account, src=f"127.0.{trial}.{i % 250 + 1}")[0]
+
+        with ThreadPoolExecutor(max_workers=50) as pool:
+            statuses = list(pool.map(attempt, range(200)))
+        assert statuses.count(200) == 5, (trial, sorted(statuses))
+        assert statuses.count(429) == 195, (trial, sorted(statuses))
+    no_panic(*envoys)
+
+
+def test_restarts_of_envoys_service_and_redis_keep_the_count(installation, redis):
+    svc, (a, b) = installation(config())
+    clear_of_minute_end(20.0)
+    account = f"carol-{uuid.uuid4().hex[:8]}"
+    for _ in range(5):
+        assert login(a.port, account)[0] == 200
+    status, h, _ = login(a.port, account)
+    assert status == 429
+    horizon = time.time() + int(h["retry-after"])
+
+    def still_refused(port, what):
+        # The service reconnects to a restarted Redis on its own: a few
+        # calls may fail first (503 with deny), never admit.
+        deadline = time.monotonic() + 10
+        while True:
+            status, h, _ = login(port, account)
+            assert status in (429, 503), (what, status)
+            if status == 429:
+                assert abs(time.time() + int(h["retry-after"]) - horizon) <= 2, (what, h)
+                return
+            assert time.monotonic() < deadline, f"{what}: no answer"
+            time.sleep(0.1)
+
+    a.restart()
+    b.restart()
+    still_refused(a.port, "after both Envoys restarted")
+    still_refused(b.port, "after both Envoys restarted")
+    svc.kill9()
+    svc.start()
+    still_refused(b.port, "after the service was killed -9")
+    redis.restart()
+    still_refused(a.port, "after Redis restarted")
+    no_panic(a, b)
+
+
+def test_engine_down_denies_with_503_or_allows_and_counts(envoy_factory, tmp_path):
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    port = dead.getsockname()[1]
+    dead.close()  # nothing listens there
+    deny = envoy_factory(config(), clusters=[grpc_cluster("rls", port)])
+    status, h, body = login(deny.port, "dave")
+    assert status == 503, (status, h, body)
+    assert h["retry-after"] == "1"
+    assert h["content-type"].startswith("application/problem+json")
+    assert "could not be checked" in json.loads(body)["detail"]
+    assert "ratelimit-limit" not in h
+    allow = envoy_factory(config(on_error="allow"), clusters=[grpc_cluster("rls", port)])
+    assert login(allow.port, "dave")[0] == 200
+    allow.wait_value(
+        lambda: allow.stat("wasmcustom.ratebound.signin.login.attempts.rls_errors"),
+        lambda v: v == 1)
+    no_panic(deny, allow)
+
+
+def test_a_service_that_never_answers_costs_timeout_ms_not_more(envoy_factory):
+    # Accepts connections, reads, answers nothing.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        env = envoy_factory(config(timeout_ms=150),
+                            clusters=[grpc_cluster("rls", silent.getsockname()[1])])
+        for _ in range(3):
+            t0 = time.monotonic()
+            status, _, _ = login(env.port, "erin")
+            took = time.monotonic() - t0
+            assert status == 503
+            assert took < 0.15 + 0.5, took
+    finally:
+        stop.set()
+        t.join(2)
+        for c in held:
+            c.close()
+        silent.close()
+
+
+def test_refused_by_a_node_bound_or_another_route_never_reaches_the_service(
+        installation, redis):
+    _, (a,) = installation(config(node_limit=2), n=1)
+    clear_of_minute_end()
+    assert login(a.port, "frank", src="127.0.3.1")[0] == 200
+    calls = redis.commandstats().get("incrby", 0)
+    assert calls >= 1
+    assert login(a.port, "frank", src="127.0.3.1")[0] == 200
+    status, _, body = login(a.port, "frank", src="127.0.3.1")
+    assert status == 429 and json.loads(body)["bound"] == "per_address"
+    for _ in range(3):
+        assert request(a.port, "/other", method="POST", body=b"{}")[0] == 200
+    assert redis.commandstats().get("incrby", 0) == calls + 1
+
+
+def test_accounts_fallbacks_and_bodies(installation):
+    _, (a, b) = installation(config(limit=2))
+    clear_of_minute_end(15.0)
+    # One account however spelled, across both Envoys.
+    assert login(a.port, "Grace")[0] == 200
+    assert login(b.port, "  grace ")[0] == 200
+    assert login(a.port, "GRACE")[0] == 429
+    # No account field, malformed JSON, a body over the cap: counted per
+    # address, under a key no account can produce.
+    src = "127.0.4.1"
+    for body in (b'{"user":"x"}', b"{not json", json.dumps(
+            {"username": "heidi", "pad": "x" * 20000}).encode()):
+        pass
+    assert login(a.port, body=b'{"user":"x"}', src=src)[0] == 200
+    assert login(b.port, body=b"{not json", src=src)[0] == 200
+    over = json.dumps({"username": "heidi", "pad": "x" * 20000}).encode()
+    status, _, body = login(a.port, body=over, src=src)
+    assert status == 429 and json.loads(body)["bound"] == "attempts"
+    # Heidi herself is untouched by what her address did without her name.
+    assert login(a.port, "heidi", src=src)[0] == 200
+    # Two different accounts in one request: 400, counted nowhere.
+    status, _, body = login(a.port, body=b'{"username":"ivan","username":"judy"}')
+    assert status == 400, body
+    no_panic(a, b)
+
+
+def test_form_and_header_sources(installation, envoy_factory, rate_limit_service, tmp_path):
+    _, (form,) = installation(config(limit=1, account={"form": "username"}), n=1)
+    clear_of_minute_end()
+    h = {"content-type": "application/x-www-form-urlencoded"}
+    assert login(form.port, body=b"username=K%61te&password=x", headers=h)[0] == 200
+    assert login(form.port, body=b"password=y&username=kate", headers=h)[0] == 429
+    cfg = config(limit=1, account={"header": "x-login"})
+    svc = rate_limit_service(rls_yaml(cfg, tmp_path))
+    hdr = envoy_factory(cfg, clusters=[grpc_cluster("rls", svc.grpc_port)])
+    assert request(hdr.port, "/login", method="POST", headers={"x-login": "Liam"})[0] == 200
+    assert request(hdr.port, "/login", method="POST", headers={"x-login": "liam"})[0] == 429
+    no_panic(form, hdr)
+
+
+def test_hammering_while_refused_cannot_extend_the_lockout(installation):
+    _, (a,) = installation(config(limit=2, window="PT1S"), n=1)
+    # Start just after a second begins; hammer for half of it.
+    time.sleep(1 - time.time() % 1 + 0.02)
+    account = "mallory"
+    statuses = [login(a.port, account)[0] for _ in range(2)]
+    end = time.time() + 0.4
+    while time.time() < end:
+        statuses.append(login(a.port, account)[0])
+    assert statuses[:2] == [200, 200] and set(statuses[2:]) == {429}, statuses
+    # The service counted every refused call too, but its window is the
+    # clock's: at the next second the account starts over.
+    time.sleep(1 - time.time() % 1 + 0.05)
+    assert login(a.port, account)[0] == 200
