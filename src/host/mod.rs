@@ -325,7 +325,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
                 crate::config::budget::VM_KEYS
             ),
         );
-        for w in console::warnings(&config, None) {
+        for w in console::warnings(&plan, None) {
             if w.level == console::Level::Warning {
                 log(
                     LogLevel::Warn,
