@@ -130,7 +130,7 @@ pub fn warnings(plan: &Plan, nodes: Option<u32>) -> Vec<Warning> {
 pub fn check(routes: &[Route], nodes: Option<u32>) -> Vec<Warning> {
     let mut out = Vec::new();
     for (i, route) in routes.iter().enumerate() {
-        out.extend(routes::shadowed(&routes[..i], route));
+        out.extend(routes::shadowed(routes.get(..i).unwrap_or_default(), route));
         out.extend(routes::no_bounds(route));
         out.extend(routes::narrowed_only(route));
         out.extend(counters::many_counters(route));
