@@ -60,18 +60,11 @@ fn core(c: &mut Criterion) {
         {"per":"address","limit":4000000000,"window":"PT1M"}]}]}"#;
     let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
     let store = MemStore::new();
-    let lanes = plan.routes[0]
-        .bounds
-        .iter()
-        .enumerate()
-        .map(|(j, b)| {
-            let table = (b.per != ratebound::config::Per::Route).then_some(Table::DEFAULT);
-            let l = Lane::new(&format!("l:{j}"), 1, b.rate, table);
-            l.create_keys(&store).unwrap();
-            l
-        })
-        .collect();
-    let lim = Limiter::new(plan, vec![lanes], [1, 2]);
+    let lim = Limiter::bind(plan, [1, 2], |n, b| {
+        let l = Lane::for_bound(b, &format!("l:{n}"), 1, Table::DEFAULT);
+        l.create_keys(&store).map(|()| l)
+    })
+    .unwrap();
     let caller = Caller {
         address: "10.1.2.3",
         identity: None,

@@ -13,7 +13,8 @@
 // shared data), `reply` (what the client is told). `console` explains a
 // configuration; `host` is the only proxy-wasm code.
 pub mod config;
-// The CLI's own code, never in the module.
+// Mostly the CLI's; its warnings (and their words) also run in the module,
+// once at configure time (`console/mod.rs` says which part is which).
 #[allow(clippy::indexing_slicing)]
 pub mod console;
 pub mod count;

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use ratebound::config::parse;
+use ratebound::config::plan::Plan;
 use ratebound::console::{warnings, Level};
 use serde_json::Value;
 
@@ -35,7 +36,7 @@ fn every_plugin_config_passes_check() {
         let spec = &doc["spec"];
         let json = serde_json::to_vec(&spec["pluginConfig"]).unwrap();
         let config = parse(&json).unwrap_or_else(|e| panic!("{path}: {e:?}"));
-        let warned: Vec<_> = warnings(&config, None)
+        let warned: Vec<_> = warnings(&Plan::compile(&config), None)
             .into_iter()
             .filter(|w| w.level == Level::Warning)
             .collect();

@@ -252,18 +252,11 @@ proptest! {
         let json = format!(r#"{{"routes":[{{"name":"r","bounds":[{}]}}]}}"#, bounds.join(","));
         let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
         let store = MemStore::new();
-        let lanes: Vec<Lane> = plan.routes[0]
-            .bounds
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let table = (b.per == ratebound::config::Per::Address).then_some(TABLE);
-                let l = Lane::new(&format!("p:{i}"), 1, b.rate, table);
-                l.create_keys(&store).unwrap();
-                l
-            })
-            .collect();
-        let lim = Limiter::new(plan, vec![lanes], [3, 4]);
+        let lim = Limiter::bind(plan, [3, 4], |n, b| {
+            let l = Lane::for_bound(b, &format!("p:{n}"), 1, TABLE);
+            l.create_keys(&store).map(|()| l)
+        })
+        .unwrap();
         let mut now = 7_000_000u64;
         let mut refused = 0;
         for (who, dt) in reqs {
@@ -288,8 +281,10 @@ fn a_failing_store_fails_open_and_says_so() {
     let json = r#"{"routes":[{"name":"r","bounds":[{"per":"route","limit":1,"window":"PT1S"}]}]}"#;
     let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
     let store = MemStore::new();
-    let l = Lane::new("f:0", 1, plan.routes[0].bounds[0].rate, None);
-    let lim = Limiter::new(plan, vec![vec![l]], [0, 0]);
+    let lim = Limiter::bind(plan, [0, 0], |n, b| {
+        Ok::<_, ()>(Lane::for_bound(b, &format!("f:{n}"), 1, TABLE))
+    })
+    .unwrap();
     store.fail_next(1);
     let d = decide(&lim, &store, 0, None, &Caller::default(), 1_000);
     assert!(d.refused.is_none());
@@ -318,11 +313,11 @@ proptest! {
         let workers: Vec<Limiter> = (0..3)
             .map(|_| {
                 let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
-                let b = &plan.routes[0].bounds[0];
-                let table = (!per_route).then_some(TABLE);
-                let l = Lane::new("x:0", 1, b.rate, table);
-                l.create_keys(&store).unwrap();
-                Limiter::new(plan, vec![vec![l]], [5, 6])
+                Limiter::bind(plan, [5, 6], |n, b| {
+                    let l = Lane::for_bound(b, &format!("x:{n}"), 1, TABLE);
+                    l.create_keys(&store).map(|()| l)
+                })
+                .unwrap()
             })
             .collect();
         let addresses: Vec<String> = (0..4).map(|i| format!("10.1.0.{i}")).collect();

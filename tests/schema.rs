@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use proptest::prelude::*;
+use ratebound::config::plan::Plan;
 use ratebound::config::{parse, window_ms};
 use ratebound::console::{input, schema, warnings, Level};
 use serde_json::{json, Value};
@@ -69,7 +70,7 @@ fn every_example_validates_against_the_schema_and_parses_without_warnings() {
         let errors = schema_errors(v, &instance);
         assert!(errors.is_empty(), "{}: schema says {errors:?}", p.display());
         let config = parse(&bytes).unwrap_or_else(|e| panic!("{}: {e:?}", p.display()));
-        let warned: Vec<_> = warnings(&config, None)
+        let warned: Vec<_> = warnings(&Plan::compile(&config), None)
             .into_iter()
             .filter(|w| w.level == Level::Warning)
             .collect();

@@ -72,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
         "a second worker gets other lanes"
     );
     // The filter logs the warnings at configure time; the CLI explains.
-    let _ = warnings(&config, None);
-    let _ = warnings(&config, Some(3));
-    let _ = render::text(&explain::explain(&config, Some(2)));
+    let _ = warnings(&plan, None);
+    let _ = warnings(&plan, Some(3));
+    let _ = render::text(&explain::explain(&plan, Some(2)));
 });

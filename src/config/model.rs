@@ -435,38 +435,10 @@ fn window_pattern() -> String {
 }
 
 impl BoundConfig {
-    /// True when the bound counts every caller (`applies_to` is empty).
-    pub fn applies_to_everybody(&self) -> bool {
-        self.applies_to.is_everybody()
-    }
-
-    /// Who the bound is about, in words ("anyone holding partner"), or
-    /// `None` when it applies to everybody.
-    pub fn audience(&self) -> Option<String> {
-        let a = &self.applies_to;
-        if a.is_everybody() {
-            return None;
-        }
-        let mut who = Vec::new();
-        if !a.roles.is_empty() {
-            who.push(format!("anyone holding {}", a.roles.join(" or ")));
-        }
-        if !a.orgs.is_empty() {
-            who.push(format!("anyone in {}", a.orgs.join(" or ")));
-        }
-        if a.authenticated {
-            who.push("any signed-in caller".to_string());
-        }
-        if a.anonymous {
-            who.push("any anonymous caller".to_string());
-        }
-        Some(who.join(", or "))
-    }
-
     /// True when the bound can only be checked once the caller's identity is
     /// known: it is keyed on one, or narrowed to some callers.
     pub fn needs_identity(&self) -> bool {
-        self.per.needs_identity() || !self.applies_to_everybody()
+        self.per.needs_identity() || !self.applies_to.is_everybody()
     }
 }
 

@@ -1,6 +1,9 @@
-//! The compiled, immutable form of a configuration that the request path
-//! reads: route matchers, bounds with their rates, and fingerprints that say
-//! whether a route changed between two configurations.
+//! The compiled, immutable form of a configuration: the one model both the
+//! request path (route matchers, bounds with their rates, fingerprints that
+//! say whether a route changed between two configurations) and the console
+//! (warnings, `explain`) read. A configuration is compiled once; what was
+//! written that only the console needs (JSON paths, names, windows as
+//! written, the match as written) is kept beside what the request path reads.
 
 use crate::config::installation::{InstallationBound, Unit};
 use crate::config::normalize;
@@ -14,6 +17,7 @@ use crate::identity::address::Prefixes;
 use siphasher::sip::SipHasher13;
 use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
+use std::ops::Range;
 
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -43,8 +47,13 @@ pub struct Needs {
 
 #[derive(Debug, Clone)]
 pub struct Route {
+    /// Its position in `routes`, as written and in the plan.
+    pub index: usize,
     pub name: String,
     pub matcher: Matcher,
+    /// The `match` as written (the console words it and compares operations
+    /// against it; `matcher` is its normalised form).
+    pub matching: MatchConfig,
     pub bounds: Vec<Bound>,
     /// Bounds that need no identity, checked first: before any identity
     /// is resolved, before the body, before the upstream.
@@ -54,7 +63,8 @@ pub struct Route {
     /// Some bound is keyed on the client address (fallbacks included).
     pub needs_address: bool,
     /// Operations with bounds of their own (theirs follow the route's in
-    /// `bounds`), and the tree that finds a request's operation.
+    /// `bounds`, operation by operation), and the tree that finds a
+    /// request's operation.
     pub operations: Vec<Operation>,
     pub op_tree: Option<OpTree>,
     /// Bounds counted by the rate-limit service, checked last: after every
@@ -66,15 +76,36 @@ pub struct Route {
 
 #[derive(Debug, Clone)]
 pub struct Operation {
+    /// Its position in the route's `operations`.
+    pub index: usize,
+    /// Its stat name ([`operation_name`]): the `<operation>` of
+    /// `<operation>.<bound>`.
     pub name: String,
     pub method: String,
+    /// The path template as written.
     pub path: String,
-    /// Its bounds (indices into the route's `bounds`), by phase.
+    pub operation_id: Option<String>,
+    /// Its bounds in the route's `bounds`, then the same by phase.
+    pub bounds: Range<usize>,
     pub early: Vec<usize>,
     pub late: Vec<usize>,
 }
 
 impl Route {
+    /// The route's own bounds (its operations' follow them in `bounds`).
+    pub fn own_bounds(&self) -> &[Bound] {
+        let own = self
+            .operations
+            .first()
+            .map_or(self.bounds.len(), |o| o.bounds.start);
+        self.bounds.get(..own).unwrap_or_default()
+    }
+
+    /// The bounds of operation `op`.
+    pub fn operation_bounds(&self, op: &Operation) -> &[Bound] {
+        self.bounds.get(op.bounds.clone()).unwrap_or_default()
+    }
+
     /// The bounds a request to operation `op` is checked against before
     /// identity: the route's, then the operation's.
     pub fn early_bounds(&self, op: Option<usize>) -> Cow<'_, [usize]> {
@@ -126,6 +157,8 @@ impl Route {
 
 #[derive(Debug, Clone)]
 pub struct Bound {
+    /// As refusals and stats name it: the bound's own name, or
+    /// `<operation>.<bound>` for an operation's ([`qualified_name`]).
     pub name: String,
     pub per: Per,
     pub applies_to: Access,
@@ -136,6 +169,28 @@ pub struct Bound {
     /// route's matching or to any of its bounds gives every bound of the
     /// route a new fingerprint, so its counters start again.
     pub fingerprint: u64,
+    /// Where and how it was written, for the console.
+    pub written: Written,
+}
+
+/// A bound as written: what the console says about it beyond its rate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// `$.routes[i].bounds[j]`, or `$.routes[i].operations[k].bounds[j]`.
+    pub path: String,
+    /// The operation (its index in the route's `operations`) whose bound it is.
+    pub operation: Option<usize>,
+    /// Its position among the route's, or the operation's, bounds.
+    pub index: usize,
+    /// Its own name ([`bound_name`]), without the operation's.
+    pub name: String,
+    /// The window as written (`PT1M`); `rate.window_ms` is its one value.
+    pub window: String,
+}
+
+/// The name of an operation's bound in refusals and stats.
+pub fn qualified_name(operation: &str, bound: &str) -> String {
+    format!("{operation}.{bound}")
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -313,13 +368,30 @@ fn bound_key(b: &BoundConfig, j: usize, all_shadow: bool) -> impl Hash + '_ {
     )
 }
 
-fn compile_bound(
-    b: &BoundConfig,
-    name: String,
-    route_fp: u64,
-    j: usize,
-    all_shadow: bool,
-) -> Bound {
+/// A bound of route `route` (of its operation `op`, named `op_name`) at
+/// `index` in its list, at `slot` in the route's compiled `bounds`.
+struct At<'a> {
+    route: usize,
+    op: Option<(usize, &'a str)>,
+    index: usize,
+    slot: usize,
+}
+
+fn compile_bound(b: &BoundConfig, at: At, route_fp: u64, all_shadow: bool) -> Bound {
+    let own = bound_name(b, at.index);
+    let (name, path) = match at.op {
+        None => (
+            own.clone(),
+            format!("$.routes[{}].bounds[{}]", at.route, at.index),
+        ),
+        Some((k, op_name)) => (
+            qualified_name(op_name, &own),
+            format!(
+                "$.routes[{}].operations[{k}].bounds[{}]",
+                at.route, at.index
+            ),
+        ),
+    };
     Bound {
         name,
         per: b.per,
@@ -327,10 +399,18 @@ fn compile_bound(
         shadow: b.shadow || all_shadow,
         rate: Rate {
             limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
-            // Validated; the fallback is never reached.
+            // The one conversion of a window to milliseconds. Validated: the
+            // fallback (a minute) is never reached.
             window_ms: window_ms(&b.window).unwrap_or(60_000),
         },
-        fingerprint: stable_hash(&(route_fp, j)),
+        fingerprint: stable_hash(&(route_fp, at.slot)),
+        written: Written {
+            path,
+            operation: at.op.map(|(k, _)| k),
+            index: at.index,
+            name: own,
+            window: b.window.clone(),
+        },
     }
 }
 
@@ -399,7 +479,8 @@ impl Plan {
         let routes = c
             .routes
             .iter()
-            .map(|r| {
+            .enumerate()
+            .map(|(i, r)| {
                 let m = &r.matching;
                 needs.route_name |= m.route_name.is_some();
                 needs.host |= m.host.is_some();
@@ -423,7 +504,15 @@ impl Plan {
                         }
                         node
                     })
-                    .map(|(j, b)| compile_bound(b, bound_name(b, j), route_fp, j, c.shadow))
+                    .map(|(j, b)| {
+                        let at = At {
+                            route: i,
+                            op: None,
+                            index: j,
+                            slot: j,
+                        };
+                        compile_bound(b, at, route_fp, c.shadow)
+                    })
                     .collect();
                 let phases =
                     |range: std::ops::Range<usize>, bounds: &[Bound]| -> (Vec<usize>, Vec<usize>) {
@@ -436,21 +525,29 @@ impl Plan {
                     let name = operation_name(o, k);
                     let first = bounds.len();
                     for (j, b) in o.bounds.iter().enumerate() {
-                        let full = format!("{name}.{}", bound_name(b, j));
                         if b.scope == Scope::Installation {
+                            let full = qualified_name(&name, &bound_name(b, j));
                             installation.push(compile_installation(b, full, Some(k), c.shadow));
                             continue;
                         }
-                        let index = bounds.len();
-                        bounds.push(compile_bound(b, full, route_fp, index, c.shadow));
+                        let at = At {
+                            route: i,
+                            op: Some((k, &name)),
+                            index: j,
+                            slot: bounds.len(),
+                        };
+                        bounds.push(compile_bound(b, at, route_fp, c.shadow));
                     }
                     let (op_early, op_late) = phases(first..bounds.len(), &bounds);
                     // Validated; an unparsable template matches nothing.
                     templates.push(parse_template(&o.path).unwrap_or_default());
                     operations.push(Operation {
+                        index: k,
                         name,
                         method: o.method.clone(),
                         path: o.path.clone(),
+                        operation_id: o.operation_id.clone(),
+                        bounds: first..bounds.len(),
                         early: op_early,
                         late: op_late,
                     });
@@ -466,8 +563,10 @@ impl Plan {
                 needs.path |= op_tree.is_some();
                 needs.method |= op_tree.is_some();
                 Route {
+                    index: i,
                     name: r.name.clone(),
                     matcher: Matcher::new(m),
+                    matching: m.clone(),
                     // user/org/token/account bounds fall back to the address.
                     needs_address: bounds.iter().any(|b| b.per != Per::Route)
                         || installation.iter().any(|b| b.per != Per::Route),
@@ -508,8 +607,7 @@ impl Plan {
             .position(|route| route.matcher.matches(r))
     }
 
-    /// Every bound's fingerprint, in plan order.
-    /// What every bound, in order, asks of the lane directory.
+    /// What every bound, in plan order, asks of the lane directory.
     pub fn wants(&self) -> Vec<crate::count::lanes::Want> {
         self.routes
             .iter()

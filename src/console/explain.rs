@@ -1,10 +1,12 @@
 //! `explain` as data: every route's bounds in words, grouped by the phase in
 //! which they are checked, with the warnings beside the rows they concern.
+//! A projection of the compiled [`Plan`]: nothing is compiled again.
 //! [`super::render`] turns it into text; it serializes as the JSON of
 //! `explain --format json`.
 
-use crate::config::{bound_name, operation_name, window_ms, BoundConfig, Config, Per};
-use crate::console::warnings::{facts, warnings, Counters, Level, Warning};
+use crate::config::plan::{Bound, Plan, Route};
+use crate::config::Per;
+use crate::console::warnings::{warnings, Counters, Level, Warning};
 use crate::console::words;
 use serde::Serialize;
 
@@ -88,7 +90,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub fn of(bound: &BoundConfig) -> Phase {
+    pub fn of(bound: &Bound) -> Phase {
         if bound.needs_identity() {
             Phase::AfterIdentity
         } else {
@@ -136,133 +138,105 @@ pub struct BoundRow {
     pub warnings: Vec<Warning>,
 }
 
-/// Explains a configuration that parsed.
-pub fn explain(config: &Config, nodes: Option<u32>) -> Explanation {
-    let mut all = warnings(config, nodes);
+/// Explains a compiled configuration.
+pub fn explain(plan: &Plan, nodes: Option<u32>) -> Explanation {
+    let mut all = warnings(plan, nodes);
     let mut summary = Summary {
-        routes: config.routes.len(),
-        bounds: config.routes.iter().map(|r| r.bounds.len()).sum(),
-        operations: config.routes.iter().map(|r| r.operations.len()).sum(),
-        operation_bounds: config
-            .routes
-            .iter()
-            .flat_map(|r| r.operations.iter())
-            .map(|o| o.bounds.len())
-            .sum(),
+        routes: plan.routes.len(),
         ..Summary::default()
     };
-    let route_facts = facts(config);
+    for r in &plan.routes {
+        let own = r.own_bounds().len();
+        summary.bounds += own;
+        summary.operations += r.operations.len();
+        summary.operation_bounds += r.bounds.len() - own;
+    }
     for w in &all {
         match w.level {
             Level::Warning => summary.warnings += 1,
             Level::Note => summary.notes += 1,
         }
     }
-    let routes = config
-        .routes
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let mut rows: Vec<(Phase, BoundRow)> = r
-                .bounds
-                .iter()
-                .enumerate()
-                .map(|(j, b)| {
-                    let ms = window_ms(&b.window).unwrap_or(0);
-                    let applies_to = b.audience();
-                    let row = BoundRow {
-                        name: bound_name(b, j),
-                        operation: None,
-                        path: format!("$.routes[{i}].bounds[{j}]"),
-                        per: b.per,
-                        limit: b.limit,
-                        window: b.window.clone(),
-                        window_ms: ms,
-                        words: words::bound(b.limit, ms, b.per, applies_to.as_deref()),
-                        applies_to,
-                        warnings: take(&mut all, |w| {
-                            w.route == i && w.operation.is_none() && w.bound == Some(j)
-                        }),
-                    };
-                    (Phase::of(b), row)
-                })
-                .collect();
-            let mut operations = Vec::new();
-            for (k, o) in r.operations.iter().enumerate() {
-                let name = operation_name(o, k);
-                let title = words::operation(&o.method, &o.path, o.operation_id.as_deref());
-                for (j, b) in o.bounds.iter().enumerate() {
-                    let ms = window_ms(&b.window).unwrap_or(0);
-                    let applies_to = b.audience();
-                    let row = BoundRow {
-                        name: format!("{name}.{}", bound_name(b, j)),
-                        operation: Some(title.clone()),
-                        path: format!("$.routes[{i}].operations[{k}].bounds[{j}]"),
-                        per: b.per,
-                        limit: b.limit,
-                        window: b.window.clone(),
-                        window_ms: ms,
-                        words: words::operation_bound(b.limit, ms, b.per, applies_to.as_deref()),
-                        applies_to,
-                        warnings: take(&mut all, |w| {
-                            w.route == i && w.operation == Some(k) && w.bound == Some(j)
-                        }),
-                    };
-                    rows.push((Phase::of(b), row));
-                }
-                operations.push(OperationRow {
-                    name,
-                    path: format!("$.routes[{i}].operations[{k}]"),
-                    method: o.method.clone(),
-                    template: o.path.clone(),
-                    operation_id: o.operation_id.clone(),
-                    title,
-                    warnings: take(&mut all, |w| w.route == i && w.operation == Some(k)),
-                });
-            }
-            let phases = [Phase::BeforeIdentity, Phase::AfterIdentity]
-                .into_iter()
-                .map(|phase| PhaseRows {
-                    phase,
-                    bounds: take(&mut rows, |(p, _)| *p == phase)
-                        .into_iter()
-                        .map(|(_, row)| row)
-                        .collect(),
-                })
-                .collect();
-            RouteRow {
-                name: r.name.clone(),
-                path: format!("$.routes[{i}]"),
-                matches: words::matching(&r.matching),
-                warnings: take(&mut all, |w| w.route == i),
-                phases,
-                counters: (!operations.is_empty())
-                    .then(|| route_facts.get(i).map(Counters::of))
-                    .flatten(),
-                operations,
-            }
-        })
-        .collect();
-    let counts_addresses = config
-        .routes
-        .iter()
-        .flat_map(|r| {
-            r.bounds
-                .iter()
-                .chain(r.operations.iter().flat_map(|o| &o.bounds))
-        })
-        .any(|b| b.per != Per::Route);
-    let a = &config.client_address;
+    let routes = plan.routes.iter().map(|r| route_row(r, &mut all)).collect();
+    let a = plan.client_address;
     Explanation {
-        instance: config.instance.clone(),
+        instance: plan.instance.clone(),
         nodes,
         routes,
         summary,
-        client_address: counts_addresses.then(|| ClientAddressRow {
-            ipv4_prefix: a.ipv4_prefix,
-            ipv6_prefix: a.ipv6_prefix,
-            path: "$.client_address".to_string(),
-            words: words::client_address(a.ipv4_prefix, a.ipv6_prefix),
+        client_address: plan.routes.iter().any(|r| r.needs_address).then(|| {
+            let (v4, v6) = (u32::from(a.ipv4), u32::from(a.ipv6));
+            ClientAddressRow {
+                ipv4_prefix: v4,
+                ipv6_prefix: v6,
+                path: "$.client_address".to_string(),
+                words: words::client_address(v4, v6),
+            }
+        }),
+    }
+}
+
+/// A route's rows, the warnings about it moved out of `all` beside them.
+fn route_row(r: &Route, all: &mut Vec<Warning>) -> RouteRow {
+    let i = r.index;
+    let mut rows: Vec<(Phase, BoundRow)> = r
+        .own_bounds()
+        .iter()
+        .map(|b| (Phase::of(b), bound_row(i, b, None, all)))
+        .collect();
+    let mut operations = Vec::new();
+    for o in &r.operations {
+        let title = words::title(o);
+        for b in r.operation_bounds(o) {
+            rows.push((Phase::of(b), bound_row(i, b, Some(&title), all)));
+        }
+        operations.push(OperationRow {
+            name: o.name.clone(),
+            path: format!("$.routes[{i}].operations[{}]", o.index),
+            method: o.method.clone(),
+            template: o.path.clone(),
+            operation_id: o.operation_id.clone(),
+            title,
+            warnings: take(all, |w| w.route == i && w.operation == Some(o.index)),
+        });
+    }
+    let phases = [Phase::BeforeIdentity, Phase::AfterIdentity]
+        .into_iter()
+        .map(|phase| PhaseRows {
+            phase,
+            bounds: take(&mut rows, |(p, _)| *p == phase)
+                .into_iter()
+                .map(|(_, row)| row)
+                .collect(),
+        })
+        .collect();
+    RouteRow {
+        name: r.name.clone(),
+        path: format!("$.routes[{i}]"),
+        matches: words::matching(&r.matching),
+        warnings: take(all, |w| w.route == i),
+        phases,
+        counters: (!operations.is_empty()).then(|| Counters::of(r)),
+        operations,
+    }
+}
+
+/// A bound's row (of route `route`; `operation` is the title of the
+/// operation whose bound it is), its warnings moved out of `all`.
+fn bound_row(route: usize, b: &Bound, operation: Option<&str>, all: &mut Vec<Warning>) -> BoundRow {
+    let at = &b.written;
+    BoundRow {
+        name: b.name.clone(),
+        operation: operation.map(str::to_string),
+        path: at.path.clone(),
+        per: b.per,
+        limit: u64::from(b.rate.limit),
+        window: at.window.clone(),
+        window_ms: b.rate.window_ms,
+        applies_to: words::audience(&b.applies_to),
+        words: words::of_bound(b),
+        warnings: take(all, |w| {
+            w.route == route && w.operation == at.operation && w.bound == Some(at.index)
         }),
     }
 }
@@ -280,15 +254,18 @@ mod tests {
     use crate::config::parse;
     use crate::console::Code;
 
+    fn plan(json: &[u8]) -> Plan {
+        Plan::compile(&parse(json).unwrap())
+    }
+
     #[test]
     fn bounds_are_grouped_by_phase_with_their_warnings_beside_them() {
-        let c = parse(
+        let c = plan(
             br#"{"routes":[{"name":"api","bounds":[
                 {"per":"route","limit":10,"window":"PT1M"},
                 {"name":"addr","per":"address","limit":20,"window":"PT1M"}]},
                 {"name":"open"}]}"#,
-        )
-        .unwrap();
+        );
         let e = explain(&c, Some(3));
         assert_eq!(e.summary.routes, 2);
         assert_eq!(e.summary.bounds, 2);
@@ -312,7 +289,7 @@ mod tests {
 
     #[test]
     fn the_json_form_is_stable() {
-        let c = parse(br#"{"routes":[{"name":"a","bounds":[{"per":"address","limit":1000,"window":"PT1H"}]}]}"#).unwrap();
+        let c = plan(br#"{"routes":[{"name":"a","bounds":[{"per":"address","limit":1000,"window":"PT1H"}]}]}"#);
         let v = serde_json::to_value(explain(&c, None)).unwrap();
         let row = &v["routes"][0]["phases"][0];
         assert_eq!(row["phase"], "before-identity");
@@ -338,20 +315,18 @@ mod tests {
 
     #[test]
     fn the_client_address_prefixes_are_said_when_an_address_is_counted() {
-        let c = parse(
+        let c = plan(
             br#"{"client_address":{"ipv4_prefix":24,"ipv6_prefix":128},
             "routes":[{"name":"a","bounds":[{"per":"address","limit":1,"window":"PT1H"}]}]}"#,
-        )
-        .unwrap();
+        );
         assert_eq!(
             explain(&c, None).client_address.map(|a| a.words),
             Some("client addresses are counted per IPv4 /24 network and per IPv6 address".into())
         );
         // Nobody is counted by address: nothing to say.
-        let c = parse(
+        let c = plan(
             br#"{"routes":[{"name":"a","bounds":[{"per":"route","limit":1,"window":"PT1H"}]}]}"#,
-        )
-        .unwrap();
+        );
         assert!(explain(&c, None).client_address.is_none());
     }
 }

@@ -1,30 +1,37 @@
 //! The console: what the CLI and the filter's configure-time log say about a
-//! configuration that parsed. Everything here reads a [`Config`] that
-//! [`crate::config::parse`] returned; nothing here parses configuration text
-//! except [`input`], which turns YAML into the JSON that `parse` reads.
+//! configuration. Everything here reads the compiled
+//! [`Plan`](crate::config::plan::Plan) (or, for `openapi`, writes a
+//! configuration that [`crate::config::parse`] reads back); nothing here
+//! parses configuration text except [`input`], which turns YAML into the
+//! JSON that `parse` reads.
 //!
-//! - [`words`]: bounds, windows and matches in plain words;
-//! - [`warnings`]: what is legal but probably not meant (pure, also used by
-//!   the filter at configure time);
+//! In the module too (the filter logs the warnings once at configure time):
+//! - [`warnings`]: what is legal but probably not meant, with stable codes;
+//! - [`words`]: bounds, windows and matches in plain words.
+//!
+//! The CLI only (`#[cfg(not(target_arch = "wasm32"))]`, never in the module):
 //! - [`explain`]: every route's bounds grouped by phase, with the warnings
-//!   beside them, as data, as text ([`render`]) or as JSON;
-//! - [`input`], [`openapi`] and [`schema`]: the CLI only (not compiled into
-//!   the module); [`openapi`] turns an OpenAPI document and a bounds file
-//!   into a route's `operations`.
-//!
-//! [`Config`]: crate::config::Config
+//!   beside them, as data (and as the JSON of `explain --format json`);
+//! - [`render`]: that explanation as text;
+//! - [`input`]: reading files, YAML or JSON;
+//! - [`openapi`]: an OpenAPI document and a bounds file into a route's
+//!   `operations`;
+//! - [`schema`]: the configuration's JSON Schema.
 
+pub mod warnings;
+pub mod words;
+
+#[cfg(not(target_arch = "wasm32"))]
 pub mod explain;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod input;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod openapi;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod render;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod rls_config;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod schema;
-pub mod warnings;
-pub mod words;
 
 pub use warnings::{warnings, Code, Level, Warning};

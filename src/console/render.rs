@@ -139,6 +139,7 @@ fn plural(n: usize, what: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::parse;
+    use crate::config::plan::Plan;
     use crate::console::explain::explain;
 
     #[test]
@@ -163,7 +164,7 @@ mod tests {
               {"name":"mine","method":"GET","path":"/api/orders/mine","bounds":[{"name":"addr","per":"address","limit":30,"window":"PT1M"}]},
               {"operation_id":"health","method":"GET","path":"/health","bounds":[{"per":"route","limit":10,"window":"PT1S"}]}]}]}"#)
         .unwrap();
-        let t = text(&explain(&c, None));
+        let t = text(&explain(&Plan::compile(&c), None));
         assert!(
             t.starts_with("ratebound configuration \"shop\": 1 route, 1 bound, 3 operations with 3 bounds (counted per Envoy node)\n"),
             "{t}"
@@ -198,7 +199,7 @@ mod tests {
         let c = parse(br#"{"instance":"demo","routes":[{"name":"hello","match":{"path_prefix":"/hello","methods":["GET"]},
             "bounds":[{"name":"per_address","per":"address","limit":5,"window":"PT1M"}]}]}"#)
         .unwrap();
-        let t = text(&explain(&c, Some(3)));
+        let t = text(&explain(&Plan::compile(&c), Some(3)));
         assert!(
             t.starts_with("ratebound configuration \"demo\": 1 route, 1 bound (on 3 nodes)\n"),
             "{t}"

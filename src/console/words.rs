@@ -2,7 +2,8 @@
 //! client address", "100 a second for the whole route", "1,000 a minute per
 //! user, for anyone holding partner".
 
-use crate::config::{MatchConfig, Per};
+use crate::config::plan::{Bound, Operation};
+use crate::config::{Access, MatchConfig, Per};
 
 /// A whole number with thousands separators: `1000` → `"1,000"`.
 pub fn number(n: u64) -> String {
@@ -94,6 +95,39 @@ pub fn bound(limit: u64, window_ms: u64, key: Per, audience: Option<&str>) -> St
     s
 }
 
+/// Who a bound is about ("anyone holding partner"), or `None` when it
+/// applies to everybody.
+pub fn audience(a: &Access) -> Option<String> {
+    if a.is_everybody() {
+        return None;
+    }
+    let mut who = Vec::new();
+    if !a.roles.is_empty() {
+        who.push(format!("anyone holding {}", a.roles.join(" or ")));
+    }
+    if !a.orgs.is_empty() {
+        who.push(format!("anyone in {}", a.orgs.join(" or ")));
+    }
+    if a.authenticated {
+        who.push("any signed-in caller".to_string());
+    }
+    if a.anonymous {
+        who.push("any anonymous caller".to_string());
+    }
+    Some(who.join(", or "))
+}
+
+/// A compiled bound in one phrase: [`bound`] for a route's,
+/// [`operation_bound`] for an operation's.
+pub fn of_bound(b: &Bound) -> String {
+    let (limit, ms) = (u64::from(b.rate.limit), b.rate.window_ms);
+    let who = audience(&b.applies_to);
+    match b.written.operation {
+        None => bound(limit, ms, b.per, who.as_deref()),
+        Some(_) => operation_bound(limit, ms, b.per, who.as_deref()),
+    }
+}
+
 /// What an operation bound's counter is keyed on: one counter per
 /// operation and per caller ("per user, per operation"), or one for the
 /// operation ("for the whole operation").
@@ -121,6 +155,11 @@ pub fn operation(method: &str, template: &str, operation_id: Option<&str>) -> St
         Some(id) => format!("{method} {template} ({id})"),
         None => format!("{method} {template}"),
     }
+}
+
+/// [`operation`] of a compiled operation.
+pub fn title(op: &Operation) -> String {
+    operation(&op.method, &op.path, op.operation_id.as_deref())
 }
 
 /// The cluster reading of a bound: counters live on each node.

@@ -6,7 +6,7 @@
 //! earlier ones are taken back, so a refused request is counted by no bound.
 //! A store error skips that bound (fail open) and is reported.
 
-use crate::config::plan::Plan;
+use crate::config::plan::{Bound, Plan};
 use crate::config::Per;
 use crate::count::refusals::Refusals;
 use crate::count::slots::{self, Committed, Lane, Prepared};
@@ -119,7 +119,38 @@ pub struct Pending {
     errors: Vec<StoreError>,
 }
 
+/// Each bound of `plan` on the lane `lane` gives it, asked in plan order
+/// (route by route, as [`Plan::wants`] lists them, numbered from 0):
+/// `lanes[route][bound]`, as [`Limiter::new`] takes them. The one way a
+/// plan meets its lanes; [`Lane::for_bound`] makes each lane.
+pub fn lanes_for<E>(
+    plan: &Plan,
+    mut lane: impl FnMut(usize, &Bound) -> Result<Lane, E>,
+) -> Result<Vec<Vec<Lane>>, E> {
+    let mut n = 0;
+    let mut all = Vec::with_capacity(plan.routes.len());
+    for route in &plan.routes {
+        let mut of_route = Vec::with_capacity(route.bounds.len());
+        for bound in &route.bounds {
+            of_route.push(lane(n, bound)?);
+            n += 1;
+        }
+        all.push(of_route);
+    }
+    Ok(all)
+}
+
 impl Limiter {
+    /// `plan` with its lanes ([`lanes_for`]).
+    pub fn bind<E>(
+        plan: Plan,
+        seed: [u64; 2],
+        lane: impl FnMut(usize, &Bound) -> Result<Lane, E>,
+    ) -> Result<Limiter, E> {
+        let lanes = lanes_for(&plan, lane)?;
+        Ok(Limiter::new(plan, lanes, seed))
+    }
+
     pub fn new(plan: Plan, lanes: Vec<Vec<Lane>>, seed: [u64; 2]) -> Limiter {
         Limiter {
             plan,
@@ -439,25 +470,11 @@ mod tests {
 
     fn limiter(store: &MemStore, json: &str) -> Limiter {
         let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
-        let lanes = plan
-            .routes
-            .iter()
-            .enumerate()
-            .map(|(r, route)| {
-                route
-                    .bounds
-                    .iter()
-                    .enumerate()
-                    .map(|(b, bound)| {
-                        let table = (bound.per != Per::Route).then_some(SMALL);
-                        let l = Lane::new(&format!("t:{r}.{b}"), 1, bound.rate, table);
-                        l.create_keys(store).unwrap();
-                        l
-                    })
-                    .collect()
-            })
-            .collect();
-        Limiter::new(plan, lanes, [11, 12])
+        Limiter::bind(plan, [11, 12], |n, bound| {
+            let l = Lane::for_bound(bound, &format!("t:{n}"), 1, SMALL);
+            l.create_keys(store).map(|()| l)
+        })
+        .unwrap()
     }
 
     fn user(name: &str, roles: &[&str]) -> Identity {

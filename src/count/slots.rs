@@ -15,6 +15,8 @@
 //! bound that no longer exists and reads as empty, so no count is ever
 //! inherited by a different bound.
 
+use crate::config::plan::Bound;
+use crate::config::Per;
 use crate::count::store::{update, Store, StoreError};
 use crate::count::window::{Counts, Rate, Verdict};
 
@@ -106,6 +108,13 @@ impl BucketKey {
 }
 
 impl Lane {
+    /// The lane of a compiled bound: its rate, and a caller table of `table`'s
+    /// size when the bound is keyed on a caller (one counter for `per: route`).
+    pub fn for_bound(bound: &Bound, prefix: &str, tag: u32, table: Table) -> Lane {
+        let table = (bound.per != Per::Route).then_some(table);
+        Lane::new(prefix, tag, bound.rate, table)
+    }
+
     pub fn new(prefix: &str, tag: u32, rate: Rate, table: Option<Table>) -> Lane {
         Lane {
             tag,

@@ -210,15 +210,10 @@ fn a_new_tag_starts_from_zero<S: Store + ?Sized>(s: &S, p: &str) -> Check {
 fn limiter(s: &(impl Store + ?Sized), p: &str, bounds: &str) -> Result<Limiter, String> {
     let json = format!(r#"{{"instance":"suite","routes":[{{"name":"r","bounds":[{bounds}]}}]}}"#);
     let config = crate::config::parse(json.as_bytes()).map_err(|es| format!("{es:?}"))?;
-    let plan = Plan::compile(&config);
-    let mut lanes = Vec::new();
-    for (i, b) in plan.routes[0].bounds.iter().enumerate() {
-        let table = (b.per != crate::config::Per::Route).then_some(small());
-        let mut l = lane(s, &format!("{p}:{i}"), b.rate.limit, table)?;
-        l.rate = b.rate;
-        lanes.push(l);
-    }
-    Ok(Limiter::new(plan, vec![lanes], [1, 2]))
+    Limiter::bind(Plan::compile(&config), [1, 2], |n, b| {
+        let l = Lane::for_bound(b, &format!("{p}:{n}"), 7, small());
+        l.create_keys(s).map(|()| l).map_err(e)
+    })
 }
 
 fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -> Check {

@@ -8,7 +8,7 @@ use crate::config;
 use crate::config::plan::Plan;
 use crate::console;
 use crate::count::lanes;
-use crate::count::limiter::{BoundEvent, Limiter};
+use crate::count::limiter::{lanes_for, BoundEvent, Limiter};
 use crate::count::slots::{self, Lane, Table};
 use crate::count::store::{Store, StoreError};
 use crate::identity::cache::IdentityCache;
@@ -326,7 +326,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
                 crate::config::budget::VM_KEYS
             ),
         );
-        for w in console::warnings(&config, None) {
+        for w in console::warnings(&plan, None) {
             if w.level == console::Level::Warning {
                 log(
                     LogLevel::Warn,
@@ -360,26 +360,18 @@ fn bind_lanes(
 ) -> Result<Vec<Vec<Lane>>, Vec<ConfigureError>> {
     let store = SharedData;
     let store_err = |e: StoreError| vec![ConfigureError::SharedData(e)];
-    let mut next = assigned.iter();
-    let mut all = Vec::with_capacity(plan.routes.len());
-    for route in &plan.routes {
-        let mut lanes_of_route = Vec::with_capacity(route.bounds.len());
-        for bound in &route.bounds {
-            let a = next
-                .next()
-                .ok_or_else(|| vec![ConfigureError::ShortAssignment])?;
-            let table = (bound.per != config::Per::Route).then_some(Table::DEFAULT);
-            let lane = Lane::new(&lanes::lane_prefix(a.lane), a.tag, bound.rate, table);
-            if a.new_table {
-                lane.create_new_keys(&store).map_err(store_err)?;
-            } else if store.get(lane.last_key()).map_err(store_err)?.0.is_none() {
-                lane.create_keys(&store).map_err(store_err)?;
-            }
-            lanes_of_route.push(lane);
+    lanes_for(plan, |n, bound| {
+        let a = assigned
+            .get(n)
+            .ok_or_else(|| vec![ConfigureError::ShortAssignment])?;
+        let lane = Lane::for_bound(bound, &lanes::lane_prefix(a.lane), a.tag, Table::DEFAULT);
+        if a.new_table {
+            lane.create_new_keys(&store).map_err(store_err)?;
+        } else if store.get(lane.last_key()).map_err(store_err)?.0.is_none() {
+            lane.create_keys(&store).map_err(store_err)?;
         }
-        all.push(lanes_of_route);
-    }
-    Ok(all)
+        Ok(lane)
+    })
 }
 
 /// Random keys for a new directory (WASI random through std's RandomState).

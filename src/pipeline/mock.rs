@@ -3,8 +3,8 @@
 
 use super::installation::ServiceCall;
 use super::{Exchange, Host, Level, SessionCall, Stat, Step, Waits, Worker};
+use crate::config::parse;
 use crate::config::plan::Plan;
-use crate::config::{parse, Per};
 use crate::count::limiter::{BoundEvent, Limiter};
 use crate::count::slots::{Lane, Table};
 use crate::count::store::MemStore;
@@ -261,20 +261,14 @@ impl Filter {
                 .join("; ")
         })?;
         let plan = Plan::compile(&config);
-        let mut lanes = Vec::with_capacity(plan.routes.len());
-        for (r, route) in plan.routes.iter().enumerate() {
-            let mut of_route = Vec::with_capacity(route.bounds.len());
-            for (b, bound) in route.bounds.iter().enumerate() {
-                let table = (bound.per != Per::Route).then_some(SMALL);
-                let lane = Lane::new(&format!("m:{r}.{b}"), 1, bound.rate, table);
-                lane.create_keys(store).map_err(|e| e.to_string())?;
-                of_route.push(lane);
-            }
-            lanes.push(of_route);
-        }
         let (sessions, tokens) = crate::identity::cache::caches_for(plan.identity.as_ref());
+        let limiter = Limiter::bind(plan, [5, 6], |n, bound| {
+            let lane = Lane::for_bound(bound, &format!("m:{n}"), 1, SMALL);
+            lane.create_keys(store).map(|()| lane)
+        })
+        .map_err(|e| e.to_string())?;
         Ok(Filter {
-            limiter: Limiter::new(plan, lanes, [5, 6]),
+            limiter,
             sessions,
             tokens,
             refusal: RefCell::default(),

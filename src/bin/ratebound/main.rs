@@ -5,6 +5,7 @@
 mod args;
 
 use args::{Command, Format};
+use ratebound::config::plan::Plan;
 use ratebound::config::{Config, ConfigError};
 use ratebound::console::{
     explain, input, openapi, render, rls_config, schema, warnings, words, Level,
@@ -79,7 +80,7 @@ fn run(command: Command) -> u8 {
         } => match load(&file) {
             Err(code) => code,
             Ok(config) => {
-                let e = explain::explain(&config, nodes);
+                let e = explain::explain(&Plan::compile(&config), nodes);
                 match format {
                     Format::Text => out(&render::text(&e)),
                     Format::Json => out(&format!(
@@ -177,7 +178,7 @@ fn generate(o: &args::Openapi) -> u8 {
             text.push('\n');
             out(&text);
             let mut s: String = g.notes.iter().map(|n| format!("note: {n}\n")).collect();
-            let ws: Vec<_> = warnings(&g.config, None)
+            let ws: Vec<_> = warnings(&Plan::compile(&g.config), None)
                 .into_iter()
                 .filter(|w| w.level == Level::Warning)
                 .collect();
@@ -219,7 +220,7 @@ fn check(
     nodes: Option<u32>,
     rls_file: Option<&str>,
 ) -> u8 {
-    let ws = warnings(config, nodes);
+    let ws = warnings(&Plan::compile(config), nodes);
     let mut s: String = ws.iter().map(|w| format!("{w}\n")).collect();
     let mut warned = ws.iter().filter(|w| w.level == Level::Warning).count();
     if let Some(path) = rls_file {

@@ -1,0 +1,195 @@
+//! What is legal but probably not meant, said out loud: by the CLI (`check`,
+//! `explain`) and by the filter once at configure time. Pure: a compiled
+//! [`Plan`] in, [`Warning`]s out, in route order.
+//!
+//! The checks read the plan the request path runs (matchers, rates, who each
+//! bound applies to) and what it keeps of what was written (JSON paths,
+//! names, the match as written), so a warning is about exactly what runs.
+//!
+//! - [`routes`]: a route never reached, without bounds, or bounding only some;
+//! - [`bounds`]: a bound another always refuses before, and the per-node note;
+//! - [`operations`]: an operation its route's `match` never lets through;
+//! - [`counters`]: how many counters a route's operation bounds can hold.
+
+mod bounds;
+mod counters;
+mod operations;
+mod routes;
+#[cfg(test)]
+mod tests;
+
+pub use counters::{Counters, MANY_COUNTERS};
+pub use operations::template_reachable;
+
+use crate::config::plan::{Bound, Operation, Plan, Route};
+use serde::Serialize;
+use std::fmt;
+
+/// A note informs (the cluster reading of every bound); a warning points at
+/// something that is probably a mistake, and fails `check --strict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Note,
+    Warning,
+}
+
+/// Stable codes: tools and tests match on these, never on the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Code {
+    /// A route that matches requests and bounds none of them.
+    NoBounds,
+    /// A route whose every bound is narrowed: everyone else is unbounded.
+    NarrowedOnly,
+    /// A bound's figure is per Envoy node, not per installation.
+    PerNode,
+    /// A bound that never refuses: another bound of the route always does first.
+    UnreachableBound,
+    /// A route that never matches: an earlier route takes all its requests.
+    ShadowedRoute,
+    /// A route's operation bounds can hold a large number of counters.
+    ManyCounters,
+    /// An operation bound that refuses nothing a route bound would admit.
+    LooseOperationBound,
+    /// An operation the route never sees: its `match` excludes the
+    /// operation's path or method.
+    UnreachableOperation,
+}
+
+impl Code {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::NoBounds => "no-bounds",
+            Code::NarrowedOnly => "narrowed-only",
+            Code::PerNode => "per-node",
+            Code::UnreachableBound => "unreachable-bound",
+            Code::ShadowedRoute => "shadowed-route",
+            Code::ManyCounters => "many-counters",
+            Code::LooseOperationBound => "loose-operation-bound",
+            Code::UnreachableOperation => "unreachable-operation",
+        }
+    }
+
+    pub fn level(self) -> Level {
+        match self {
+            Code::PerNode => Level::Note,
+            _ => Level::Warning,
+        }
+    }
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Note => "note",
+            Level::Warning => "warning",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    pub code: Code,
+    pub level: Level,
+    /// JSON path of what the warning is about.
+    pub path: String,
+    /// Index of the route it concerns.
+    pub route: usize,
+    /// Index of the operation it concerns, when it concerns one (then
+    /// `bound` is a bound of that operation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<usize>,
+    /// Index of the bound it concerns, when it concerns one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}[{}]: {}: {}",
+            self.level.as_str(),
+            self.code.as_str(),
+            self.path,
+            self.message
+        )
+    }
+}
+
+/// Every warning and note about a compiled configuration. `nodes` is how
+/// many Envoy nodes run it, when known.
+pub fn warnings(plan: &Plan, nodes: Option<u32>) -> Vec<Warning> {
+    check(&plan.routes, nodes)
+}
+
+/// The checks, per route: its own warnings, then its bounds', then each
+/// operation's and its bounds'.
+pub fn check(routes: &[Route], nodes: Option<u32>) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for (i, route) in routes.iter().enumerate() {
+        out.extend(routes::shadowed(routes.get(..i).unwrap_or_default(), route));
+        out.extend(routes::no_bounds(route));
+        out.extend(routes::narrowed_only(route));
+        out.extend(counters::many_counters(route));
+        for bound in route.own_bounds() {
+            out.extend(bounds::unreachable(route, None, bound));
+            out.push(bounds::per_node(route, bound, nodes));
+        }
+        for op in &route.operations {
+            out.extend(operations::unreachable_operation(route, op));
+            for bound in route.operation_bounds(op) {
+                out.extend(bounds::loose_operation_bound(route, op, bound));
+                out.extend(bounds::unreachable(route, Some(op), bound));
+                out.push(bounds::per_node(route, bound, nodes));
+            }
+        }
+    }
+    out
+}
+
+fn route_path(route: &Route) -> String {
+    format!("$.routes[{}]", route.index)
+}
+
+fn operation_path(route: &Route, op: &Operation) -> String {
+    format!("$.routes[{}].operations[{}]", route.index, op.index)
+}
+
+/// A warning about a route, at `path` (the route or a part of it).
+fn about_route(code: Code, path: String, route: &Route, message: String) -> Warning {
+    Warning {
+        code,
+        level: code.level(),
+        path,
+        route: route.index,
+        operation: None,
+        bound: None,
+        message,
+    }
+}
+
+/// A warning about an operation, at `path` (the operation or a part of it).
+fn about_operation(
+    code: Code,
+    path: String,
+    route: &Route,
+    op: &Operation,
+    message: String,
+) -> Warning {
+    Warning {
+        operation: Some(op.index),
+        ..about_route(code, path, route, message)
+    }
+}
+
+/// A warning about a bound of the route or of one of its operations.
+fn about_bound(code: Code, route: &Route, bound: &Bound, message: String) -> Warning {
+    Warning {
+        operation: bound.written.operation,
+        bound: Some(bound.written.index),
+        ..about_route(code, bound.written.path.clone(), route, message)
+    }
+}
