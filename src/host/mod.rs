@@ -19,7 +19,7 @@ use metrics::Metrics;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType};
-use shared::{log, now_ms, request_header, SharedData};
+use shared::{log, map_value, now_ms, request_header, SharedData};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -400,6 +400,9 @@ impl Active {
 /// The pipeline's host: Envoy through proxy-wasm, stats into `Metrics`.
 struct Envoy<'a> {
     metrics: &'a Metrics,
+    /// Headers of the call-out answer being handled: a failed call has
+    /// none, and reading a map that is not there panics in the SDK.
+    call_headers: usize,
 }
 
 impl Host for Envoy<'_> {
@@ -434,9 +437,8 @@ impl Host for Envoy<'_> {
     }
 
     fn session_status(&self) -> Option<String> {
-        hostcalls::get_map_value(MapType::HttpCallResponseHeaders, ":status")
-            .ok()
-            .flatten()
+        (self.call_headers > 0).then_some(())?;
+        map_value(MapType::HttpCallResponseHeaders, ":status")
     }
 
     fn session_body(&self, size: usize) -> Option<Vec<u8>> {
@@ -498,6 +500,10 @@ impl Host for Envoy<'_> {
             .map_err(|s| format!("{s:?}"))
     }
 
+    fn resume_response(&mut self) {
+        let _ = hostcalls::resume_http_response();
+    }
+
     fn add_response_header(&mut self, name: &str, value: &str) {
         let _ = hostcalls::add_map_value(MapType::HttpResponseHeaders, name, value);
     }
@@ -538,23 +544,30 @@ fn resumed(step: Step) -> Action {
 impl Context for Request {
     /// The session service or the rate-limit service answered: a request
     /// waits for one call-out at a time.
-    fn on_http_call_response(&mut self, _: u32, _: usize, body_size: usize, _: usize) {
+    fn on_http_call_response(&mut self, _: u32, headers: usize, body_size: usize, trailers: usize) {
         let Some(active) = self.active.clone() else {
             return;
         };
         let mut host = Envoy {
             metrics: &active.metrics,
+            call_headers: headers,
         };
         let worker = active.worker();
         let step = match self.exchange.waits_for() {
             Some(Waits::Service) => {
-                let status = crate::rls::call_status(
-                    hostcalls::get_map_value(MapType::HttpCallResponseHeaders, ":status")
-                        .ok()
+                // A failed call has no maps at all: reading one that is not
+                // there is a status the SDK panics on.
+                let header = |name| {
+                    (headers > 0)
+                        .then(|| map_value(MapType::HttpCallResponseHeaders, name))
                         .flatten()
-                        .as_deref(),
-                    grpc_status().as_deref(),
-                );
+                };
+                let trailer = (trailers > 0)
+                    .then(|| map_value(MapType::HttpCallResponseTrailers, "grpc-status"))
+                    .flatten();
+                // In the trailers, or the headers of a trailers-only answer.
+                let grpc = trailer.or_else(|| header("grpc-status"));
+                let status = crate::rls::call_status(header(":status").as_deref(), grpc.as_deref());
                 worker.on_service_answer(&mut host, &mut self.exchange, status, body_size)
             }
             _ => worker.on_session_answer(&mut host, &mut self.exchange, body_size),
@@ -565,17 +578,6 @@ impl Context for Request {
     }
 }
 
-/// `grpc-status` of a call-out's answer: in its trailers, or in its
-/// headers for a trailers-only answer.
-fn grpc_status() -> Option<String> {
-    [
-        MapType::HttpCallResponseTrailers,
-        MapType::HttpCallResponseHeaders,
-    ]
-    .into_iter()
-    .find_map(|m| hostcalls::get_map_value(m, "grpc-status").ok().flatten())
-}
-
 impl HttpContext for Request {
     fn on_http_request_headers(&mut self, _: usize, end_of_stream: bool) -> Action {
         let Some(active) = self.active.clone().filter(|a| !a.orphaned.get()) else {
@@ -583,6 +585,7 @@ impl HttpContext for Request {
         };
         let mut host = Envoy {
             metrics: &active.metrics,
+            call_headers: 0,
         };
         resumed(
             active
@@ -597,6 +600,7 @@ impl HttpContext for Request {
         };
         let mut host = Envoy {
             metrics: &active.metrics,
+            call_headers: 0,
         };
         resumed(
             active
@@ -611,6 +615,7 @@ impl HttpContext for Request {
         };
         let mut host = Envoy {
             metrics: &active.metrics,
+            call_headers: 0,
         };
         resumed(
             active
@@ -620,12 +625,13 @@ impl HttpContext for Request {
     }
 
     fn on_http_response_headers(&mut self, _: usize, _: bool) -> Action {
-        if let Some(active) = &self.active {
-            let mut host = Envoy {
-                metrics: &active.metrics,
-            };
-            active.worker().on_response(&mut host, &mut self.exchange);
-        }
-        Action::Continue
+        let Some(active) = &self.active else {
+            return Action::Continue;
+        };
+        let mut host = Envoy {
+            metrics: &active.metrics,
+            call_headers: 0,
+        };
+        resumed(active.worker().on_response(&mut host, &mut self.exchange))
     }
 }

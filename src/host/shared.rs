@@ -43,7 +43,19 @@ pub fn now_ms() -> u64 {
 }
 
 pub fn request_header(name: &str) -> Option<String> {
-    hostcalls::get_map_value(MapType::HttpRequestHeaders, name)
+    map_value(MapType::HttpRequestHeaders, name)
+}
+
+/// A header of `map`, its bytes read as UTF-8 with any invalid sequence
+/// replaced: the SDK's `get_map_value` unwraps the conversion and panics
+/// on a header value with a byte such as 0xFF, which Envoy lets through.
+/// Replaced, not dropped: a path is still matched by what it starts with.
+pub fn map_value(map: MapType, name: &str) -> Option<String> {
+    hostcalls::get_map_value_bytes(map, name)
         .ok()
         .flatten()
+        .map(|b| match String::from_utf8(b) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
 }

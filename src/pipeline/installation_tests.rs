@@ -85,8 +85,9 @@ fn an_admitted_sign_in_is_counted_by_the_service_then_by_the_node() {
     let mut host = sign_in(r#"{"username":" Alice ","password":"x"}"#);
     host.service_answer = Some((0, answer(&[(1, 4)])));
     let f = Filter::new(&host.store, &json_login()).unwrap();
-    // Headers pause for the body; the service's answer lets it go on.
-    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
+    // The headers go on (Envoy delivers no body to a filter holding them),
+    // the body is held until the service's answer lets it go on.
+    assert_eq!(f.request(&mut host), (Step::Continue, Some(Step::Continue)));
     let req = sent(&host);
     assert_eq!(req.domain, "shop");
     let d = &req.descriptors[0];
@@ -137,7 +138,7 @@ fn an_over_limit_answer_is_a_429_with_the_services_figures_and_no_node_count() {
     let mut host = sign_in(r#"{"username":"alice"}"#);
     host.service_answer = Some((0, answer(&[(2, 0)])));
     let f = Filter::new(&host.store, &json_login()).unwrap();
-    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
+    assert_eq!(f.request(&mut host), (Step::Continue, Some(Step::Pause)));
     let r = &host.replies[0];
     assert_eq!(r.status, 429);
     assert_eq!(r.header("ratelimit-limit"), Some("5"));
@@ -186,7 +187,7 @@ fn a_failed_call_with_deny_is_a_503_that_counts_nothing() {
         let mut host = sign_in(r#"{"username":"alice"}"#);
         host.service_answer = Some((status, body.unwrap_or_default()));
         let f = Filter::new(&host.store, &json_login()).unwrap();
-        assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
+        assert_eq!(f.request(&mut host), (Step::Continue, Some(Step::Pause)));
         let r = &host.replies[0];
         assert_eq!(r.status, 503, "status {status}");
         assert_eq!(r.header("retry-after"), Some("1"));
@@ -208,7 +209,7 @@ fn a_failed_call_with_allow_admits_and_counts_the_node() {
     let mut host = sign_in(r#"{"username":"alice"}"#);
     host.service_answer = Some((14, vec![]));
     let f = Filter::new(&host.store, &login("allow", r#"{"json":"username"}"#)).unwrap();
-    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
+    assert_eq!(f.request(&mut host), (Step::Continue, Some(Step::Continue)));
     assert!(host.replies.is_empty());
     assert_eq!(node_count(&f, &host), Some(1));
     assert!(host
@@ -223,7 +224,7 @@ fn a_call_the_host_cannot_dispatch_is_a_failed_call() {
     host.service_dispatch_error = Some("BadArgument".into());
     let f = Filter::new(&host.store, &json_login()).unwrap();
     let (first, last) = f.request(&mut host);
-    assert_eq!((first, last), (Step::Pause, Some(Step::Pause)));
+    assert_eq!((first, last), (Step::Continue, Some(Step::Pause)));
     assert_eq!(host.replies[0].status, 503);
 }
 
@@ -263,7 +264,7 @@ fn a_body_over_the_cap_is_not_read_and_is_counted_per_address() {
 fn a_body_naming_two_accounts_is_a_400() {
     let mut host = sign_in("username=alice&username=bob");
     let f = Filter::new(&host.store, &login("deny", r#"{"form":"username"}"#)).unwrap();
-    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
+    assert_eq!(f.request(&mut host), (Step::Continue, Some(Step::Pause)));
     assert_eq!(host.replies[0].status, 400);
     assert!(host.service_calls.is_empty());
     assert_eq!(node_count(&f, &host), None);
@@ -294,7 +295,7 @@ fn the_body_is_held_while_the_request_waits() {
     let mut host = host;
     let w = f.worker();
     let mut ex = Exchange::default();
-    assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Pause);
+    assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Continue);
     assert_eq!(ex.waits_for(), Some(Waits::Body));
     // A first piece: still waiting for the end of the body.
     assert_eq!(w.on_request_body(&mut host, &mut ex, 5, false), Step::Pause);
@@ -309,6 +310,33 @@ fn the_body_is_held_while_the_request_waits() {
         w.on_service_answer(&mut host, &mut ex, 0, size),
         Step::Continue
     );
+}
+
+#[test]
+fn an_upstream_answer_before_the_decision_waits_for_it() {
+    for (answer_code, held_status) in [(1, None), (2, Some(429))] {
+        let mut host = sign_in(r#"{"username":"alice"}"#);
+        let f = Filter::new(&host.store, &json_login()).unwrap();
+        let w = f.worker();
+        let mut ex = Exchange::default();
+        assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Continue);
+        // The upstream answers from the headers alone, before the body.
+        assert_eq!(w.on_response(&mut host, &mut ex), Step::Pause);
+        assert_eq!(w.on_request_body(&mut host, &mut ex, 20, true), Step::Pause);
+        host.service_answer = Some((0, answer(&[(answer_code, 4)])));
+        let size = host.service_answer.as_ref().unwrap().1.len();
+        w.on_service_answer(&mut host, &mut ex, 0, size);
+        match held_status {
+            None => {
+                assert_eq!(host.responses_resumed, 1);
+                assert!(host.response_header("ratelimit-limit").is_some());
+            }
+            Some(status) => {
+                assert_eq!(host.responses_resumed, 0, "refused: never let go");
+                assert_eq!(host.replies[0].status, status);
+            }
+        }
+    }
 }
 
 #[test]
@@ -333,7 +361,7 @@ fn a_shadow_installation_bound_over_its_limit_only_says_so() {
     let mut host = sign_in(r#"{"username":"alice"}"#);
     host.service_answer = Some((0, answer(&[(2, 0)])));
     let f = Filter::new(&host.store, cfg).unwrap();
-    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
+    assert_eq!(f.request(&mut host), (Step::Continue, Some(Step::Continue)));
     assert!(host.replies.is_empty());
     assert!(host
         .events

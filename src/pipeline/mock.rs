@@ -62,6 +62,8 @@ pub struct MockHost {
     pub service_calls: Vec<(String, u64, Vec<u8>)>,
     /// Request body reads.
     pub body_reads: Cell<usize>,
+    /// Held responses let go.
+    pub responses_resumed: usize,
     // What the pipeline did:
     pub dispatched: Vec<Dispatched>,
     pub replies: Vec<Reply>,
@@ -218,6 +220,10 @@ impl Host for MockHost {
         Ok(())
     }
 
+    fn resume_response(&mut self) {
+        self.responses_resumed += 1;
+    }
+
     fn add_response_header(&mut self, name: &str, value: &str) {
         self.response_headers.push((name.into(), value.into()));
     }
@@ -301,8 +307,9 @@ impl Filter {
         // Envoy delivers no more of a request it was told to answer.
         let body = host.request_body.as_ref().map(Vec::len);
         if let Some(size) = body.filter(|_| !ex.replied()) {
+            let waited = ex.waits_for() == Some(Waits::Body);
             let step = w.on_request_body(host, &mut ex, size, true);
-            if first == Step::Pause {
+            if waited {
                 last = Some(step);
             }
         }

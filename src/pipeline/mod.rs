@@ -85,6 +85,8 @@ pub trait Host {
     fn service_body(&self, size: usize) -> Option<Vec<u8>>;
     /// How long the rate-limit service took to answer (or fail).
     fn service_latency(&mut self, ms: u64);
+    /// Lets a held response go on.
+    fn resume_response(&mut self);
     /// A local reply; `Err` carries the host's status name.
     fn send_reply(
         &mut self,
@@ -132,6 +134,9 @@ pub struct Exchange {
     /// so far.
     body_ended: bool,
     body_size: usize,
+    /// The upstream answered before the decision (it did not wait for the
+    /// body the filter holds): its response waits for the decision too.
+    response_held: bool,
 }
 
 /// What a paused request waits for.
@@ -566,6 +571,17 @@ impl<'p> Worker<'p> {
     /// Carries out a decision: a local reply, or the figures kept for the
     /// response. `Pause` when this filter answered.
     fn perform<H: Host>(&self, host: &mut H, ex: &mut Exchange, d: Decision) -> Step {
+        let step = self.carry_out(host, ex, d);
+        if std::mem::take(&mut ex.response_held) && step == Step::Continue {
+            // The upstream's answer waited for this decision: its headers
+            // get the figures now, then it goes on.
+            self.on_response(host, ex);
+            host.resume_response();
+        }
+        step
+    }
+
+    fn carry_out<H: Host>(&self, host: &mut H, ex: &mut Exchange, d: Decision) -> Step {
         match d {
             Decision::Pass(shown) => {
                 ex.success = shown.as_ref().map(Figures::of);
@@ -658,8 +674,12 @@ impl<'p> Worker<'p> {
                     let next = self.with_body(host, ready, ex.body_size);
                     return self.drive(host, ex, next);
                 }
+                // Envoy delivers no body while the headers are held (the
+                // proxy-wasm host turns a paused header phase into a full
+                // stop): the headers go on, and the body is held instead,
+                // before any of it reaches the upstream.
                 ex.stage = Stage::Body(ready);
-                return Step::Pause;
+                return Step::Continue;
             }
             Begun::NeedsService(mut ready, call) => {
                 let Some(route) = self.limiter.plan.routes.get(ready.pending.route()) else {
@@ -787,19 +807,26 @@ impl<'p> Worker<'p> {
         self.drive(host, ex, next)
     }
 
-    /// The response's headers: the figures of an admitted request.
-    pub fn on_response<H: Host>(&self, host: &mut H, ex: &mut Exchange) {
+    /// The response's headers: the figures of an admitted request. `Pause`
+    /// when the request is still undecided (an upstream that answered
+    /// before reading the body the filter holds): the response waits.
+    pub fn on_response<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
+        if ex.waits_for().is_some() {
+            ex.response_held = true;
+            return Step::Pause;
+        }
         if ex.refused {
-            return;
+            return Step::Continue;
         }
         let Some(f) = ex.success.take() else {
-            return;
+            return Step::Continue;
         };
         // Appended, as Envoy's own rate limit filters do: an upstream's own
         // fields stay beside ours, and an append costs less than a replace.
         reply::each_quota_header(&f.shown(), |name, value| {
             host.add_response_header(name, value)
         });
+        Step::Continue
     }
 }
 

@@ -52,7 +52,8 @@ def addr(i: int, base: int = 1) -> str:
 # --------------------------------------------------------------------------
 class LocalServer:
     """A loopback HTTP/1.1 server on a free port, served from a thread, that
-    counts its hits; `answer(path, headers)` gives (status, headers, body)."""
+    counts its hits (whole requests, body included); `answer(path, headers)`
+    gives (status, headers, body)."""
 
     def __init__(self) -> None:
         self.hits = 0
@@ -63,6 +64,11 @@ class LocalServer:
             protocol_version = "HTTP/1.1"
 
             def do_GET(self):  # noqa: N802
+                # As an application does: the whole request first. A request
+                # whose body never comes (Envoy reset it) is no hit.
+                length = int(self.headers.get("content-length") or 0)
+                if length and len(self.rfile.read(length)) < length:
+                    return
                 with outer._lock:
                     outer.hits += 1
                 code, headers, body = outer.answer(self.path, self.headers)
@@ -78,7 +84,11 @@ class LocalServer:
             def log_message(self, *a):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            # The default backlog of 5 refuses a burst: Envoy would answer 503.
+            request_queue_size = 256
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
