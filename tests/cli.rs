@@ -760,3 +760,53 @@ fn check_says_how_much_of_the_key_budget_a_configuration_uses_and_refuses_more()
         r.out
     );
 }
+
+const SIGN_IN: &str = r#"{"instance":"signin",
+  "rate_limit_service":{"cluster":"rls","domain":"signin"},
+  "routes":[{"name":"login","account":{"json":"username"},"bounds":[
+    {"name":"addr","per":"address","limit":30,"window":"PT1M"},
+    {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]}]}"#;
+
+#[test]
+fn rls_config_prints_the_services_configuration_and_check_compares_it() {
+    let cfg = file("signin.json", SIGN_IN.as_bytes());
+    let r = run(&["rls-config", &cfg], None);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("domain: signin\n"), "{}", r.out);
+    assert!(r.out.contains("value: login.attempts\n"), "{}", r.out);
+    assert!(!r.out.contains("addr"), "node bounds are not the service's");
+    let same = file("rls-same.yaml", r.out.as_bytes());
+    let r = run(&["check", "--strict", "--rls-config", &same, &cfg], None);
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert!(r.out.contains("note[installation]"), "{}", r.out);
+    let other = file(
+        "rls-other.yaml",
+        r#"{"domain":"other","descriptors":[]}"#.as_bytes(),
+    );
+    let r = run(&["check", "--strict", "--rls-config", &other, &cfg], None);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(r.out.contains("admit everything"), "{}", r.out);
+    // Without a rate_limit_service there is nothing to generate.
+    let r = run(&["rls-config", DEMO], None);
+    assert_eq!(r.code, 1);
+    assert!(r.err.contains("no rate_limit_service"), "{}", r.err);
+}
+
+#[test]
+fn an_installation_bound_without_a_service_or_with_an_odd_window_is_an_error() {
+    let no_service = SIGN_IN.replace(
+        r#""rate_limit_service":{"cluster":"rls","domain":"signin"},"#,
+        "",
+    );
+    let r = run(&["check", "-"], Some(no_service.as_bytes()));
+    assert_eq!(r.code, 1);
+    assert!(r.out.contains("$.routes[0].bounds[1].scope"), "{}", r.out);
+    let odd = SIGN_IN.replace(
+        r#""limit":5,"window":"PT1M""#,
+        r#""limit":5,"window":"PT2M""#,
+    );
+    let r = run(&["check", "-"], Some(odd.as_bytes()));
+    assert_eq!(r.code, 1);
+    assert!(r.out.contains("$.routes[0].bounds[1].window"), "{}", r.out);
+    assert!(r.out.contains(r#"the nearest is "PT1M""#), "{}", r.out);
+}

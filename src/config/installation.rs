@@ -79,11 +79,26 @@ pub struct InstallationBound {
     pub name: String,
     /// The operation it belongs to (index in the route's operations).
     pub op: Option<usize>,
+    /// Its position in the list it was written in, its JSON path and its
+    /// window as written (for the console).
+    pub index: usize,
+    pub path: String,
+    pub window: String,
     pub per: Per,
     pub applies_to: Access,
     pub limit: u32,
     pub unit: Unit,
     pub shadow: bool,
+}
+
+impl InstallationBound {
+    /// What the number means, said where it is typed (`check`, `explain`).
+    pub fn reading(&self, cluster: &str) -> String {
+        format!(
+            "exact for the whole installation (rate-limit service `{cluster}`, Redis); fixed \
+             window: up to 2× the limit around a window edge"
+        )
+    }
 }
 
 /// Problems with installation bounds, the route's `account` and

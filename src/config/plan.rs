@@ -445,15 +445,24 @@ fn route_fingerprint(r: &RouteConfig, all_shadow: bool) -> u64 {
 
 /// An installation bound of a validated configuration (its window is one
 /// of the service's units).
-fn compile_installation(
-    b: &BoundConfig,
-    name: String,
-    op: Option<usize>,
-    all_shadow: bool,
-) -> InstallationBound {
+fn compile_installation(b: &BoundConfig, at: At, all_shadow: bool) -> InstallationBound {
+    let own = bound_name(b, at.index);
+    let (name, path) = match at.op {
+        None => (own, format!("$.routes[{}].bounds[{}]", at.route, at.index)),
+        Some((k, op)) => (
+            qualified_name(op, &own),
+            format!(
+                "$.routes[{}].operations[{k}].bounds[{}]",
+                at.route, at.index
+            ),
+        ),
+    };
     InstallationBound {
         name,
-        op,
+        op: at.op.map(|(k, _)| k),
+        index: at.index,
+        path,
+        window: b.window.clone(),
         per: b.per,
         applies_to: b.applies_to.clone(),
         limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
@@ -495,12 +504,13 @@ impl Plan {
                     .filter(|(j, b)| {
                         let node = b.scope == Scope::Node;
                         if !node {
-                            installation.push(compile_installation(
-                                b,
-                                bound_name(b, *j),
-                                None,
-                                c.shadow,
-                            ));
+                            let at = At {
+                                route: i,
+                                op: None,
+                                index: *j,
+                                slot: *j,
+                            };
+                            installation.push(compile_installation(b, at, c.shadow));
                         }
                         node
                     })
@@ -526,8 +536,13 @@ impl Plan {
                     let first = bounds.len();
                     for (j, b) in o.bounds.iter().enumerate() {
                         if b.scope == Scope::Installation {
-                            let full = qualified_name(&name, &bound_name(b, j));
-                            installation.push(compile_installation(b, full, Some(k), c.shadow));
+                            let at = At {
+                                route: i,
+                                op: Some((k, &name)),
+                                index: j,
+                                slot: j,
+                            };
+                            installation.push(compile_installation(b, at, c.shadow));
                             continue;
                         }
                         let at = At {

@@ -4,6 +4,7 @@
 //! [`super::render`] turns it into text; it serializes as the JSON of
 //! `explain --format json`.
 
+use crate::config::installation::InstallationBound;
 use crate::config::plan::{Bound, Plan, Route};
 use crate::config::Per;
 use crate::console::warnings::{warnings, Counters, Level, Warning};
@@ -87,6 +88,8 @@ pub enum Phase {
     BeforeIdentity,
     /// Bounds keyed on user, token or org, or narrowed to some callers.
     AfterIdentity,
+    /// Bounds counted by the rate-limit service for the whole installation.
+    Installation,
 }
 
 impl Phase {
@@ -104,6 +107,10 @@ impl Phase {
                 "before identity (checked on the request headers, before anything is resolved)"
             }
             Phase::AfterIdentity => "after identity (checked once the caller is known)",
+            Phase::Installation => {
+                "last, for the whole installation (the rate-limit service, once every bound \
+                 above admitted)"
+            }
         }
     }
 }
@@ -147,7 +154,9 @@ pub fn explain(plan: &Plan, nodes: Option<u32>) -> Explanation {
     };
     for r in &plan.routes {
         let own = r.own_bounds().len();
-        summary.bounds += own;
+        let installation_own = r.installation.iter().filter(|b| b.op.is_none()).count();
+        summary.bounds += own + installation_own;
+        summary.operation_bounds += r.installation.len() - installation_own;
         summary.operations += r.operations.len();
         summary.operation_bounds += r.bounds.len() - own;
     }
@@ -200,7 +209,18 @@ fn route_row(r: &Route, all: &mut Vec<Warning>) -> RouteRow {
             warnings: take(all, |w| w.route == i && w.operation == Some(o.index)),
         });
     }
-    let phases = [Phase::BeforeIdentity, Phase::AfterIdentity]
+    for b in &r.installation {
+        let title = b.op.and_then(|k| r.operations.get(k)).map(words::title);
+        rows.push((
+            Phase::Installation,
+            installation_row(i, b, title.as_deref(), all),
+        ));
+    }
+    let mut phases: Vec<Phase> = vec![Phase::BeforeIdentity, Phase::AfterIdentity];
+    if !r.installation.is_empty() {
+        phases.push(Phase::Installation);
+    }
+    let phases = phases
         .into_iter()
         .map(|phase| PhaseRows {
             phase,
@@ -237,6 +257,34 @@ fn bound_row(route: usize, b: &Bound, operation: Option<&str>, all: &mut Vec<War
         words: words::of_bound(b),
         warnings: take(all, |w| {
             w.route == route && w.operation == at.operation && w.bound == Some(at.index)
+        }),
+    }
+}
+
+/// An installation bound's row, its reading among its warnings.
+fn installation_row(
+    route: usize,
+    b: &InstallationBound,
+    operation: Option<&str>,
+    all: &mut Vec<Warning>,
+) -> BoundRow {
+    let (limit, ms) = (u64::from(b.limit), b.unit.ms());
+    let who = words::audience(&b.applies_to);
+    BoundRow {
+        name: b.name.clone(),
+        operation: operation.map(str::to_string),
+        path: b.path.clone(),
+        per: b.per,
+        limit,
+        window: b.window.clone(),
+        window_ms: ms,
+        words: match b.op {
+            None => words::bound(limit, ms, b.per, who.as_deref()),
+            Some(_) => words::operation_bound(limit, ms, b.per, who.as_deref()),
+        },
+        applies_to: who,
+        warnings: take(all, |w| {
+            w.route == route && w.operation == b.op && w.bound == Some(b.index)
         }),
     }
 }
@@ -285,6 +333,39 @@ mod tests {
         assert_eq!(codes, [Code::UnreachableBound, Code::PerNode]);
         let codes: Vec<_> = e.routes[1].warnings.iter().map(|w| w.code).collect();
         assert_eq!(codes, [Code::ShadowedRoute, Code::NoBounds]);
+    }
+
+    #[test]
+    fn an_installation_bound_reads_exact_for_the_installation_not_per_node() {
+        let c = plan(
+            br#"{"rate_limit_service":{"cluster":"rls","domain":"shop"},
+            "routes":[{"name":"login","account":{"json":"username"},"bounds":[
+                {"name":"addr","per":"address","limit":50,"window":"PT1M"},
+                {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]}]}"#,
+        );
+        let e = explain(&c, Some(4));
+        assert_eq!(e.summary.bounds, 2);
+        let phases = &e.routes[0].phases;
+        assert_eq!(phases.len(), 3);
+        assert_eq!(phases[2].phase, Phase::Installation);
+        let row = &phases[2].bounds[0];
+        assert_eq!(row.name, "attempts");
+        assert_eq!(row.words, "5 a minute per account tried");
+        assert_eq!(row.path, "$.routes[0].bounds[1]");
+        let codes: Vec<_> = row.warnings.iter().map(|w| w.code).collect();
+        assert_eq!(codes, [Code::Installation], "no per-node reading");
+        assert_eq!(
+            row.warnings[0].message,
+            "exact for the whole installation (rate-limit service `rls`, Redis); fixed \
+             window: up to 2× the limit around a window edge"
+        );
+        // The node bound keeps its per-node reading.
+        let codes: Vec<_> = phases[0].bounds[0]
+            .warnings
+            .iter()
+            .map(|w| w.code)
+            .collect();
+        assert_eq!(codes, [Code::PerNode]);
     }
 
     #[test]

@@ -55,6 +55,8 @@ pub enum Code {
     /// An operation the route never sees: its `match` excludes the
     /// operation's path or method.
     UnreachableOperation,
+    /// An installation bound's reading (the counterpart of `PerNode`).
+    Installation,
 }
 
 impl Code {
@@ -68,12 +70,13 @@ impl Code {
             Code::ManyCounters => "many-counters",
             Code::LooseOperationBound => "loose-operation-bound",
             Code::UnreachableOperation => "unreachable-operation",
+            Code::Installation => "installation",
         }
     }
 
     pub fn level(self) -> Level {
         match self {
-            Code::PerNode => Level::Note,
+            Code::PerNode | Code::Installation => Level::Note,
             _ => Level::Warning,
         }
     }
@@ -122,7 +125,23 @@ impl fmt::Display for Warning {
 /// Every warning and note about a compiled configuration. `nodes` is how
 /// many Envoy nodes run it, when known.
 pub fn warnings(plan: &Plan, nodes: Option<u32>) -> Vec<Warning> {
-    check(&plan.routes, nodes)
+    let mut out = check(&plan.routes, nodes);
+    // Installation bounds: the per-node reading does not apply; theirs does.
+    let cluster = plan.service.as_ref().map_or("", |s| s.cluster.as_str());
+    for route in &plan.routes {
+        for b in &route.installation {
+            out.push(Warning {
+                code: Code::Installation,
+                level: Code::Installation.level(),
+                path: b.path.clone(),
+                route: route.index,
+                operation: b.op,
+                bound: Some(b.index),
+                message: b.reading(cluster),
+            });
+        }
+    }
+    out
 }
 
 /// The checks, per route: its own warnings, then its bounds', then each
