@@ -20,7 +20,7 @@ use core::fmt;
 
 use prost::Message;
 
-/// The gRPC service and method, as `proxy_grpc_call` wants them.
+/// The gRPC service and method: the call's `:path` is `/SERVICE/METHOD`.
 pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 pub const METHOD: &str = "ShouldRateLimit";
 
