@@ -1,6 +1,15 @@
 //! The request path, in plain Rust: match the route, read what the plan
 //! needs, the early bounds, identity (and the session call-out), the late
-//! bounds, commit, then refuse or pass with the figures to show.
+//! bounds, the installation bounds (the account in the body, the
+//! rate-limit service), commit, then refuse or pass with the figures to
+//! show.
+//!
+//! - this file: the decision steps (`Worker::begin`, `resume`, and what
+//!   they come to: [`Decision`], or [`Begun`] naming what to wait for);
+//! - [`installation`]: the last step, the rate-limit service's call and
+//!   answer;
+//! - `exchange`: one request across Envoy's callbacks ([`Exchange`]);
+//! - `host`: the [`Host`] seam; `sources`: identity from the request.
 //!
 //! Everything it asks of Envoy goes through [`Host`]; `host/` implements it
 //! over proxy-wasm, [`mock::MockHost`] records every call for native tests.
@@ -11,6 +20,8 @@
 //! must be impossible, so indexing is denied here.
 #![deny(clippy::indexing_slicing)]
 
+mod exchange;
+mod host;
 pub mod installation;
 #[cfg(test)]
 mod installation_tests;
@@ -22,91 +33,18 @@ mod tests;
 
 use crate::config::plan::RequestInfo;
 use crate::config::{OnError, SessionSource};
-use crate::count::limiter::{BoundEvent, Caller, Decision as Counted, Limiter, Pending};
+use crate::count::limiter::{Caller, Decision as Counted, Limiter, Pending};
 use crate::count::store::Store;
 use crate::count::window::Quota;
 use crate::identity::account::{self, Found, Place};
 use crate::identity::address::strip_port;
 use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::{self as id_decode, Identity, SessionError};
-use crate::reply::{self, Refusal, Shown};
+use crate::reply::{Refusal, Shown};
+pub use exchange::{Exchange, Waits};
+pub use host::{Host, Level, SessionCall, Stat, Step};
 use installation::{Ready, ServiceCall};
 use std::cell::RefCell;
-
-/// Instance-wide counters the pipeline bumps (per-bound ones go through
-/// [`Host::record`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stat {
-    StoreError,
-    IdentityError,
-    SessionCall,
-    SessionCacheHit,
-    JwtCacheHit,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    Debug,
-    Info,
-    Warn,
-    Error,
-}
-
-/// The session service call-out a request waits for.
-#[derive(Debug, Clone, Copy)]
-pub struct SessionCall<'a> {
-    pub cluster: &'a str,
-    /// `:method`, `:path`, `:authority`, and the credential.
-    pub headers: [(&'a str, &'a str); 4],
-    pub timeout_ms: u64,
-}
-
-/// What the request path needs of its host.
-pub trait Host {
-    type Store: Store;
-    /// Counter storage (Envoy shared data).
-    fn store(&self) -> &Self::Store;
-    /// Milliseconds since the epoch.
-    fn now_ms(&self) -> u64;
-    fn request_header(&self, name: &str) -> Option<String>;
-    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>>;
-    /// Dispatches the call-out; `Err` carries the host's status name.
-    fn dispatch_session(&mut self, call: &SessionCall) -> Result<(), String>;
-    /// The `:status` of the session service's answer.
-    fn session_status(&self) -> Option<String>;
-    /// The body of the session service's answer.
-    fn session_body(&self, size: usize) -> Option<Vec<u8>>;
-    /// The first `size` bytes of the request body buffered so far.
-    fn request_body(&self, size: usize) -> Option<Vec<u8>>;
-    /// Dispatches the rate-limit service call; `Err` carries the host's
-    /// status name.
-    fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String>;
-    /// The message of the rate-limit service's answer.
-    fn service_body(&self, size: usize) -> Option<Vec<u8>>;
-    /// How long the rate-limit service took to answer (or fail).
-    fn service_latency(&mut self, ms: u64);
-    /// Lets a held response go on.
-    fn resume_response(&mut self);
-    /// A local reply; `Err` carries the host's status name.
-    fn send_reply(
-        &mut self,
-        status: u16,
-        headers: Vec<(&str, &str)>,
-        body: &[u8],
-    ) -> Result<(), String>;
-    fn add_response_header(&mut self, name: &str, value: &str);
-    /// Per-bound stats of route `route` (indices stay inside the stats).
-    fn record(&mut self, route: usize, events: &[BoundEvent]);
-    fn count(&mut self, stat: Stat);
-    fn log(&mut self, level: Level, msg: &str);
-}
-
-/// What Envoy is told to do with the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    Continue,
-    Pause,
-}
 
 /// A worker's view of a configuration in force: the limiter and the
 /// per-worker memories a request uses.
@@ -119,59 +57,6 @@ pub struct Worker<'a> {
     pub tokens: &'a RefCell<IdentityCache>,
     /// The last 429 written, its buffers reused for the next.
     pub refusal: &'a RefCell<Refusal>,
-}
-
-/// One request's state between its callbacks.
-#[derive(Default)]
-pub struct Exchange {
-    /// The figures an admitted response shows.
-    success: Option<Figures>,
-    /// This filter sent the local reply: its response path adds nothing.
-    refused: bool,
-    /// What the paused request waits for.
-    stage: Stage,
-    /// The request body has fully arrived (or there is none), and its size
-    /// so far.
-    body_ended: bool,
-    body_size: usize,
-    /// The upstream answered before the decision (it did not wait for the
-    /// body the filter holds): its response waits for the decision too.
-    response_held: bool,
-}
-
-/// What a paused request waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waits {
-    Session,
-    Body,
-    Service,
-}
-
-impl Exchange {
-    /// This filter answered the request itself.
-    pub fn replied(&self) -> bool {
-        self.refused
-    }
-
-    pub fn waits_for(&self) -> Option<Waits> {
-        match self.stage {
-            Stage::Going => None,
-            Stage::Session(_) => Some(Waits::Session),
-            Stage::Body(_) => Some(Waits::Body),
-            Stage::Service(_) => Some(Waits::Service),
-        }
-    }
-}
-
-/// What a paused request waits for; while it waits, its body is held.
-#[derive(Default)]
-enum Stage {
-    #[default]
-    Going,
-    Session(Box<Waiting>),
-    /// Its body, for the account it names.
-    Body(Box<Ready>),
-    Service(Box<Ready>),
 }
 
 /// A request paused for its session resolve: early bounds already read.
@@ -230,48 +115,6 @@ impl Ask<'_> {
                 (self.header, &self.credential),
             ],
             timeout_ms: s.timeout_ms,
-        }
-    }
-}
-
-/// The figures of a bound, owned: kept from the request to its response
-/// without a borrow of the plan, and without an allocation.
-#[derive(Debug, Clone, Copy)]
-struct Figures {
-    name: [u8; NAME_MAX],
-    len: usize,
-    window_ms: u64,
-    quota: Quota,
-    structured: bool,
-}
-
-/// Bound names are at most 64 characters; an operation's bound is shown as
-/// `<operation>.<bound>`.
-const NAME_MAX: usize = 130;
-
-impl Figures {
-    fn of(s: &Shown) -> Figures {
-        let mut name = [0u8; NAME_MAX];
-        let len = s.bound.len().min(NAME_MAX);
-        if let (Some(to), Some(from)) = (name.get_mut(..len), s.bound.as_bytes().get(..len)) {
-            to.copy_from_slice(from);
-        }
-        Figures {
-            name,
-            len,
-            window_ms: s.window_ms,
-            quota: s.quota,
-            structured: s.structured,
-        }
-    }
-
-    fn shown(&self) -> Shown<'_> {
-        let bytes = self.name.get(..self.len).unwrap_or_default();
-        Shown {
-            bound: std::str::from_utf8(bytes).unwrap_or_default(),
-            window_ms: self.window_ms,
-            quota: self.quota,
-            structured: self.structured,
         }
     }
 }
@@ -566,267 +409,6 @@ impl<'p> Worker<'p> {
             }
         }
         self.finish(host, w.pending, &w.address, id, now)
-    }
-
-    /// Carries out a decision: a local reply, or the figures kept for the
-    /// response. `Pause` when this filter answered.
-    fn perform<H: Host>(&self, host: &mut H, ex: &mut Exchange, d: Decision) -> Step {
-        let step = self.carry_out(host, ex, d);
-        if std::mem::take(&mut ex.response_held) && step == Step::Continue {
-            // The upstream's answer waited for this decision: its headers
-            // get the figures now, then it goes on.
-            self.on_response(host, ex);
-            host.resume_response();
-        }
-        step
-    }
-
-    fn carry_out<H: Host>(&self, host: &mut H, ex: &mut Exchange, d: Decision) -> Step {
-        match d {
-            Decision::Pass(shown) => {
-                ex.success = shown.as_ref().map(Figures::of);
-                Step::Continue
-            }
-            Decision::Refuse { route, shown } => {
-                // Only busy if re-entered, which a single-threaded VM never does.
-                let Ok(mut refusal) = self.refusal.try_borrow_mut() else {
-                    return Step::Continue;
-                };
-                refusal.render(&shown, route);
-                ex.refused = true;
-                let sent =
-                    host.send_reply(429, refusal.headers().collect(), refusal.body().as_bytes());
-                if let Err(s) = sent {
-                    host.log(Level::Error, &format!("ratebound could not send 429: {s}"));
-                    ex.refused = false;
-                    return Step::Continue;
-                }
-                Step::Pause
-            }
-            Decision::Unresolved => {
-                ex.refused = true;
-                let _ = host.send_reply(
-                    503,
-                    vec![("content-type", "text/plain")],
-                    b"identity could not be resolved\n",
-                );
-                Step::Pause
-            }
-            Decision::Unchecked { route, bound } => {
-                ex.refused = true;
-                let body = reply::unchecked_body(route, bound);
-                let _ = host.send_reply(
-                    503,
-                    vec![
-                        ("retry-after", "1"),
-                        ("content-type", "application/problem+json"),
-                    ],
-                    body.as_bytes(),
-                );
-                Step::Pause
-            }
-            Decision::Ambiguous { route } => {
-                ex.refused = true;
-                let body = reply::ambiguous_body(route);
-                let _ = host.send_reply(
-                    400,
-                    vec![("content-type", "application/problem+json")],
-                    body.as_bytes(),
-                );
-                Step::Pause
-            }
-        }
-    }
-
-    /// Carries out what a step came to: a decision, or the call-out or
-    /// wait it needs (a failed dispatch decided at once).
-    fn drive<H: Host>(&self, host: &mut H, ex: &mut Exchange, begun: Begun<'p>) -> Step {
-        let d = match begun {
-            Begun::Decided(d) => d,
-            Begun::Needs(waiting, ask) => {
-                host.count(Stat::SessionCall);
-                match host.dispatch_session(&ask.call()) {
-                    Ok(()) => {
-                        ex.stage = Stage::Session(waiting);
-                        return Step::Pause;
-                    }
-                    Err(s) => {
-                        let why = SessionError::NotDispatched(s);
-                        match self.identity_failed(host, ask.session, &why) {
-                            Some(d) => d,
-                            None => {
-                                let now = host.now_ms();
-                                let Waiting {
-                                    pending,
-                                    address,
-                                    identity,
-                                    ..
-                                } = *waiting;
-                                let next = self.finish(host, pending, &address, identity, now);
-                                return self.drive(host, ex, next);
-                            }
-                        }
-                    }
-                }
-            }
-            Begun::NeedsBody(ready) => {
-                if ex.body_ended || self.over_cap(&ready, ex.body_size) {
-                    let next = self.with_body(host, ready, ex.body_size);
-                    return self.drive(host, ex, next);
-                }
-                // Envoy delivers no body while the headers are held (the
-                // proxy-wasm host turns a paused header phase into a full
-                // stop): the headers go on, and the body is held instead,
-                // before any of it reaches the upstream.
-                ex.stage = Stage::Body(ready);
-                return Step::Continue;
-            }
-            Begun::NeedsService(mut ready, call) => {
-                let Some(route) = self.limiter.plan.routes.get(ready.pending.route()) else {
-                    return Step::Continue;
-                };
-                let events: Vec<BoundEvent> = ready
-                    .bounds
-                    .iter()
-                    .map(|&i| BoundEvent {
-                        bound: installation::stat_index(route, i),
-                        event: crate::count::limiter::Event::ServiceCall,
-                        overflow: false,
-                    })
-                    .collect();
-                host.record(ready.pending.route(), &events);
-                ready.sent_ms = host.now_ms();
-                match host.dispatch_service(&call) {
-                    Ok(()) => {
-                        ex.stage = Stage::Service(ready);
-                        return Step::Pause;
-                    }
-                    Err(s) => self.service_failed(host, *ready, &format!("not dispatched: {s}")),
-                }
-            }
-        };
-        self.perform(host, ex, d)
-    }
-
-    /// More of the body than the route reads has arrived.
-    fn over_cap(&self, ready: &Ready, size: usize) -> bool {
-        self.limiter
-            .plan
-            .routes
-            .get(ready.pending.route())
-            .and_then(|r| r.account.as_ref())
-            .is_some_and(|a| size > a.max_body_bytes)
-    }
-
-    /// The request's headers arrived (`end_of_stream`: it has no body):
-    /// decide, or start what the decision waits for.
-    pub fn on_request<H: Host>(
-        &self,
-        host: &mut H,
-        ex: &mut Exchange,
-        end_of_stream: bool,
-    ) -> Step {
-        ex.body_ended = end_of_stream;
-        let begun = self.begin(host);
-        self.drive(host, ex, begun)
-    }
-
-    /// More of the request body arrived (`size` bytes buffered in all).
-    /// While the request waits, its body is held: none of it reaches the
-    /// upstream before the decision.
-    pub fn on_request_body<H: Host>(
-        &self,
-        host: &mut H,
-        ex: &mut Exchange,
-        size: usize,
-        end_of_stream: bool,
-    ) -> Step {
-        ex.body_size = size;
-        ex.body_ended |= end_of_stream;
-        match std::mem::take(&mut ex.stage) {
-            Stage::Going => Step::Continue,
-            Stage::Body(ready) if ex.body_ended || self.over_cap(&ready, size) => {
-                let next = self.with_body(host, ready, size);
-                self.drive(host, ex, next)
-            }
-            waiting => {
-                ex.stage = waiting;
-                Step::Pause
-            }
-        }
-    }
-
-    /// Trailers arrived: the body has ended; held while the request waits.
-    pub fn on_request_trailers<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
-        ex.body_ended = true;
-        match std::mem::take(&mut ex.stage) {
-            Stage::Going => Step::Continue,
-            Stage::Body(ready) => {
-                let size = ex.body_size;
-                let next = self.with_body(host, ready, size);
-                self.drive(host, ex, next)
-            }
-            waiting => {
-                ex.stage = waiting;
-                Step::Pause
-            }
-        }
-    }
-
-    /// The rate-limit service answered (gRPC status `status`, `size` bytes
-    /// of message). `Continue` when the paused request is to go on.
-    pub fn on_service_answer<H: Host>(
-        &self,
-        host: &mut H,
-        ex: &mut Exchange,
-        status: u32,
-        size: usize,
-    ) -> Step {
-        let Stage::Service(ready) = std::mem::take(&mut ex.stage) else {
-            return Step::Pause;
-        };
-        let body = (status == 0).then(|| host.service_body(size)).flatten();
-        let d = self.counted(host, *ready, status, body);
-        self.perform(host, ex, d)
-    }
-
-    /// The session service answered (`body_size` bytes of body).
-    /// `Continue` when the paused request is to go on.
-    pub fn on_session_answer<H: Host>(
-        &self,
-        host: &mut H,
-        ex: &mut Exchange,
-        body_size: usize,
-    ) -> Step {
-        let Stage::Session(w) = std::mem::take(&mut ex.stage) else {
-            return Step::Pause;
-        };
-        let status = host.session_status().unwrap_or_default();
-        let body = host.session_body(body_size);
-        let next = self.resume(host, w, &status, || body);
-        self.drive(host, ex, next)
-    }
-
-    /// The response's headers: the figures of an admitted request. `Pause`
-    /// when the request is still undecided (an upstream that answered
-    /// before reading the body the filter holds): the response waits.
-    pub fn on_response<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
-        if ex.waits_for().is_some() {
-            ex.response_held = true;
-            return Step::Pause;
-        }
-        if ex.refused {
-            return Step::Continue;
-        }
-        let Some(f) = ex.success.take() else {
-            return Step::Continue;
-        };
-        // Appended, as Envoy's own rate limit filters do: an upstream's own
-        // fields stay beside ours, and an append costs less than a replace.
-        reply::each_quota_header(&f.shown(), |name, value| {
-            host.add_response_header(name, value)
-        });
-        Step::Continue
     }
 }
 

@@ -1,0 +1,81 @@
+//! What the request path asks of its host: the [`Host`] seam, and the
+//! words it uses to say what to do (`Step`, `Stat`, `Level`).
+
+use super::installation::ServiceCall;
+use crate::count::limiter::BoundEvent;
+use crate::count::store::Store;
+
+/// Instance-wide counters the pipeline bumps (per-bound ones go through
+/// [`Host::record`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stat {
+    StoreError,
+    IdentityError,
+    SessionCall,
+    SessionCacheHit,
+    JwtCacheHit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+/// The session service call-out a request waits for.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionCall<'a> {
+    pub cluster: &'a str,
+    /// `:method`, `:path`, `:authority`, and the credential.
+    pub headers: [(&'a str, &'a str); 4],
+    pub timeout_ms: u64,
+}
+
+/// What the request path needs of its host.
+pub trait Host {
+    type Store: Store;
+    /// Counter storage (Envoy shared data).
+    fn store(&self) -> &Self::Store;
+    /// Milliseconds since the epoch.
+    fn now_ms(&self) -> u64;
+    fn request_header(&self, name: &str) -> Option<String>;
+    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>>;
+    /// Dispatches the call-out; `Err` carries the host's status name.
+    fn dispatch_session(&mut self, call: &SessionCall) -> Result<(), String>;
+    /// The `:status` of the session service's answer.
+    fn session_status(&self) -> Option<String>;
+    /// The body of the session service's answer.
+    fn session_body(&self, size: usize) -> Option<Vec<u8>>;
+    /// The first `size` bytes of the request body buffered so far.
+    fn request_body(&self, size: usize) -> Option<Vec<u8>>;
+    /// Dispatches the rate-limit service call; `Err` carries the host's
+    /// status name.
+    fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String>;
+    /// The message of the rate-limit service's answer.
+    fn service_body(&self, size: usize) -> Option<Vec<u8>>;
+    /// How long the rate-limit service took to answer (or fail).
+    fn service_latency(&mut self, ms: u64);
+    /// Lets a held response go on.
+    fn resume_response(&mut self);
+    /// A local reply; `Err` carries the host's status name.
+    fn send_reply(
+        &mut self,
+        status: u16,
+        headers: Vec<(&str, &str)>,
+        body: &[u8],
+    ) -> Result<(), String>;
+    fn add_response_header(&mut self, name: &str, value: &str);
+    /// Per-bound stats of route `route` (indices stay inside the stats).
+    fn record(&mut self, route: usize, events: &[BoundEvent]);
+    fn count(&mut self, stat: Stat);
+    fn log(&mut self, level: Level, msg: &str);
+}
+
+/// What Envoy is told to do with the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Continue,
+    Pause,
+}
