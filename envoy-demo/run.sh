@@ -7,10 +7,19 @@
 #
 # Ports can be moved with LISTEN_PORT, ADMIN_PORT and UPSTREAM_PORT.
 # SKIP_BUILD=1 uses the dist/ratebound.wasm already built.
+#
+# run.sh --installation runs the installation-wide demo instead
+# (run-installation.sh): two Envoys sharing one count of sign-in attempts in
+# envoyproxy/ratelimit over Redis.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEMO="$ROOT/envoy-demo"
+case "${1:-}" in
+  --installation) shift; exec "$DEMO/run-installation.sh" "$@" ;;
+  "") ;;
+  *) echo "usage: $0 [--installation]" >&2; exit 2 ;;
+esac
 LISTEN_PORT="${LISTEN_PORT:-10000}"
 ADMIN_PORT="${ADMIN_PORT:-9901}"
 UPSTREAM_PORT="${UPSTREAM_PORT:-10001}"
@@ -50,7 +59,8 @@ tmpl, cfg, out, root, lport, aport, uport = sys.argv[1:]
 config = json.dumps(json.load(open(cfg)), separators=(",", ":"))
 text = open(tmpl).read()
 for k, v in {"@ROOT@": root, "@LISTEN_PORT@": lport, "@ADMIN_PORT@": aport,
-             "@UPSTREAM_PORT@": uport, "@CONFIG@": config.replace("'", "''")}.items():
+             "@UPSTREAM_PORT@": uport, "@CONFIG@": config.replace("'", "''"),
+             "@EXTRA_CLUSTERS@\n": ""}.items():
     text = text.replace(k, v)
 open(out, "w").write(text)
 PY

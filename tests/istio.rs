@@ -62,3 +62,70 @@ fn a_broken_plugin_config_would_be_caught() {
     let errors = parse(&serde_json::to_vec(&config).unwrap()).unwrap_err();
     assert_eq!(errors[0].path, "$.routes[0].bounds[0].window");
 }
+
+/// The clusters EnvoyFilters add (applyTo CLUSTER, operation ADD), with the
+/// workload labels they apply to.
+fn added_clusters() -> Vec<(String, Value, Value)> {
+    let mut out = Vec::new();
+    for (path, doc) in manifests() {
+        if doc["kind"] != "EnvoyFilter" {
+            continue;
+        }
+        let labels = doc["spec"]["workloadSelector"]["labels"].clone();
+        for patch in doc["spec"]["configPatches"].as_array().unwrap() {
+            if patch["applyTo"] == "CLUSTER" && patch["patch"]["operation"] == "ADD" {
+                out.push((
+                    path.clone(),
+                    patch["patch"]["value"].clone(),
+                    labels.clone(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_rate_limit_service_cluster_is_plain_http2_and_where_the_plugin_runs() {
+    let clusters = added_clusters();
+    assert!(!clusters.is_empty(), "no EnvoyFilter adds a cluster");
+    for (path, c, _) in &clusters {
+        let name = c["name"].as_str().unwrap_or_default();
+        assert!(
+            !name.is_empty() && !name.contains('|'),
+            "{path}: {name:?}: the name is the call's :authority, no '|'"
+        );
+        assert_eq!(c["load_assignment"]["cluster_name"], name, "{path}");
+        let http = &c["typed_extension_protocol_options"]
+            ["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
+        assert_eq!(
+            http["@type"],
+            "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "{path}"
+        );
+        assert!(
+            http["explicit_http_config"]["http2_protocol_options"].is_object(),
+            "{path}: {name}: gRPC needs HTTP/2"
+        );
+    }
+    let mut services = 0;
+    for (path, doc) in manifests() {
+        if doc["kind"] != "WasmPlugin" {
+            continue;
+        }
+        let service = &doc["spec"]["pluginConfig"]["rate_limit_service"];
+        if service.is_null() {
+            continue;
+        }
+        services += 1;
+        let labels = &doc["spec"]["selector"]["matchLabels"];
+        assert!(
+            clusters
+                .iter()
+                .any(|(_, c, l)| c["name"] == service["cluster"] && l == labels),
+            "{path}: no EnvoyFilter adds cluster {} to the workloads {labels}",
+            service["cluster"]
+        );
+    }
+    assert!(services >= 1, "no WasmPlugin has a rate_limit_service");
+}
