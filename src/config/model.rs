@@ -38,9 +38,19 @@ pub struct Config {
     #[serde(default = "default_true")]
     pub success_headers: bool,
     /// Also send the structured `RateLimit-Policy` and `RateLimit` fields of
-    /// the IETF httpapi draft.
+    /// the IETF httpapi draft (with the `ratelimit` profile).
     #[serde(default)]
     pub structured_headers: bool,
+    /// Which quota fields responses carry: `ratelimit` (RateLimit-Limit,
+    /// -Remaining, -Reset), `x-ratelimit` (X-RateLimit-*, and
+    /// `x-envoy-ratelimited` on a refusal) or `draft` (only the structured
+    /// RateLimit-Policy and RateLimit). Retry-After on every refusal.
+    #[serde(default)]
+    pub header_profile: HeaderProfile,
+    /// The gRPC status a gRPC caller (`content-type: application/grpc…`) is
+    /// refused with: `resource_exhausted` (default) or `unavailable`.
+    #[serde(default)]
+    pub grpc_refusal: GrpcRefusal,
     /// Every bound counts and sets headers but never refuses: a dry run.
     #[serde(default)]
     pub shadow: bool,
@@ -61,6 +71,29 @@ pub struct Config {
     /// it, and by every bound of that route.
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
+}
+
+/// The quota fields of a response (see `Config::header_profile`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+pub enum HeaderProfile {
+    #[default]
+    #[serde(rename = "ratelimit")]
+    RateLimit,
+    #[serde(rename = "x-ratelimit")]
+    XRateLimit,
+    #[serde(rename = "draft")]
+    Draft,
+}
+
+/// The gRPC status of a refusal of a gRPC caller.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum GrpcRefusal {
+    #[default]
+    ResourceExhausted,
+    Unavailable,
 }
 
 /// How installation bounds reach their counter: one `ShouldRateLimit` call

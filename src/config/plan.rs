@@ -12,8 +12,10 @@ use crate::config::{
     bound_name, operation_name, window_ms, Access, AccountSource, BoundConfig, Config,
     IdentityConfig, MatchConfig, Per, RateLimitServiceConfig, RouteConfig, Scope,
 };
+use crate::config::{GrpcRefusal, HeaderProfile};
 use crate::count::window::Rate;
 use crate::identity::address::Prefixes;
+use crate::reply::Style;
 use siphasher::sip::SipHasher13;
 use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
@@ -23,7 +25,10 @@ use std::ops::Range;
 pub struct Plan {
     pub instance: String,
     pub success_headers: bool,
-    pub structured_headers: bool,
+    /// The quota fields responses carry.
+    pub style: crate::reply::Style,
+    /// The gRPC status a gRPC caller is refused with.
+    pub grpc_refusal: u32,
     pub shadow_headers: bool,
     pub routes: Vec<Route>,
     /// Which request attributes any matcher reads, so the host reads only those.
@@ -598,7 +603,16 @@ impl Plan {
         Plan {
             instance: c.instance.clone(),
             success_headers: c.success_headers,
-            structured_headers: c.structured_headers,
+            style: match (c.header_profile, c.structured_headers) {
+                (HeaderProfile::RateLimit, false) => Style::RateLimit,
+                (HeaderProfile::RateLimit, true) => Style::RateLimitStructured,
+                (HeaderProfile::XRateLimit, _) => Style::XRateLimit,
+                (HeaderProfile::Draft, _) => Style::Draft,
+            },
+            grpc_refusal: match c.grpc_refusal {
+                GrpcRefusal::ResourceExhausted => crate::reply::grpc::RESOURCE_EXHAUSTED,
+                GrpcRefusal::Unavailable => crate::reply::grpc::UNAVAILABLE,
+            },
             shadow_headers: c.shadow_headers,
             routes,
             needs,

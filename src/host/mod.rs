@@ -13,7 +13,7 @@ use crate::count::slots::{self, Lane, Table};
 use crate::count::store::{Store, StoreError};
 use crate::identity::cache::IdentityCache;
 use crate::pipeline::installation::ServiceCall;
-use crate::pipeline::{Exchange, Host, Level, SessionCall, Stat, Step, Waits, Worker};
+use crate::pipeline::{Exchange, Host, Level, LocalReply, SessionCall, Stat, Step, Waits, Worker};
 use crate::reply;
 use metrics::Metrics;
 use proxy_wasm::hostcalls;
@@ -490,14 +490,8 @@ impl Host for Envoy<'_> {
         self.metrics.service_latency(ms);
     }
 
-    fn send_reply(
-        &mut self,
-        status: u16,
-        headers: Vec<(&str, &str)>,
-        body: &[u8],
-    ) -> Result<(), String> {
-        hostcalls::send_http_response(u32::from(status), headers, Some(body))
-            .map_err(|s| format!("{s:?}"))
+    fn send_reply(&mut self, reply: &LocalReply) -> Result<(), String> {
+        shared::send_local_response(reply)
     }
 
     fn resume_response(&mut self) {

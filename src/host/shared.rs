@@ -59,3 +59,70 @@ pub fn map_value(map: MapType, name: &str) -> Option<String> {
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         })
 }
+
+#[link(wasm_import_module = "env")]
+extern "C" {
+    fn proxy_send_local_response(
+        status_code: u32,
+        details_data: *const u8,
+        details_size: usize,
+        body_data: *const u8,
+        body_size: usize,
+        headers_data: *const u8,
+        headers_size: usize,
+        grpc_status: i32,
+    ) -> u32;
+}
+
+/// A local reply through the raw host call: the SDK's `send_http_response`
+/// panics on any status but Ok and cannot pass response code details or a
+/// gRPC status. Every status is an error here.
+pub fn send_local_response(reply: &crate::pipeline::LocalReply) -> Result<(), String> {
+    let headers = serialize_map(&reply.headers);
+    let grpc = reply
+        .grpc_status
+        .and_then(|g| i32::try_from(g).ok())
+        .unwrap_or(-1);
+    // SAFETY: every pointer and length comes from a live slice of this
+    // call's arguments; the host copies them before returning.
+    let status = unsafe {
+        proxy_send_local_response(
+            u32::from(reply.status),
+            reply.details.as_ptr(),
+            reply.details.len(),
+            reply.body.as_ptr(),
+            reply.body.len(),
+            headers.as_ptr(),
+            headers.len(),
+            grpc,
+        )
+    };
+    match status {
+        0 => Ok(()),
+        s => Err(format!("host status {s}")),
+    }
+}
+
+/// The proxy-wasm map encoding: the count, each key's and value's length
+/// (u32, little-endian), then each key and value followed by a NUL.
+fn serialize_map(map: &[(&str, &str)]) -> Vec<u8> {
+    let len32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
+    let mut out = Vec::with_capacity(
+        4 + map
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 10)
+            .sum::<usize>(),
+    );
+    out.extend_from_slice(&len32(map.len()));
+    for (k, v) in map {
+        out.extend_from_slice(&len32(k.len()));
+        out.extend_from_slice(&len32(v.len()));
+    }
+    for (k, v) in map {
+        out.extend_from_slice(k.as_bytes());
+        out.push(0);
+        out.extend_from_slice(v.as_bytes());
+        out.push(0);
+    }
+    out
+}

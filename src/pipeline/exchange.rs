@@ -5,10 +5,10 @@
 //! let on with the figures its response will show.
 
 use super::installation::{self, Ready};
-use super::{Begun, Decision, Host, Level, SessionError, Stat, Step, Waiting, Worker};
+use super::{Begun, Decision, Host, Level, LocalReply, SessionError, Stat, Step, Waiting, Worker};
 use crate::count::limiter::BoundEvent;
 use crate::count::window::Quota;
-use crate::reply::{self, Shown};
+use crate::reply::{self, Shown, Style};
 
 /// One request's state between its callbacks.
 #[derive(Default)]
@@ -63,6 +63,15 @@ enum Stage {
     Service(Box<Ready>),
 }
 
+/// A local reply other than a 429.
+struct Answer {
+    status: u16,
+    retry: bool,
+    content_type: &'static str,
+    body: String,
+    details: String,
+}
+
 /// The figures of a bound, owned: kept from the request to its response
 /// without a borrow of the plan, and without an allocation.
 #[derive(Debug, Clone, Copy)]
@@ -71,7 +80,7 @@ struct Figures {
     len: usize,
     window_ms: u64,
     quota: Quota,
-    structured: bool,
+    style: Style,
 }
 
 /// Bound names are at most 64 characters; an operation's bound is shown as
@@ -90,7 +99,7 @@ impl Figures {
             len,
             window_ms: s.window_ms,
             quota: s.quota,
-            structured: s.structured,
+            style: s.style,
         }
     }
 
@@ -100,7 +109,7 @@ impl Figures {
             bound: std::str::from_utf8(bytes).unwrap_or_default(),
             window_ms: self.window_ms,
             quota: self.quota,
-            structured: self.structured,
+            style: self.style,
         }
     }
 }
@@ -120,60 +129,78 @@ impl<'p> Worker<'p> {
     }
 
     fn carry_out<H: Host>(&self, host: &mut H, ex: &mut Exchange, d: Decision) -> Step {
-        match d {
+        // Read only when refusing: an admitted request pays nothing for it.
+        let grpc = |host: &H| {
+            host.request_header("content-type")
+                .is_some_and(|t| t.starts_with("application/grpc"))
+                .then_some(self.limiter.plan.grpc_refusal)
+        };
+        let reply = match d {
             Decision::Pass(shown) => {
                 ex.success = shown.as_ref().map(Figures::of);
-                Step::Continue
+                return Step::Continue;
             }
             Decision::Refuse { route, shown } => {
                 // Only busy if re-entered, which a single-threaded VM never does.
                 let Ok(mut refusal) = self.refusal.try_borrow_mut() else {
                     return Step::Continue;
                 };
-                refusal.render(&shown, route);
+                let grpc_status = grpc(host);
+                refusal.render(&shown, route, grpc_status);
                 ex.refused = true;
-                let sent =
-                    host.send_reply(429, refusal.headers().collect(), refusal.body().as_bytes());
+                let sent = host.send_reply(&LocalReply {
+                    status: 429,
+                    headers: refusal.headers().collect(),
+                    body: refusal.body().as_bytes(),
+                    details: refusal.details(),
+                    grpc_status,
+                });
                 if let Err(s) = sent {
                     host.log(Level::Error, &format!("ratebound could not send 429: {s}"));
                     ex.refused = false;
                     return Step::Continue;
                 }
-                Step::Pause
+                return Step::Pause;
             }
-            Decision::Unresolved => {
-                ex.refused = true;
-                let _ = host.send_reply(
-                    503,
-                    vec![("content-type", "text/plain")],
-                    b"identity could not be resolved\n",
-                );
-                Step::Pause
-            }
-            Decision::Unchecked { route, bound } => {
-                ex.refused = true;
-                let body = reply::unchecked_body(route, bound);
-                let _ = host.send_reply(
-                    503,
-                    vec![
-                        ("retry-after", "1"),
-                        ("content-type", "application/problem+json"),
-                    ],
-                    body.as_bytes(),
-                );
-                Step::Pause
-            }
-            Decision::Ambiguous { route } => {
-                ex.refused = true;
-                let body = reply::ambiguous_body(route);
-                let _ = host.send_reply(
-                    400,
-                    vec![("content-type", "application/problem+json")],
-                    body.as_bytes(),
-                );
-                Step::Pause
-            }
+            Decision::Unresolved => Answer {
+                status: 503,
+                retry: false,
+                content_type: "text/plain",
+                body: "identity could not be resolved\n".to_string(),
+                details: "ratebound.identity_unresolved".to_string(),
+            },
+            Decision::Unchecked { route, bound } => Answer {
+                status: 503,
+                retry: true,
+                content_type: "application/problem+json",
+                body: reply::unchecked_body(route, bound),
+                details: format!("ratebound.unchecked:{route}/{bound}"),
+            },
+            Decision::Ambiguous { route } => Answer {
+                status: 400,
+                retry: false,
+                content_type: "application/problem+json",
+                body: reply::ambiguous_body(route),
+                details: format!("ratebound.ambiguous_account:{route}"),
+            },
+        };
+        ex.refused = true;
+        let grpc_status = grpc(host).map(|_| reply::grpc::UNAVAILABLE);
+        let mut headers = Vec::with_capacity(2);
+        if reply.retry {
+            headers.push(("retry-after", "1"));
         }
+        if grpc_status.is_none() {
+            headers.push(("content-type", reply.content_type));
+        }
+        let _ = host.send_reply(&LocalReply {
+            status: reply.status,
+            headers,
+            body: reply.body.as_bytes(),
+            details: &reply.details,
+            grpc_status,
+        });
+        Step::Pause
     }
 
     /// Carries out what a step came to: a decision, or the call-out or

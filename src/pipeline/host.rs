@@ -33,6 +33,20 @@ pub struct SessionCall<'a> {
     pub timeout_ms: u64,
 }
 
+/// An answer this filter gives instead of the upstream.
+#[derive(Debug, Clone)]
+pub struct LocalReply<'a> {
+    pub status: u16,
+    pub headers: Vec<(&'a str, &'a str)>,
+    pub body: &'a [u8],
+    /// What access logs show as `%RESPONSE_CODE_DETAILS%`: that ratebound
+    /// answered, and why (`ratebound.refused:<route>/<bound>`).
+    pub details: &'a str,
+    /// For a gRPC caller: the gRPC status (Envoy answers trailers-only,
+    /// the body as `grpc-message`).
+    pub grpc_status: Option<u32>,
+}
+
 /// What the request path needs of its host.
 pub trait Host {
     type Store: Store;
@@ -60,12 +74,7 @@ pub trait Host {
     /// Lets a held response go on.
     fn resume_response(&mut self);
     /// A local reply; `Err` carries the host's status name.
-    fn send_reply(
-        &mut self,
-        status: u16,
-        headers: Vec<(&str, &str)>,
-        body: &[u8],
-    ) -> Result<(), String>;
+    fn send_reply(&mut self, reply: &LocalReply) -> Result<(), String>;
     fn add_response_header(&mut self, name: &str, value: &str);
     /// Per-bound stats of route `route` (indices stay inside the stats).
     fn record(&mut self, route: usize, events: &[BoundEvent]);

@@ -252,7 +252,7 @@ impl<'p> Worker<'p> {
                     bound: &b.name,
                     window_ms: b.unit.ms(),
                     quota,
-                    structured: plan.structured_headers,
+                    style: plan.style,
                 },
             };
         }
@@ -269,7 +269,7 @@ impl<'p> Worker<'p> {
                     bound: &b.name,
                     window_ms: b.unit.ms(),
                     quota,
-                    structured: plan.structured_headers,
+                    style: plan.style,
                 }))
             }
             (d, _) => d,

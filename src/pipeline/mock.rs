@@ -2,7 +2,7 @@
 //! request runs natively, and what it asked of the host can be read back.
 
 use super::installation::ServiceCall;
-use super::{Exchange, Host, Level, SessionCall, Stat, Step, Waits, Worker};
+use super::{Exchange, Host, Level, LocalReply, SessionCall, Stat, Step, Waits, Worker};
 use crate::config::parse;
 use crate::config::plan::Plan;
 use crate::count::limiter::{BoundEvent, Limiter};
@@ -27,6 +27,8 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    pub details: String,
+    pub grpc_status: Option<u32>,
 }
 
 impl Reply {
@@ -200,22 +202,20 @@ impl Host for MockHost {
             .map(|b| b.iter().take(size).copied().collect())
     }
 
-    fn send_reply(
-        &mut self,
-        status: u16,
-        headers: Vec<(&str, &str)>,
-        body: &[u8],
-    ) -> Result<(), String> {
+    fn send_reply(&mut self, reply: &LocalReply) -> Result<(), String> {
         if let Some(e) = &self.reply_error {
             return Err(e.clone());
         }
         self.replies.push(Reply {
-            status,
-            headers: headers
-                .into_iter()
+            status: reply.status,
+            headers: reply
+                .headers
+                .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            body: String::from_utf8_lossy(body).into_owned(),
+            body: String::from_utf8_lossy(reply.body).into_owned(),
+            details: reply.details.to_string(),
+            grpc_status: reply.grpc_status,
         });
         Ok(())
     }

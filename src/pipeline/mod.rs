@@ -42,7 +42,7 @@ use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::{self as id_decode, Identity, SessionError};
 use crate::reply::{Refusal, Shown};
 pub use exchange::{Exchange, Waits};
-pub use host::{Host, Level, SessionCall, Stat, Step};
+pub use host::{Host, Level, LocalReply, SessionCall, Stat, Step};
 use installation::{Ready, ServiceCall};
 use std::cell::RefCell;
 
@@ -128,7 +128,7 @@ impl<'p> Worker<'p> {
             bound: &bound.name,
             window_ms: bound.rate.window_ms,
             quota,
-            structured: plan.structured_headers,
+            style: plan.style,
         })
     }
 

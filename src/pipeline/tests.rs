@@ -434,3 +434,54 @@ fn claims_jwt_authn_verified_name_the_user() {
     };
     assert_eq!(count(&f, &host, 0, &who), Some(1));
 }
+
+#[test]
+fn a_grpc_caller_is_refused_in_grpc_with_the_details_access_logs_show() {
+    for (config, code) in [
+        (PER_ADDRESS.to_string(), 8),
+        (
+            PER_ADDRESS.replacen('{', r#"{"grpc_refusal":"unavailable","#, 1),
+            14,
+        ),
+    ] {
+        let mut host = MockHost::new(T0)
+            .from_address("10.0.0.1")
+            .header("content-type", "application/grpc+proto");
+        let f = filter(&host, &config);
+        for _ in 0..3 {
+            f.request(&mut host);
+        }
+        let r = &host.replies[0];
+        assert_eq!((r.status, r.grpc_status), (429, Some(code)));
+        assert_eq!(r.details, "ratebound.refused:api/addr");
+        assert!(r.header("grpc-status-details-bin").is_some());
+        assert!(r.header("content-type").is_none());
+        assert!(r.body.starts_with("rate limit api/addr"), "{}", r.body);
+    }
+    // An HTTP caller: problem+json, no gRPC status, the same details.
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, PER_ADDRESS);
+    for _ in 0..3 {
+        f.request(&mut host);
+    }
+    let r = &host.replies[0];
+    assert_eq!(
+        (r.grpc_status, r.details.as_str()),
+        (None, "ratebound.refused:api/addr")
+    );
+}
+
+#[test]
+fn the_x_ratelimit_profile_marks_a_refusal_as_envoys_filters_do() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let cfg = PER_ADDRESS.replacen('{', r#"{"header_profile":"x-ratelimit","#, 1);
+    let f = filter(&host, &cfg);
+    f.request(&mut host);
+    assert_eq!(host.response_header("x-ratelimit-remaining"), Some("1"));
+    assert!(host.response_header("ratelimit-remaining").is_none());
+    f.request(&mut host);
+    f.request(&mut host);
+    let r = &host.replies[0];
+    assert_eq!(r.header("x-envoy-ratelimited"), Some("true"));
+    assert_eq!(r.header("x-ratelimit-limit"), Some("2"));
+}

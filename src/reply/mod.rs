@@ -1,7 +1,28 @@
-//! What a client is told: the RateLimit-* fields, Retry-After, and the
-//! problem+json body of a refusal. Rounding happens here, once.
+//! What a client is told: the quota fields in the configured profile,
+//! Retry-After, and the body of a refusal (problem+json, or a gRPC status
+//! with a retry delay for a gRPC caller). Rounding happens here, once.
+
+pub mod grpc;
 
 use crate::count::window::Quota;
+
+/// Which quota fields a response carries (the configuration's
+/// `header_profile`, with `structured_headers`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Style {
+    /// `RateLimit-Limit`, `-Remaining`, `-Reset` (what most clients read).
+    #[default]
+    RateLimit,
+    /// The same and the IETF draft's structured `RateLimit-Policy` and
+    /// `RateLimit`.
+    RateLimitStructured,
+    /// `X-RateLimit-Limit`, `-Remaining`, `-Reset` (seconds), as Envoy's own
+    /// rate limit filters and many SDKs read them; `x-envoy-ratelimited` on
+    /// a refusal.
+    XRateLimit,
+    /// Only the draft's structured pair: two fields instead of three.
+    Draft,
+}
 
 /// Whole seconds, rounded up; never 0 (Retry-After 0 is an invitation).
 pub fn seconds_up(ms: u64) -> u64 {
@@ -14,26 +35,35 @@ pub struct Shown<'a> {
     pub bound: &'a str,
     pub window_ms: u64,
     pub quota: Quota,
-    /// Add the IETF httpapi draft's structured fields.
-    pub structured: bool,
+    pub style: Style,
 }
 
-/// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, and with
-/// `structured` also `RateLimit-Policy: "name";q=100;w=60` and
-/// `RateLimit: "name";r=0;t=17` (RFC 8941 strings; bound names need no
-/// escaping: they are `[A-Za-z0-9_-]`), handed to `put` one by one. Each
-/// value is written into one stack buffer: no allocation on the path of
-/// every admitted request.
+/// The quota fields of `s.style`, handed to `put` one by one:
+/// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (or their
+/// `X-` forms), and the structured `RateLimit-Policy: "name";q=100;w=60`
+/// and `RateLimit: "name";r=0;t=17` (RFC 8941 strings; bound names need no
+/// escaping: they are `[A-Za-z0-9_.-]`). Each value is written into one
+/// stack buffer: no allocation on the path of every admitted request.
 pub fn each_quota_header(s: &Shown, mut put: impl FnMut(&'static str, &str)) {
     let q = &s.quota;
     let reset = seconds_up(q.reset_ms);
-    put("ratelimit-limit", Digits::of(q.limit.into()).as_str());
-    put(
-        "ratelimit-remaining",
-        Digits::of(q.remaining.into()).as_str(),
-    );
-    put("ratelimit-reset", Digits::of(reset).as_str());
-    if s.structured {
+    let plain = match s.style {
+        Style::RateLimit | Style::RateLimitStructured => {
+            Some(["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"])
+        }
+        Style::XRateLimit => Some([
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "x-ratelimit-reset",
+        ]),
+        Style::Draft => None,
+    };
+    if let Some([limit, remaining, reset_name]) = plain {
+        put(limit, Digits::of(q.limit.into()).as_str());
+        put(remaining, Digits::of(q.remaining.into()).as_str());
+        put(reset_name, Digits::of(reset).as_str());
+    }
+    if matches!(s.style, Style::RateLimitStructured | Style::Draft) {
         let mut buf = Buf::default();
         let w = s.window_ms / 1_000;
         let policy = format_args!("\"{}\";q={};w={w}", s.bound, q.limit);
@@ -131,6 +161,8 @@ pub struct Refusal {
     values: String,
     fields: Vec<(&'static str, usize)>,
     body: String,
+    /// What access logs show (`%RESPONSE_CODE_DETAILS%`).
+    details: String,
 }
 
 impl Refusal {
@@ -138,7 +170,12 @@ impl Refusal {
     /// never earlier than the structured `t`), and a short RFC 9457 body
     /// naming the route and bound. Route and bound names are
     /// `[A-Za-z0-9_.-]`: nothing to escape.
-    pub fn render(&mut self, s: &Shown, route: &str) {
+    ///
+    /// For a gRPC caller (`grpc`: the gRPC status to answer with) the body
+    /// is the detail alone (Envoy sends it as `grpc-message`), and
+    /// `grpc-status-details-bin` carries a `google.rpc.RetryInfo` with the
+    /// same delay as Retry-After.
+    pub fn render(&mut self, s: &Shown, route: &str, grpc: Option<u32>) {
         let (values, fields) = (&mut self.values, &mut self.fields);
         values.clear();
         fields.clear();
@@ -147,11 +184,40 @@ impl Refusal {
             fields.push((k, values.len()));
         };
         each_quota_header(s, &mut put);
-        let retry = Digits::of(seconds_up(s.quota.reset_ms));
+        let retry_s = seconds_up(s.quota.reset_ms);
+        let retry = Digits::of(retry_s);
         put("retry-after", retry.as_str());
-        put("content-type", "application/problem+json");
+        if s.style == Style::XRateLimit {
+            put("x-envoy-ratelimited", "true");
+        }
+        let d = &mut self.details;
+        d.clear();
+        for part in ["ratebound.refused:", route, "/", s.bound] {
+            d.push_str(part);
+        }
         let b = &mut self.body;
         b.clear();
+        if let Some(code) = grpc {
+            for part in [
+                "rate limit ",
+                route,
+                "/",
+                s.bound,
+                " (",
+                Digits::of(s.quota.limit.into()).as_str(),
+                " per window) reached; retry in ",
+                retry.as_str(),
+                " s",
+            ] {
+                b.push_str(part);
+            }
+            put(
+                "grpc-status-details-bin",
+                &grpc::status_details(code, b, retry_s),
+            );
+            return;
+        }
+        put("content-type", "application/problem+json");
         for part in [
             r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit "#,
             route,
@@ -185,6 +251,10 @@ impl Refusal {
     pub fn body(&self) -> &str {
         &self.body
     }
+
+    pub fn details(&self) -> &str {
+        &self.details
+    }
 }
 
 /// The 503 body when an installation bound could not be checked: no bound
@@ -216,7 +286,7 @@ mod tests {
                 remaining: 1,
                 reset_ms: 1,
             },
-            structured: false,
+            style: Style::RateLimit,
         };
         let mut n = 0;
         each_quota_header(&shown, |_, _| n += 1);
@@ -242,7 +312,7 @@ mod tests {
             bound: "per_address",
             window_ms: 60_000,
             quota: q,
-            structured: true,
+            style: Style::RateLimitStructured,
         };
         let mut r = Refusal::default();
         // Rendered twice: what the first left behind must not show.
@@ -255,11 +325,12 @@ mod tests {
                     remaining: 0,
                     reset_ms: 999_999_999,
                 },
-                structured: true,
+                style: Style::RateLimitStructured,
             },
             "a_longer_route",
+            None,
         );
-        r.render(&shown, "r");
+        r.render(&shown, "r", None);
         let h: Vec<_> = r.headers().collect();
         assert_eq!(h.len(), 7);
         let get = |n: &str| h.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
@@ -282,6 +353,79 @@ mod tests {
     }
 
     #[test]
+    fn each_profile_has_its_fields() {
+        let names = |style| {
+            let shown = Shown {
+                bound: "b",
+                window_ms: 60_000,
+                quota: Quota {
+                    limit: 5,
+                    remaining: 0,
+                    reset_ms: 2_000,
+                },
+                style,
+            };
+            let mut r = Refusal::default();
+            r.render(&shown, "r", None);
+            r.headers().map(|(k, _)| k).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(Style::XRateLimit),
+            [
+                "x-ratelimit-limit",
+                "x-ratelimit-remaining",
+                "x-ratelimit-reset",
+                "retry-after",
+                "x-envoy-ratelimited",
+                "content-type"
+            ]
+        );
+        assert_eq!(
+            names(Style::Draft),
+            [
+                "ratelimit-policy",
+                "ratelimit",
+                "retry-after",
+                "content-type"
+            ]
+        );
+        assert_eq!(
+            names(Style::RateLimit),
+            [
+                "ratelimit-limit",
+                "ratelimit-remaining",
+                "ratelimit-reset",
+                "retry-after",
+                "content-type"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_grpc_refusal_carries_the_delay_in_its_status_details_and_no_json() {
+        let shown = Shown {
+            bound: "b",
+            window_ms: 60_000,
+            quota: Quota {
+                limit: 5,
+                remaining: 0,
+                reset_ms: 7_000,
+            },
+            style: Style::RateLimit,
+        };
+        let mut r = Refusal::default();
+        r.render(&shown, "r", Some(grpc::RESOURCE_EXHAUSTED));
+        let h: Vec<_> = r.headers().collect();
+        assert!(h.iter().any(|(k, _)| *k == "grpc-status-details-bin"));
+        assert!(!h.iter().any(|(k, _)| *k == "content-type"));
+        assert_eq!(
+            r.body(),
+            "rate limit r/b (5 per window) reached; retry in 7 s"
+        );
+        assert_eq!(r.details(), "ratebound.refused:r/b");
+    }
+
+    #[test]
     fn digits_are_decimal() {
         for n in [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX] {
             assert_eq!(Digits::of(n).as_str(), n.to_string());
@@ -299,7 +443,7 @@ mod tests {
                 remaining: u32::MAX,
                 reset_ms: u64::MAX,
             },
-            structured: true,
+            style: Style::RateLimitStructured,
         };
         let mut h: Vec<(&str, String)> = vec![];
         each_quota_header(&shown, |k, v| h.push((k, v.to_string())));
