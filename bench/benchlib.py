@@ -166,16 +166,17 @@ def make_jwt() -> tuple[str, str]:
 # Envoy processes
 
 def bench_envoy(name: str, http_filters: list[dict], work: Path, *, concurrency: int = 1,
-                cpu: int | None = 0, trusted_xff: bool = False) -> Envoy:
+                cpu: int | None = 0, trusted_xff: bool = False, **kw) -> Envoy:
     """A benchmark Envoy (not started): the filters, then the router, on one
     static listener whose route answers 200 "ok"; pinned to `cpu` (None: not
     pinned); warnings only in its log (work/name/envoy.log); its own session,
     so a ^C reaches this script, which stops it. trusted_xff: the client
-    address is the last X-Forwarded-For entry (one trusted hop)."""
+    address is the last X-Forwarded-For entry (one trusted hop). kw: more
+    Envoy(...) arguments (upstream_port, clusters: bench/signin.py)."""
     return Envoy(work / name, http_filters=http_filters, name=name, concurrency=concurrency,
                  cpu=cpu, static_listener=True, use_remote_address=trusted_xff,
                  xff_num_trusted_hops=1 if trusted_xff else 0, log_level="warn",
-                 component_log_level=None, new_session=True)
+                 component_log_level=None, new_session=True, **kw)
 
 
 def wait_ready(env: Envoy, timeout: float = READY_TIMEOUT) -> str | None:

@@ -166,12 +166,20 @@ def compare_variants(jwks: str, auth: dict) -> list[Variant]:
 _UNITS = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
 
 
-def run_wrk(port: int, seconds: float, connections: int, headers: dict) -> dict:
+def run_wrk(port: int, seconds: float, connections: int, headers: dict, *,
+            script: Path | None = None, latency: bool = False, path: str = "/") -> dict:
+    """One wrk run (pinned to WRK_CPU). script: a wrk Lua script (it then
+    writes the requests; bench/signin.py); latency: also parse wrk's
+    --latency distribution into p50_ms, p90_ms, p99_ms (and avg_ms)."""
     cmd = ["taskset", "-c", str(WRK_CPU), "wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s",
            "--timeout", "5s"]
     for k, v in headers.items():
         cmd += ["-H", f"{k}: {v}"]
-    cmd.append(f"http://127.0.0.1:{port}/")
+    if script is not None:
+        cmd += ["-s", str(script)]
+    if latency:
+        cmd.append("--latency")
+    cmd.append(f"http://127.0.0.1:{port}{path}")
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30)
     text = out.stdout
     m = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", text)
@@ -190,7 +198,22 @@ def run_wrk(port: int, seconds: float, connections: int, headers: dict) -> dict:
         "non2xx": int(non2xx.group(1)) if non2xx else 0,
         "socket_errors": sum(int(x) for x in sock.groups()) if sock else 0,
         "raw": text,
+        **(wrk_latency(text) if latency else {}),
     }
+
+
+_TIME = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}
+
+
+def wrk_latency(text: str) -> dict:
+    """avg_ms and p50/p75/p90/p99_ms from wrk --latency output."""
+    out = {}
+    m = re.search(r"Latency\s+([\d.]+)(us|ms|s|m)\b", text)
+    if m:
+        out["avg_ms"] = float(m.group(1)) * _TIME[m.group(2)]
+    for pct, val, unit in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s|m)\s*$", text, re.M):
+        out[f"p{pct}_ms"] = float(val) * _TIME[unit]
+    return out
 
 
 def cpu_busy_seconds(cpu: int) -> float:
