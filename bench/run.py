@@ -147,8 +147,8 @@ def probe_variants(jwks: str, auth: dict) -> list[Variant]:
 def compare_variants(jwks: str, auth: dict) -> list[Variant]:
     """RATEBOUND_COMPARE_WASM=path adds variant 8: another build of the module
     with variant 4's configuration, measured in the same interleaved rounds
-    (an A/B test of a change to the hot path); and, named in --only, 18: the
-    same build with variant 5's configuration."""
+    (an A/B test of a change to the hot path); and, named in --only, 18 and
+    16: the same build with variant 5's and variant 6's configurations."""
     other = os.environ.get("RATEBOUND_COMPARE_WASM")
     if not other:
         return []
@@ -157,7 +157,10 @@ def compare_variants(jwks: str, auth: dict) -> list[Variant]:
                     [bl.wasm_filter("ratebound", path, bl.CFG_ONE_ADDRESS)]),
             Variant("18", "compare_three_jwt", f"variant 5 with {path.name} (compare)",
                     [bl.jwt_authn_filter(jwks), bl.wasm_filter("ratebound", path, bl.CFG_THREE_BOUNDS)],
-                    headers=auth, baseline="7", optional=True)]
+                    headers=auth, baseline="7", optional=True),
+            Variant("16", "compare_refusing", f"variant 6 with {path.name} (compare)",
+                    [bl.wasm_filter("ratebound", path, bl.CFG_REFUSING)], expect_status=429,
+                    optional=True)]
 
 
 # --------------------------------------------------------------------------
