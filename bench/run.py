@@ -68,7 +68,28 @@ def build_variants(jwks: str, token: str) -> list[Variant]:
                 [rb(bl.CFG_REFUSING)], expect_status=429),
         Variant("7", "jwt_noop_wasm", "jwt_authn + do-nothing wasm (baseline of 5)",
                 [bl.jwt_authn_filter(jwks), noop()], headers=auth),
-    ] + identity_variants(jwks, auth) + probe_variants(jwks, auth) + compare_variants(jwks, auth)
+    ] + identity_variants(jwks, auth) + probe_variants(jwks, auth) + compare_variants(jwks, auth) \
+      + profile_variants()
+
+
+def profile_variants() -> list[Variant]:
+    """What each header profile costs (`--only 2,4,41,42,43`): variant 4's
+    bound with the x-ratelimit fields, the draft's structured pair alone
+    (two fields instead of three), and both sets (five fields)."""
+    def with_profile(instance: str, **extra) -> dict:
+        return {**bl.CFG_ONE_ADDRESS, "instance": instance, **extra}
+
+    def rb(cfg: dict) -> dict:
+        return bl.wasm_filter("ratebound", bl.RATEBOUND_WASM, cfg)
+
+    return [
+        Variant("41", "profile_x_ratelimit", "variant 4, header_profile x-ratelimit",
+                [rb(with_profile("benchx", header_profile="x-ratelimit"))], optional=True),
+        Variant("42", "profile_draft", "variant 4, header_profile draft (2 fields)",
+                [rb(with_profile("benchdraft", header_profile="draft"))], optional=True),
+        Variant("43", "profile_structured", "variant 4 with structured_headers (5 fields)",
+                [rb(with_profile("benchstruct", structured_headers=True))], optional=True),
+    ]
 
 
 def identity_variants(jwks: str, auth: dict) -> list[Variant]:
