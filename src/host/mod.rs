@@ -572,60 +572,39 @@ impl Context for Request {
     }
 }
 
-impl HttpContext for Request {
-    fn on_http_request_headers(&mut self, _: usize, end_of_stream: bool) -> Action {
-        let Some(active) = self.active.clone().filter(|a| !a.orphaned.get()) else {
+impl Request {
+    /// Runs one callback of the pipeline with this request's configuration
+    /// and exchange; without a configuration the request goes on.
+    fn step(&mut self, f: impl FnOnce(Worker, &mut Envoy, &mut Exchange) -> Step) -> Action {
+        let Some(active) = self.active.clone() else {
             return Action::Continue;
         };
         let mut host = Envoy {
             metrics: &active.metrics,
             call_headers: 0,
         };
-        resumed(
-            active
-                .worker()
-                .on_request(&mut host, &mut self.exchange, end_of_stream),
-        )
+        resumed(f(active.worker(), &mut host, &mut self.exchange))
+    }
+}
+
+impl HttpContext for Request {
+    fn on_http_request_headers(&mut self, _: usize, end_of_stream: bool) -> Action {
+        // A configuration the directory forgot counts nothing more.
+        if self.active.as_ref().is_some_and(|a| a.orphaned.get()) {
+            return Action::Continue;
+        }
+        self.step(|w, host, ex| w.on_request(host, ex, end_of_stream))
     }
 
     fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
-        let Some(active) = self.active.clone() else {
-            return Action::Continue;
-        };
-        let mut host = Envoy {
-            metrics: &active.metrics,
-            call_headers: 0,
-        };
-        resumed(
-            active
-                .worker()
-                .on_request_body(&mut host, &mut self.exchange, size, end_of_stream),
-        )
+        self.step(|w, host, ex| w.on_request_body(host, ex, size, end_of_stream))
     }
 
     fn on_http_request_trailers(&mut self, _: usize) -> Action {
-        let Some(active) = self.active.clone() else {
-            return Action::Continue;
-        };
-        let mut host = Envoy {
-            metrics: &active.metrics,
-            call_headers: 0,
-        };
-        resumed(
-            active
-                .worker()
-                .on_request_trailers(&mut host, &mut self.exchange),
-        )
+        self.step(|w, host, ex| w.on_request_trailers(host, ex))
     }
 
     fn on_http_response_headers(&mut self, _: usize, _: bool) -> Action {
-        let Some(active) = &self.active else {
-            return Action::Continue;
-        };
-        let mut host = Envoy {
-            metrics: &active.metrics,
-            call_headers: 0,
-        };
-        resumed(active.worker().on_response(&mut host, &mut self.exchange))
+        self.step(|w, host, ex| w.on_response(host, ex))
     }
 }

@@ -195,22 +195,22 @@ impl Refusal {
         for part in ["ratebound.refused:", route, "/", s.bound] {
             d.push_str(part);
         }
+        let limit = Digits::of(s.quota.limit.into());
+        let detail = [
+            "rate limit ",
+            route,
+            "/",
+            s.bound,
+            " (",
+            limit.as_str(),
+            " per window) reached; retry in ",
+            retry.as_str(),
+            " s",
+        ];
         let b = &mut self.body;
         b.clear();
         if let Some(code) = grpc {
-            for part in [
-                "rate limit ",
-                route,
-                "/",
-                s.bound,
-                " (",
-                Digits::of(s.quota.limit.into()).as_str(),
-                " per window) reached; retry in ",
-                retry.as_str(),
-                " s",
-            ] {
-                b.push_str(part);
-            }
+            detail.iter().for_each(|part| b.push_str(part));
             put(
                 "grpc-status-details-bin",
                 &grpc::status_details(code, b, retry_s),
@@ -218,16 +218,10 @@ impl Refusal {
             return;
         }
         put("content-type", "application/problem+json");
+        b.push_str(r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":""#);
+        detail.iter().for_each(|part| b.push_str(part));
         for part in [
-            r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit "#,
-            route,
-            "/",
-            s.bound,
-            " (",
-            Digits::of(s.quota.limit.into()).as_str(),
-            " per window) reached; retry in ",
-            retry.as_str(),
-            r#" s","route":""#,
+            r#"","route":""#,
             route,
             r#"","bound":""#,
             s.bound,
