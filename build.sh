@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the release wasm module (dist/ratebound.wasm) and the native CLI
 # (dist/ratebound), and the Istio manifests with url and sha256 filled in
-# (dist/istio/; RATEBOUND_URL sets the url). With --selftest, also the module with the store
+# (dist/istio/; RATEBOUND_URL sets the url; for an oci:// url, the default,
+# also the OCI image in dist/oci/, see scripts/image.sh). With --selftest, also the module with the store
 # behaviour suite compiled in (dist/ratebound-selftest.wasm).
 set -euo pipefail
 
@@ -39,13 +40,10 @@ if [[ "$SELFTEST" == 1 ]]; then
   cp "target/selftest/$TARGET/wasm/ratebound.wasm" dist/ratebound-selftest.wasm
 fi
 
-# The Istio manifests with the module's url and sha256 filled in.
-SHA256="$(sha256sum dist/ratebound.wasm | cut -d' ' -f1)"
+# The Istio manifests with url and sha256 filled in (dist/istio/), and for an
+# oci:// url the image they pin (dist/oci/): scripts/istio-manifests.sh.
 URL="${RATEBOUND_URL:-oci://registry.example.com/ratebound:$(grep -m1 '^version' Cargo.toml | cut -d'"' -f2)}"
-mkdir -p dist/istio
-for f in envoy-demo/istio/*.yaml; do
-  sed -e "s|@SHA256@|$SHA256|" -e "s|@URL@|$URL|" "$f" > "dist/istio/$(basename "$f")"
-done
+RATEBOUND_URL="$URL" scripts/istio-manifests.sh dist/istio
 
 report() {
   local f="$1"
@@ -53,6 +51,9 @@ report() {
 }
 report dist/ratebound.wasm
 report dist/ratebound
+if [[ "$URL" != http://* && "$URL" != https://* && "$URL" != file://* ]]; then
+  printf '%-32s manifest %s (the WasmPlugin sha256 for %s)\n' dist/oci "$(cat dist/oci/digest)" "$URL"
+fi
 if [[ "$SELFTEST" == 1 ]]; then
   report dist/ratebound-selftest.wasm
 fi
