@@ -247,7 +247,7 @@ def test_rendered_sha256_is_a_digest_not_a_placeholder():
 # --- the validator catches what the API server would refuse -------------------
 
 def _plugin() -> dict:
-    doc = next(d for _, d in SHIPPED if d["kind"] == "WasmPlugin")
+    doc = next(d for n, d in SHIPPED if n == "envoy-demo/istio/wasmplugin.yaml#0")
     return copy.deepcopy(doc)
 
 
