@@ -14,6 +14,9 @@ envoy-demo/setup.sh
 step "setup (.tools: envoyproxy/ratelimit; redis-server)"
 scripts/install-ratelimit.sh
 
+step "setup (promtool, from Debian's prometheus package)"
+scripts/install-promtool.sh
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
