@@ -276,3 +276,34 @@ def test_every_dashboard_query_parses(promtool, tmp_path):
                          timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr + f.read_text()
     assert f"SUCCESS: {len(queries)} rules found" in out.stdout, out.stdout
+
+
+# --------------------------------------------------------------------------
+# The demo's bootstraps have the tags
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("script,args", [
+    ("run.sh", ["envoy.yaml.in", "ratebound.json", "OUT", "ROOT", "10000", "9901", "10001"]),
+    ("run-installation.sh", ["envoy.yaml.in", "rls-cluster.yaml.in",
+                             "ratebound-installation.json", "OUT", "ROOT", "10000", "9901",
+                             "10002", "18081"]),
+])
+def test_the_demo_bootstraps_have_the_stats_tags(script, args, tmp_path):
+    """The render step of each demo script, as the script runs it (its
+    Python here-document), then Envoy's own validation of the result."""
+    from harness import envoy_binary
+
+    text = (DEMO / script).read_text()
+    steps = [d for d in re.findall(r"<<'PY'\n(.*?)\nPY\n", text, re.S) if "@STATS_CONFIG@" in d]
+    assert len(steps) == 1, f"{script}: no render step with @STATS_CONFIG@"
+    out = tmp_path / "envoy.yaml"
+    argv = [str(out) if a == "OUT" else str(ROOT) if a == "ROOT"
+            else str(DEMO / a) if a.endswith((".in", ".json")) else a for a in args]
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-", *argv], input=steps[0],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    rendered = out.read_text()
+    assert not re.search(r"^[^#]*@[A-Z_]+@", rendered, re.M), "a placeholder is left"
+    assert STATS_TAGS.read_text() in rendered
+    v = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-3000:]
