@@ -15,6 +15,9 @@ step "setup (.tools: envoyproxy/ratelimit; redis-server)"
 scripts/install-ratelimit.sh
 scripts/install-oci-tools.sh
 
+step "setup (promtool, from Debian's prometheus package)"
+scripts/install-promtool.sh
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 

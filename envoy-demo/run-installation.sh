@@ -189,7 +189,8 @@ text = open(tmpl).read()
 cluster = open(rls).read().replace("@RLS_GRPC_PORT@", gport)
 for k, v in {"@ROOT@": root, "@LISTEN_PORT@": lport, "@ADMIN_PORT@": aport,
              "@UPSTREAM_PORT@": uport, "@CONFIG@": config.replace("'", "''"),
-             "@EXTRA_CLUSTERS@\n": cluster}.items():
+             "@EXTRA_CLUSTERS@\n": cluster,
+             "@STATS_CONFIG@\n": open(f"{root}/envoy-demo/stats-tags.yaml").read()}.items():
     text = text.replace(k, v)
 open(out, "w").write(text)
 PY

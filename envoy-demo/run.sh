@@ -60,7 +60,8 @@ config = json.dumps(json.load(open(cfg)), separators=(",", ":"))
 text = open(tmpl).read()
 for k, v in {"@ROOT@": root, "@LISTEN_PORT@": lport, "@ADMIN_PORT@": aport,
              "@UPSTREAM_PORT@": uport, "@CONFIG@": config.replace("'", "''"),
-             "@EXTRA_CLUSTERS@\n": ""}.items():
+             "@EXTRA_CLUSTERS@\n": "",
+             "@STATS_CONFIG@\n": open(f"{root}/envoy-demo/stats-tags.yaml").read()}.items():
     text = text.replace(k, v)
 open(out, "w").write(text)
 PY

@@ -198,6 +198,8 @@ class Envoy:
     use_remote_address, xff_num_trusted_hops, path_normalization: the HCM's
     hcm                more HttpConnectionManager fields
     drain_time_s, log_level, component_log_level, new_session: the process's
+    config_yaml        YAML Envoy merges into the bootstrap (--config-yaml),
+                       e.g. envoy-demo/stats-tags.yaml's text
     """
 
     def __init__(
@@ -224,6 +226,7 @@ class Envoy:
         log_level: str = "info",
         component_log_level: str | None = "wasm:debug",
         new_session: bool = False,
+        config_yaml: str | None = None,
     ) -> None:
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -252,6 +255,7 @@ class Envoy:
         self.log_level = log_level
         self.component_log_level = component_log_level
         self.new_session = new_session
+        self.config_yaml = config_yaml
         # Ports the caller chose are kept on a retry; free ones are picked anew.
         self._fixed_ports = port is not None or admin_port is not None
         self.port = port if port is not None else free_port()
@@ -384,6 +388,8 @@ class Envoy:
             args += ["--component-log-level", self.component_log_level]
         if self.drain_time_s is not None:
             args += ["--drain-time-s", str(self.drain_time_s)]
+        if self.config_yaml is not None:
+            args += ["--config-yaml", self.config_yaml]
         if self.cpu is not None:
             args = ["taskset", "-c", str(self.cpu)] + args  # taskset execs: same PID
         self.exit_code = None

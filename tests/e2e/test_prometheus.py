@@ -1,0 +1,309 @@
+"""Metrics a dashboard can use: with envoy-demo/stats-tags.yaml merged into
+the bootstrap, /stats/prometheus shows ratebound's instance, route and bound
+as labels (ratebound_refused{ratebound_instance=..,ratebound_route=..,
+ratebound_bound=..}), an operation's bound `<operation>.<bound>` included;
+the alert rules (envoy-demo/prometheus/ratebound-rules.yaml) and every query
+of the Grafana dashboard (envoy-demo/grafana/ratebound.json) pass promtool,
+and every metric the dashboard and the rules ask for is in the scrape."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from harness import ROOT, free_port, grpc_cluster, request
+
+DEMO = ROOT / "envoy-demo"
+STATS_TAGS = DEMO / "stats-tags.yaml"
+RULES = DEMO / "prometheus" / "ratebound-rules.yaml"
+DASHBOARD = DEMO / "grafana" / "ratebound.json"
+LABELS = ("ratebound_instance", "ratebound_route", "ratebound_bound")
+
+# Route `api`: a route bound, a per-address bound, a shadow bound, and an
+# operation (payOrder) with a bound of its own, `payOrder.addr`. Route
+# `sign-in` (a name with a dash): an installation bound whose rate-limit
+# service is a port nobody listens on, so each call is an rls_error
+# (on_error: allow) and an rls_latency_ms sample.
+CFG = {
+    "instance": "shop",
+    "rate_limit_service": {"cluster": "rls", "domain": "shop", "timeout_ms": 200,
+                           "on_error": "allow"},
+    "routes": [
+        {"name": "api", "match": {"path_prefix": "/api"},
+         "bounds": [
+             {"name": "whole_route", "per": "route", "limit": 1000, "window": "PT1M"},
+             {"name": "per_address", "per": "address", "limit": 3, "window": "PT1M"},
+             {"name": "dry", "per": "address", "limit": 1, "window": "PT1M", "shadow": True},
+         ],
+         "operations": [
+             {"operation_id": "payOrder", "method": "POST", "path": "/api/orders/{id}/pay",
+              "bounds": [{"name": "addr", "per": "address", "limit": 1, "window": "PT1M"}]},
+         ]},
+        {"name": "sign-in", "match": {"path_prefix": "/login"},
+         "bounds": [
+             {"name": "attempts", "per": "address", "scope": "installation", "limit": 100,
+              "window": "PT1M"},
+         ]},
+    ],
+}
+
+
+def parse_prometheus(text: str) -> tuple[dict, dict]:
+    """({(name, frozenset(labels)): value}, {name: type}) of the text format."""
+    series: dict = {}
+    types: dict = {}
+    line_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+    label_re = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            types[name] = kind
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = line_re.match(line)
+        assert m, f"not Prometheus text format: {line!r}"
+        name, labels, value = m.groups()
+        key = (name, frozenset(label_re.findall(labels or "")))
+        series[key] = float(value)
+    return series, types
+
+
+def value(series: dict, name: str, **labels) -> float:
+    key = (name, frozenset(labels.items()))
+    assert key in series, (
+        f"no series {name}{labels}; ratebound series: "
+        + "\n".join(f"{n}{dict(l)}" for n, l in series if n.startswith("ratebound")))
+    return series[key]
+
+
+@pytest.fixture(scope="module")
+def promtool():
+    tool = shutil.which("promtool")
+    assert tool, "promtool is missing: run scripts/install-promtool.sh (test.sh does)"
+    return tool
+
+
+def test_prometheus_labels_for_instance_route_and_bound(envoy, upstream, tmp_path, promtool):
+    dead = free_port()  # the rate-limit service's port: nobody listens there
+    e = envoy(CFG, upstream_port=upstream.port, clusters=[grpc_cluster("rls", dead)],
+              config_yaml=STATS_TAGS.read_text())
+    # The bootstrap Envoy runs has the tags (not only the file we handed it).
+    dump = json.loads(e.admin("/config_dump"))
+    boot = next(c["bootstrap"] for c in dump["configs"] if c["@type"].endswith("BootstrapConfigDump"))
+    assert [t["tag_name"] for t in boot["stats_config"]["stats_tags"]] == list(LABELS)
+
+    a, b = "127.0.8.1", "127.0.8.2"
+    # /api from a: 3 admitted, 2 refused by per_address; the shadow bound
+    # `dry` (1 a minute) would have refused the 2nd and 3rd. A request
+    # refused by one bound is counted by no other.
+    assert [request(e.port, "/api/x", src=a)[0] for _ in range(5)] == [200] * 3 + [429] * 2
+    # payOrder from b: 1 admitted, then refused by payOrder.addr.
+    assert [request(e.port, "/api/orders/7/pay", src=b, method="POST")[0]
+            for _ in range(3)] == [200, 429, 429]
+    # sign-in: the service is down and on_error is allow: 2 admitted.
+    assert [request(e.port, "/login", src=a)[0] for _ in range(2)] == [200, 200]
+
+    # Counters and the tracked gauge reach Envoy on the filter's 1 s tick;
+    # histograms show in /stats/prometheus after Envoy's stats flush (5 s).
+    e.wait_value(lambda: e.rb("shop", "api", "per_address", "tracked"), lambda v: v == 2)
+    e.wait_value(lambda: e.rb("shop", "sign-in", "attempts", "rls_errors"), lambda v: v == 2)
+    prom = e.wait_value(lambda: e.admin("/stats/prometheus"),
+                        lambda t: 'ratebound_rls_latency_ms_count{ratebound_instance="shop"} 2'
+                        in t, timeout=12.0, interval=0.5)
+    lines = [l for l in prom.splitlines() if "ratebound" in l]
+    print("\n".join(lines))
+    (tmp_path / "scrape.txt").write_text(prom)
+    series, types = parse_prometheus(prom)
+
+    # No ratebound metric keeps a route or bound in its name.
+    names = {n for n, _ in series if n.startswith("ratebound_")}
+    assert not any("shop" in n or "api" in n or "per_address" in n for n in names), names
+
+    shop = {"ratebound_instance": "shop"}
+    api = {**shop, "ratebound_route": "api"}
+
+    def bound(stat, route_labels, name):
+        return value(series, f"ratebound_{stat}", **route_labels, ratebound_bound=name)
+
+    # Per bound: 3 (a) + 1 (b) admitted on /api.
+    assert bound("allowed", api, "whole_route") == 4
+    assert bound("refused", api, "whole_route") == 0
+    assert bound("allowed", api, "per_address") == 4
+    assert bound("refused", api, "per_address") == 2
+    assert bound("tracked", api, "per_address") == 2
+    assert bound("overflow", api, "per_address") == 0
+    # The shadow bound: a's first and b's first pass it, a's 2nd and 3rd
+    # would be refused, and it refuses nothing.
+    assert bound("allowed", api, "dry") == 2
+    assert bound("would_refuse", api, "dry") == 2
+    assert bound("refused", api, "dry") == 0
+    # The operation's bound: one dot in its name, a label value as it is.
+    assert bound("allowed", api, "payOrder.addr") == 1
+    assert bound("refused", api, "payOrder.addr") == 2
+    assert bound("overflow", api, "payOrder.addr") == 0
+    assert bound("tracked", api, "payOrder.addr") == 1
+    assert types["ratebound_tracked"] == "gauge"
+    assert types["ratebound_refused"] == "counter"
+
+    # The installation bound, on the route with a dash in its name.
+    signin = {**shop, "ratebound_route": "sign-in"}
+    assert bound("rls_calls", signin, "attempts") == 2
+    assert bound("rls_errors", signin, "attempts") == 2
+    assert bound("allowed", signin, "attempts") == 0
+    assert bound("refused", signin, "attempts") == 0
+
+    # Per instance: counters and the histogram, labelled with the instance only.
+    for stat in ("store_errors", "identity_errors", "session_calls", "session_cache_hits",
+                 "jwt_cache_hits", "store_reads_saved", "store_stale_guesses"):
+        assert value(series, f"ratebound_{stat}", **shop) >= 0
+        assert types[f"ratebound_{stat}"] == "counter"
+    assert value(series, "ratebound_store_errors", **shop) == 0
+    assert value(series, "ratebound_identity_errors", **shop) == 0
+    assert types["ratebound_rls_latency_ms"] == "histogram"
+    assert value(series, "ratebound_rls_latency_ms_count", **shop) == 2
+    assert value(series, "ratebound_rls_latency_ms_bucket", **shop, le="+Inf") == 2
+
+    # Every ratebound series carries exactly the labels its kind should.
+    per_instance = {"store_errors", "identity_errors", "session_calls", "session_cache_hits",
+                    "jwt_cache_hits", "store_reads_saved", "store_stale_guesses",
+                    "rls_latency_ms_bucket", "rls_latency_ms_count", "rls_latency_ms_sum"}
+    for name, labels in series:
+        if not name.startswith("ratebound_"):
+            continue
+        keys = {k for k, _ in labels} - {"le"}
+        want = {"ratebound_instance"} if name[len("ratebound_"):] in per_instance \
+            else set(LABELS)
+        assert keys == want, (name, dict(labels))
+
+    # The dashboard and the rules query only metrics the scrape has.
+    scraped = {n for n, _ in series}
+    exprs = dashboard_queries() + dashboard_variable_queries() + [r["expr"] for r in alert_rules()]
+    asked = set()
+    for expr in exprs:
+        for word in re.findall(r"\bratebound_[a-z_]+\b", expr):
+            if word not in LABELS:
+                assert word in scraped, f"{word} (in {expr!r}) is not in the scrape"
+                asked.add(word)
+    print(f"metrics the dashboard and the rules ask for: {sorted(asked)}")
+
+    # promtool reads the scrape as valid exposition format.
+    out = subprocess.run([promtool, "check", "metrics"], input=prom, capture_output=True,
+                         text=True, timeout=30)
+    # Exit 3 is lint findings only (Envoy's counters, ratebound's included,
+    # have no _total suffix); 1 is an error, such as a line it cannot parse.
+    assert out.returncode in (0, 3), out.stderr
+    assert "error while linting" not in out.stderr, out.stderr
+
+
+# --------------------------------------------------------------------------
+# The dashboard and the alert rules
+# --------------------------------------------------------------------------
+def dashboard_panels() -> list[dict]:
+    doc = json.loads(DASHBOARD.read_text())
+    panels = []
+    for p in doc["panels"]:
+        panels.append(p)
+        panels.extend(p.get("panels", []))  # collapsed rows
+    return [p for p in panels if p.get("type") != "row"]
+
+
+def dashboard_queries() -> list[str]:
+    return [t["expr"] for p in dashboard_panels() for t in p.get("targets", [])]
+
+
+def dashboard_variable_queries() -> list[str]:
+    doc = json.loads(DASHBOARD.read_text())
+    return [v["query"]["query"] for v in doc["templating"]["list"] if v["type"] == "query"]
+
+
+def alert_rules() -> list[dict]:
+    """The alerts of the rules file: name and expression (.venv has no YAML
+    library; the file keeps each on one line, and promtool checks the whole)."""
+    rules, cur = [], None
+    for line in RULES.read_text().splitlines():
+        m = re.match(r"\s*- alert: (\S+)", line)
+        if m:
+            cur = {"alert": m.group(1)}
+            rules.append(cur)
+            continue
+        m = re.match(r"\s*expr: (.+)$", line)
+        if m and cur is not None and "expr" not in cur:
+            expr = m.group(1).strip()
+            assert expr not in ("|", ">", "|-", ">-"), "keep each expr on one line"
+            cur["expr"] = expr.strip("'\"")
+    return rules
+
+
+def test_alert_rules_pass_promtool(promtool):
+    out = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
+                         text=True, timeout=60)
+    print(out.stdout, out.stderr)
+    assert out.returncode == 0, out.stdout + out.stderr
+    names = [r["alert"] for r in alert_rules()]
+    assert len(names) >= 5 and len(set(names)) == len(names), names
+    assert re.search(r"SUCCESS: (\d+) rules found", out.stdout).group(1) == str(len(names))
+
+
+def test_every_dashboard_query_parses(promtool, tmp_path):
+    doc = json.loads(DASHBOARD.read_text())
+    assert doc["title"] and doc["uid"], "a dashboard needs a title and a uid"
+    panels = dashboard_panels()
+    assert len(panels) >= 8, len(panels)
+    ids = [p["id"] for p in panels]
+    assert len(set(ids)) == len(ids), f"panel ids repeat: {ids}"
+    for p in panels:
+        assert p.get("targets"), f"panel {p.get('title')!r} has no query"
+        for t in p["targets"]:
+            assert t["datasource"]["uid"] == "${datasource}", (p["title"], t)
+    # Each query as a recording rule: promtool parses every expression. The
+    # dashboard's variables ($instance...) and $__rate_interval are replaced
+    # first, as Grafana would.
+    subst = {"$__rate_interval": "1m", "$instance": ".*", "$route": ".*", "$bound": ".*"}
+    lines = ["groups:", "- name: dashboard", "  rules:"]
+    queries = dashboard_queries()
+    for i, expr in enumerate(queries):
+        for k, v in subst.items():
+            expr = expr.replace(k, v)
+        assert "$" not in expr, f"an unknown variable in {expr!r}"
+        lines += [f"  - record: dashboard:query_{i}", f"    expr: {json.dumps(expr)}"]
+    f = tmp_path / "dashboard-rules.yaml"
+    f.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([promtool, "check", "rules", str(f)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr + f.read_text()
+    assert f"SUCCESS: {len(queries)} rules found" in out.stdout, out.stdout
+
+
+# --------------------------------------------------------------------------
+# The demo's bootstraps have the tags
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("script,args", [
+    ("run.sh", ["envoy.yaml.in", "ratebound.json", "OUT", "ROOT", "10000", "9901", "10001"]),
+    ("run-installation.sh", ["envoy.yaml.in", "rls-cluster.yaml.in",
+                             "ratebound-installation.json", "OUT", "ROOT", "10000", "9901",
+                             "10002", "18081"]),
+])
+def test_the_demo_bootstraps_have_the_stats_tags(script, args, tmp_path):
+    """The render step of each demo script, as the script runs it (its
+    Python here-document), then Envoy's own validation of the result."""
+    from harness import envoy_binary
+
+    text = (DEMO / script).read_text()
+    steps = [d for d in re.findall(r"<<'PY'\n(.*?)\nPY\n", text, re.S) if "@STATS_CONFIG@" in d]
+    assert len(steps) == 1, f"{script}: no render step with @STATS_CONFIG@"
+    out = tmp_path / "envoy.yaml"
+    argv = [str(out) if a == "OUT" else str(ROOT) if a == "ROOT"
+            else str(DEMO / a) if a.endswith((".in", ".json")) else a for a in args]
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-", *argv], input=steps[0],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    rendered = out.read_text()
+    assert not re.search(r"^[^#]*@[A-Z_]+@", rendered, re.M), "a placeholder is left"
+    assert STATS_TAGS.read_text() in rendered
+    v = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-3000:]
