@@ -48,7 +48,10 @@ fi
 URL="${RATEBOUND_URL:-oci://registry.example.com/ratebound:$(grep -m1 '^version' Cargo.toml | cut -d'"' -f2)}"
 OCI=1
 case "$URL" in http://*|https://*|file://*) OCI=0 ;; esac
-if [[ "$OCI" == 1 && ! -x "${RATEBOUND_TOOLS:-$ROOT/.tools}/bin/oras" ]] && ! command -v go >/dev/null 2>&1; then
+if [[ "${RATEBOUND_ISTIO:-1}" == 0 ]]; then
+  # The demos and the bench need no image (and the first build of oras takes minutes).
+  echo "build: dist/istio/ not rendered (RATEBOUND_ISTIO=0)"
+elif [[ "$OCI" == 1 && ! -x "${RATEBOUND_TOOLS:-$ROOT/.tools}/bin/oras" ]] && ! command -v go >/dev/null 2>&1; then
   echo "build: dist/istio/ NOT rendered: the oci:// url needs the image's manifest digest, and the image needs oras" >&2
   echo "build: (scripts/install-oci-tools.sh, Go >= 1.26.7). Install Go, or set RATEBOUND_URL=https://... (sha256 = the module's hash)." >&2
   rm -rf dist/istio dist/oci

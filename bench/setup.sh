@@ -40,7 +40,7 @@ fi
 
 if [[ "${SKIP_BUILD:-0}" == 1 && -f dist/ratebound.wasm ]]; then
   echo "bench/setup: SKIP_BUILD=1, using the existing dist/ratebound.wasm"
-elif ! ./build.sh; then
+elif ! RATEBOUND_ISTIO=0 ./build.sh; then
   echo "bench/setup: ./build.sh failed (see above). Fix the build, or run with SKIP_BUILD=1 to" >&2
   echo "bench/setup: benchmark the dist/ratebound.wasm already there." >&2
   exit 1

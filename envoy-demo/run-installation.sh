@@ -35,7 +35,7 @@ CONFIG="$DEMO/ratebound-installation.json"
 
 "$DEMO/setup.sh"
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
-  "$ROOT/build.sh"
+  RATEBOUND_ISTIO=0 "$ROOT/build.sh"
 fi
 for f in "$ROOT/dist/ratebound.wasm" "$ROOT/dist/ratebound"; do
   if [[ ! -f "$f" ]]; then

@@ -26,7 +26,7 @@ UPSTREAM_PORT="${UPSTREAM_PORT:-10001}"
 
 "$DEMO/setup.sh"
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
-  "$ROOT/build.sh"
+  RATEBOUND_ISTIO=0 "$ROOT/build.sh"
 fi
 PY="$ROOT/.venv/bin/python"
 
