@@ -68,7 +68,7 @@ fn version_names_the_commit() {
 }
 
 #[test]
-fn usage_errors_exit_2_with_the_usage() {
+fn usage_errors_exit_2_with_a_short_usage_not_the_whole_help() {
     for args in [
         &[][..],
         &["frobnicate"],
@@ -81,12 +81,28 @@ fn usage_errors_exit_2_with_the_usage() {
         let r = run(args, None);
         assert_eq!(r.code, 2, "{args:?}: {}", r.err);
         assert!(
-            r.err.contains("usage: ratebound check"),
+            r.err.contains("Usage: ratebound") || r.err.contains("try '--help'"),
             "{args:?}: {}",
             r.err
         );
         assert!(r.out.is_empty());
     }
+    // One error, one usage line, and where to read more: not every command.
+    let r = run(&["check", "--what", DEMO], None);
+    assert!(
+        r.err.contains("error: unexpected argument '--what' found"),
+        "{}",
+        r.err
+    );
+    assert!(r.err.contains("Usage: ratebound check [OPTIONS] <FILE|->"));
+    assert!(!r.err.contains("openapi"), "{}", r.err);
+    assert!(r.err.lines().count() <= 8, "{}", r.err);
+    let r = run(&["check", "--nodes", "zero", DEMO], None);
+    assert!(
+        r.err.contains("a whole number from 1 to 4294967295"),
+        "{}",
+        r.err
+    );
     let r = run(&["check", "/nonexistent/ratebound.json"], None);
     assert_eq!(r.code, 2);
     assert!(
@@ -95,6 +111,71 @@ fn usage_errors_exit_2_with_the_usage() {
         r.err
     );
     assert_eq!(run(&["--help"], None).code, 0);
+}
+
+#[test]
+fn misspellings_get_a_suggestion() {
+    let r = run(&["chekc", DEMO], None);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("'check'"), "{}", r.err);
+    let r = run(&["check", "--stirct", DEMO], None);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("--strict"), "{}", r.err);
+}
+
+#[test]
+fn every_subcommand_has_its_own_help() {
+    for (cmd, says) in [
+        ("check", "--rls-config <PATH>"),
+        ("explain", "--format <FORMAT>"),
+        ("rls-config", "envoyproxy/ratelimit"),
+        ("openapi", "--match-prefix <P>"),
+        ("schema", "JSON Schema"),
+        ("completions", "<SHELL>"),
+    ] {
+        for args in [vec![cmd, "--help"], vec![cmd, "-h"], vec!["help", cmd]] {
+            let r = run(&args, None);
+            assert_eq!(r.code, 0, "{args:?}: {}", r.err);
+            assert!(
+                r.out.contains(&format!("Usage: ratebound {cmd}")),
+                "{args:?}: {}",
+                r.out
+            );
+            assert!(r.out.contains(says), "{args:?}: {}", r.out);
+        }
+    }
+    // The global help names every command.
+    let r = run(&["help"], None);
+    assert_eq!(r.code, 0);
+    for cmd in [
+        "check",
+        "explain",
+        "rls-config",
+        "openapi",
+        "schema",
+        "completions",
+    ] {
+        assert!(r.out.contains(&format!("  {cmd} ")), "{cmd}: {}", r.out);
+    }
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for (shell, says) in [
+        ("bash", "complete -F _ratebound"),
+        ("zsh", "#compdef ratebound"),
+        ("fish", "complete -c ratebound"),
+    ] {
+        let r = run(&["completions", shell], None);
+        assert_eq!(r.code, 0, "{shell}: {}", r.err);
+        assert!(
+            r.out.contains(says),
+            "{shell}: {}",
+            &r.out[..200.min(r.out.len())]
+        );
+        assert!(r.out.contains("rls-config"), "{shell}");
+    }
+    assert_eq!(run(&["completions", "cmd.exe"], None).code, 2);
 }
 
 #[test]

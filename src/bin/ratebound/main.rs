@@ -19,12 +19,17 @@ const INVALID: u8 = 1;
 const USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let code = match args::parse(&argv) {
+    let code = match args::parse(std::env::args_os()) {
         Ok(command) => run(command),
         Err(e) => {
-            err(&format!("ratebound: {e}\n\n{}\n", args::USAGE));
-            USAGE
+            // Help and --version are "errors" that print to stdout and exit 0;
+            // a usage error prints itself with a short usage: exit 2.
+            let _ = e.print();
+            if e.use_stderr() {
+                USAGE
+            } else {
+                VALID
+            }
         }
     };
     ExitCode::from(code)
@@ -40,8 +45,10 @@ fn run(command: Command) -> u8 {
             ));
             VALID
         }
-        Command::Help => {
-            out(&format!("{}\n", args::USAGE));
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut args::command(), "ratebound", &mut buf);
+            out(&String::from_utf8_lossy(&buf));
             VALID
         }
         Command::Openapi(o) => generate(&o),
@@ -49,12 +56,12 @@ fn run(command: Command) -> u8 {
             out(&schema::text());
             VALID
         }
-        Command::Check {
+        Command::Check(args::Check {
             file,
             strict,
             nodes,
             rls_config,
-        } => match load(&file) {
+        }) => match load(&file) {
             Err(code) => code,
             Ok(config) => check(&file, &config, strict, nodes, rls_config.as_deref()),
         },
@@ -73,11 +80,11 @@ fn run(command: Command) -> u8 {
                 }
             },
         },
-        Command::Explain {
+        Command::Explain(args::Explain {
             file,
             nodes,
             format,
-        } => match load(&file) {
+        }) => match load(&file) {
             Err(code) => code,
             Ok(config) => {
                 let e = explain::explain(&Plan::compile(&config), nodes);
