@@ -355,11 +355,12 @@ fn explain_json_is_for_tools() {
         None,
     );
     assert_eq!(r.code, 1);
-    assert!(
-        r.out.contains("error: $.routes[0].bounds[0].limit"),
-        "{}",
-        r.out
-    );
+    // Still JSON on stdout: the errors, where they are.
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["valid"], false);
+    let e = &v["documents"][0]["errors"][0];
+    assert_eq!(e["path"], "$.routes[0].bounds[0].limit");
+    assert!(e["line"].as_u64().is_some(), "{e}");
 }
 
 #[test]
@@ -411,12 +412,12 @@ fn hostile_input_is_a_clear_error_never_a_panic() {
         (
             "deep.json",
             "[".repeat(100_000).into_bytes(),
-            "error: $[0]: invalid type",
+            "error: $: not valid JSON: recursion limit exceeded",
         ),
         (
             "deep-field.json",
             format!("{{\"routes\":{}", "[".repeat(100_000)).into_bytes(),
-            "error: $.routes[0]",
+            "error: $: not valid JSON",
         ),
         (
             "deep.yaml",
@@ -428,7 +429,7 @@ fn hostile_input_is_a_clear_error_never_a_panic() {
         (
             "two-docs.yaml",
             b"routes: []\n---\nroutes: []\n".to_vec(),
-            "not valid YAML",
+            "no ratebound configuration here",
         ),
     ];
     for (name, bytes, want) in cases {
@@ -890,4 +891,125 @@ fn an_installation_bound_without_a_service_or_with_an_odd_window_is_an_error() {
     assert_eq!(r.code, 1);
     assert!(r.out.contains("$.routes[0].bounds[1].window"), "{}", r.out);
     assert!(r.out.contains(r#"the nearest is "PT1M""#), "{}", r.out);
+}
+
+const PLUGIN: &str = "envoy-demo/istio/wasmplugin.yaml";
+
+#[test]
+fn check_and_explain_read_the_wasm_plugin_that_ships() {
+    let r = run(&["check", "--strict", PLUGIN], None);
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert!(
+        r.out.ends_with(
+            "wasmplugin.yaml (WasmPlugin istio-system/ratebound, document 1): valid (1 route, 1 bound), 0 warnings, 1 note\n"
+        ),
+        "{}",
+        r.out
+    );
+    let r = run(&["explain", PLUGIN], None);
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert!(
+        r.out.contains("ratebound configuration \"demo\""),
+        "{}",
+        r.out
+    );
+    // An error in the pluginConfig is told at its line in the manifest.
+    let text = std::fs::read_to_string(PLUGIN)
+        .unwrap()
+        .replace("limit: 5", "limit: 0");
+    let line = text.lines().position(|l| l.contains("limit: 0")).unwrap() + 1;
+    let f = file("wasmplugin-bad.yaml", text.as_bytes());
+    let r = run(&["check", &f], None);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.out
+            .contains("error: $.routes[0].bounds[0].limit: 0 is out of range"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains(&format!("wasmplugin-bad.yaml:{line}:16")),
+        "{}",
+        r.out
+    );
+}
+
+#[test]
+fn a_stream_of_documents_checks_each_wasm_plugin_and_skips_the_rest() {
+    let plugin = std::fs::read_to_string(PLUGIN).unwrap();
+    let second = plugin
+        .replace("name: ratebound", "name: second")
+        .replace("limit: 5", "limit: 0");
+    let stream = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n---\n{plugin}---\n{second}"
+    );
+    let f = file("kustomized.yaml", stream.as_bytes());
+    let r = run(&["check", &f], None);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(
+        r.out
+            .contains("document 1: Namespace shop skipped, not a WasmPlugin"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out
+            .contains("(WasmPlugin istio-system/ratebound, document 2): valid"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out
+            .contains("(WasmPlugin istio-system/second, document 3): invalid, 1 error"),
+        "{}",
+        r.out
+    );
+    // Streams of documents without a WasmPlugin have nothing to check.
+    let f = file(
+        "no-plugin.yaml",
+        b"apiVersion: v1\nkind: Service\nmetadata: {name: a}\n",
+    );
+    let r = run(&["check", &f], None);
+    assert_eq!(r.code, 1);
+    assert!(r.out.contains("Service a skipped"), "{}", r.out);
+    // explain on a stream: each configuration under its name.
+    let f = file(
+        "two-plugins.yaml",
+        format!("{plugin}---\n{plugin}").as_bytes(),
+    );
+    let r = run(&["explain", "--format", "json", &f], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert_eq!(v[1]["document"], 2);
+    assert_eq!(v[1]["explain"]["instance"], "demo");
+}
+
+#[test]
+fn a_json_configuration_may_name_its_schema() {
+    let f = file(
+        "with-schema.json",
+        br#"{"$schema": "../filter-config/ratebound.schema.json",
+            "routes": [{"name": "a", "bounds": [{"per": "address", "limit": 5, "window": "PT1M"}]}]}"#,
+    );
+    let r = run(&["check", "--strict", &f], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    let schema: Value = serde_json::from_str(&run(&["schema"], None).out).unwrap();
+    assert_eq!(schema["$id"], "urn:ratebound:filter-config:v1");
+    assert!(schema["properties"]["$schema"].is_object());
+}
+
+#[test]
+fn a_configuration_without_routes_is_a_warning_and_fails_strict() {
+    for input in [&b"{}"[..], b"", b"routes: []\n"] {
+        let r = run(&["check", "-"], Some(input));
+        assert_eq!(r.code, 0, "{}", r.out);
+        assert!(
+            r.out
+                .contains("warning[no-routes]: $.routes: the configuration has no routes"),
+            "{}",
+            r.out
+        );
+        assert_eq!(run(&["check", "--strict", "-"], Some(input)).code, 1);
+    }
 }

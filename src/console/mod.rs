@@ -16,7 +16,10 @@
 //! - [`input`]: reading files, YAML or JSON;
 //! - [`openapi`]: an OpenAPI document and a bounds file into a route's
 //!   `operations`;
-//! - [`schema`]: the configuration's JSON Schema.
+//! - [`schema`]: the configuration's JSON Schema;
+//! - [`source`]: the configurations in a file (a WasmPlugin's
+//!   `pluginConfig`, the WasmPlugins of a YAML stream) and the line and
+//!   column of every JSON path.
 
 pub mod warnings;
 pub mod words;
@@ -33,5 +36,7 @@ pub mod render;
 pub mod rls_config;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod schema;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod source;
 
 pub use warnings::{warnings, Code, Level, Warning};

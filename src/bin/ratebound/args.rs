@@ -87,6 +87,10 @@ pub struct Check {
     /// Warn where the rate-limit service's configuration disagrees
     #[arg(long, value_name = "PATH")]
     pub rls_config: Option<String>,
+    /// Output format: json prints the results, errors and warnings (with
+    /// their lines and columns) as one JSON object on stdout
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, PartialEq, Eq, Args)]
@@ -188,6 +192,7 @@ mod tests {
                 strict: true,
                 nodes: Some(4),
                 rls_config: None,
+                format: Format::Text,
             }))
         );
         assert_eq!(

@@ -7,9 +7,11 @@ mod args;
 use args::{Command, Format};
 use ratebound::config::plan::Plan;
 use ratebound::config::{Config, ConfigError};
+use ratebound::console::source::{Document, Position};
 use ratebound::console::{
-    explain, input, openapi, render, rls_config, schema, warnings, words, Level,
+    explain, input, openapi, render, rls_config, schema, source, warnings, words, Level, Warning,
 };
+use serde_json::{json, Value};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -61,39 +63,73 @@ fn run(command: Command) -> u8 {
             strict,
             nodes,
             rls_config,
-        }) => match load(&file) {
+            format,
+        }) => check(&file, strict, nodes, rls_config.as_deref(), format),
+        Command::RlsConfig { file } => match load(&file, Format::Text) {
             Err(code) => code,
-            Ok(config) => check(&file, &config, strict, nodes, rls_config.as_deref()),
-        },
-        Command::RlsConfig { file } => match load(&file) {
-            Err(code) => code,
-            Ok(config) => match rls_config::generate(&config, &file) {
-                Some(yaml) => {
-                    out(&yaml);
-                    VALID
-                }
-                None => {
+            Ok(loaded) => {
+                let [(doc, config)] = &loaded.configs[..] else {
                     err(&format!(
-                        "ratebound: {file} has no rate_limit_service: no bound is counted by the rate-limit service\n"
+                        "ratebound: {file} holds {} configurations; rls-config reads one\n",
+                        loaded.configs.len()
                     ));
-                    INVALID
+                    return USAGE;
+                };
+                match rls_config::generate(config, &name(&file, doc)) {
+                    Some(yaml) => {
+                        out(&yaml);
+                        VALID
+                    }
+                    None => {
+                        err(&format!(
+                            "ratebound: {} has no rate_limit_service: no bound is counted by the rate-limit service\n",
+                            name(&file, doc)
+                        ));
+                        INVALID
+                    }
                 }
-            },
+            }
         },
         Command::Explain(args::Explain {
             file,
             nodes,
             format,
-        }) => match load(&file) {
+        }) => match load(&file, format) {
             Err(code) => code,
-            Ok(config) => {
-                let e = explain::explain(&Plan::compile(&config), nodes);
+            Ok(loaded) => {
+                let many = loaded.configs.len() > 1;
+                let mut texts = Vec::new();
+                let mut jsons = Vec::new();
+                for (doc, config) in &loaded.configs {
+                    let e = explain::explain(&Plan::compile(config), nodes);
+                    if many {
+                        texts.push(format!("== {}\n", name(&file, doc)));
+                    }
+                    texts.push(render::text(&e));
+                    let e = serde_json::to_value(&e).unwrap_or_default();
+                    jsons.push(if many {
+                        json!({"document": doc.index, "holder": doc.holder, "explain": e})
+                    } else {
+                        e
+                    });
+                }
                 match format {
-                    Format::Text => out(&render::text(&e)),
-                    Format::Json => out(&format!(
-                        "{}\n",
-                        serde_json::to_string_pretty(&e).unwrap_or_default()
-                    )),
+                    Format::Text => {
+                        let notes: String = loaded
+                            .notes
+                            .iter()
+                            .map(|n| format!("note: {file}: {n}\n"))
+                            .collect();
+                        out(&format!("{notes}{}", texts.join("\n")));
+                    }
+                    Format::Json => {
+                        let v = if many {
+                            Value::Array(jsons)
+                        } else {
+                            jsons.pop().unwrap_or_default()
+                        };
+                        out(&pretty(&v));
+                    }
                 }
                 VALID
             }
@@ -101,16 +137,234 @@ fn run(command: Command) -> u8 {
     }
 }
 
-/// Reads and parses FILE; on failure prints why and returns the exit status.
-fn load(file: &str) -> Result<Config, u8> {
+/// The configurations of a file that all parse, and the notes on what was
+/// skipped.
+struct Loaded {
+    configs: Vec<(Document, Config)>,
+    notes: Vec<String>,
+}
+
+/// What one configuration of a file came to.
+struct Checked {
+    doc: Document,
+    result: Result<Config, Vec<ConfigError>>,
+}
+
+/// Every configuration of a file parsed, with the notes on what was
+/// skipped; or why the file holds none.
+type Parsed = Result<(Vec<Checked>, Vec<String>), source::NotFound>;
+
+/// Reads FILE and parses every configuration in it; on a read failure
+/// prints why and returns the status (2).
+fn read_all(file: &str) -> Result<(String, Parsed), u8> {
     let bytes = input::read(file).map_err(|e| {
         err(&format!("ratebound: cannot read {file}: {e}\n"));
         USAGE
     })?;
-    input::load(&bytes, input::detect(file, &bytes)).map_err(|errors| {
-        out(&errors_text(file, &errors));
-        INVALID
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let found = source::find(&bytes, input::detect(file, &bytes)).map(|found| {
+        let checked = found
+            .documents
+            .into_iter()
+            .map(|doc| {
+                let result = ratebound::config::parse(&doc.json).map_err(|errors| {
+                    // serde_json's "at line L column C" points into the JSON
+                    // made from the document; the position is shown instead.
+                    errors
+                        .into_iter()
+                        .map(|e| ConfigError {
+                            message: input::without_json_location(&e.message).to_string(),
+                            path: e.path,
+                        })
+                        .collect()
+                });
+                Checked { doc, result }
+            })
+            .collect();
+        (checked, found.notes)
+    });
+    Ok((text, found))
+}
+
+/// Reads FILE and parses every configuration in it (explain, rls-config):
+/// on failure prints why (in `format`) and returns the exit status.
+fn load(file: &str, format: Format) -> Result<Loaded, u8> {
+    let (text, found) = read_all(file)?;
+    match found {
+        Err(nf) => {
+            report_not_found(file, &text, &nf, format);
+            Err(INVALID)
+        }
+        Ok((checked, notes)) => {
+            if checked.iter().any(|c| c.result.is_err()) {
+                match format {
+                    Format::Text => {
+                        let mut s = String::new();
+                        for c in &checked {
+                            if let Err(errors) = &c.result {
+                                s.push_str(&errors_text(file, &text, &c.doc, errors));
+                            }
+                        }
+                        out(&s);
+                    }
+                    Format::Json => {
+                        let docs: Vec<Value> = checked
+                            .iter()
+                            .map(|c| document_json(file, c, &[], None))
+                            .collect();
+                        out(&pretty(&json!({
+                            "file": file, "valid": false, "documents": docs, "notes": notes,
+                        })));
+                    }
+                }
+                return Err(INVALID);
+            }
+            let configs = checked
+                .into_iter()
+                .filter_map(|c| c.result.ok().map(|config| (c.doc, config)))
+                .collect();
+            Ok(Loaded { configs, notes })
+        }
+    }
+}
+
+fn report_not_found(file: &str, text: &str, nf: &source::NotFound, format: Format) {
+    match format {
+        Format::Text => {
+            let mut s: String = nf
+                .notes
+                .iter()
+                .map(|n| format!("note: {file}: {n}\n"))
+                .collect();
+            s.push_str(&format!("error: {}\n", nf.error));
+            s.push_str(&snippet(file, text, nf.position));
+            s.push_str(&format!("{file}: invalid, 1 error\n"));
+            out(&s);
+        }
+        Format::Json => out(&pretty(&json!({
+            "file": file,
+            "valid": false,
+            "errors": [error_json(&nf.error, nf.position)],
+            "documents": [],
+            "notes": nf.notes,
+        }))),
+    }
+}
+
+/// `file`, or `file (WasmPlugin ns/name, document 2)` for a configuration
+/// held by a manifest.
+fn name(file: &str, doc: &Document) -> String {
+    match &doc.holder {
+        None => file.to_string(),
+        Some(h) => format!("{file} ({h}, document {})", doc.index),
+    }
+}
+
+fn error_json(e: &ConfigError, at: Option<Position>) -> Value {
+    json!({
+        "path": e.path,
+        "message": e.message,
+        "line": at.map(|p| p.line),
+        "column": at.map(|p| p.column),
     })
+}
+
+fn warning_json(w: &Warning, at: Option<Position>) -> Value {
+    let mut v = serde_json::to_value(w).unwrap_or_default();
+    if let Some(m) = v.as_object_mut() {
+        m.insert("line".into(), json!(at.map(|p| p.line)));
+        m.insert("column".into(), json!(at.map(|p| p.column)));
+    }
+    v
+}
+
+/// One configuration's result as JSON (check and explain alike).
+fn document_json(file: &str, c: &Checked, ws: &[Warning], counts: Option<Value>) -> Value {
+    let errors: Vec<Value> = match &c.result {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors
+            .iter()
+            .map(|e| error_json(e, c.doc.position(&e.path, is_key_error(e))))
+            .collect(),
+    };
+    let warnings: Vec<Value> = ws
+        .iter()
+        .map(|w| warning_json(w, c.doc.position(&w.path, false)))
+        .collect();
+    let mut v = json!({
+        "name": name(file, &c.doc),
+        "document": c.doc.index,
+        "holder": c.doc.holder,
+        "at": c.doc.at,
+        "valid": c.result.is_ok(),
+        "errors": errors,
+        "warnings": warnings,
+    });
+    if let (Some(m), Some(counts)) = (v.as_object_mut(), counts) {
+        m.insert("counts".into(), counts);
+    }
+    v
+}
+
+/// An unknown field is shown at its key, other errors at the value.
+fn is_key_error(e: &ConfigError) -> bool {
+    e.message.starts_with("unknown field")
+}
+
+/// The line of `text` at `at`, with a caret under the column.
+fn snippet(file: &str, text: &str, at: Option<Position>) -> String {
+    let Some(at) = at else {
+        return String::new();
+    };
+    let Some(line) = text.lines().nth(at.line.saturating_sub(1) as usize) else {
+        return format!("  --> {file}:{}:{}\n", at.line, at.column);
+    };
+    let number = at.line.to_string();
+    let pad = " ".repeat(number.len());
+    // A long line is shown around the column, so the caret stays on screen.
+    let chars: Vec<char> = line.chars().collect();
+    let col = (at.column.saturating_sub(1) as usize).min(chars.len());
+    let from = col.saturating_sub(60);
+    let to = (col + 40).min(chars.len());
+    let mut shown: String = chars.get(from..to).unwrap_or_default().iter().collect();
+    let mut lead: String = chars
+        .get(from..col)
+        .unwrap_or_default()
+        .iter()
+        .map(|&c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    if from > 0 {
+        shown.insert(0, '…');
+        lead.insert(0, ' ');
+    }
+    if to < chars.len() {
+        shown.push('…');
+    }
+    format!(
+        "{pad}--> {file}:{}:{}\n{pad} |\n{number} | {shown}\n{pad} | {lead}^\n",
+        at.line, at.column
+    )
+}
+
+fn errors_text(file: &str, text: &str, doc: &Document, errors: &[ConfigError]) -> String {
+    let mut s = String::new();
+    for e in errors {
+        s.push_str(&format!("error: {e}\n"));
+        s.push_str(&snippet(file, text, doc.position(&e.path, is_key_error(e))));
+    }
+    let n = errors.len();
+    s.push_str(&format!(
+        "{}: invalid, {n} error{}\n",
+        name(file, doc),
+        if n == 1 { "" } else { "s" }
+    ));
+    s
+}
+
+fn pretty(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
 }
 
 /// `ratebound openapi`: the configuration on stdout; what was done, the
@@ -139,7 +393,11 @@ fn generate(o: &args::Openapi) -> u8 {
                 Err(code) => return code,
             };
             if let Err(errors) = input::load(&bytes, input::detect(file, &bytes)) {
-                err(&errors_text(file, &errors));
+                let s: String = errors.iter().map(|e| format!("error: {e}\n")).collect();
+                err(&format!(
+                    "{s}{file}: invalid, {}\n",
+                    plural(errors.len(), "error")
+                ));
                 err("ratebound openapi: the base configuration (--config) is invalid\n");
                 return INVALID;
             }
@@ -210,78 +468,138 @@ fn generate(o: &args::Openapi) -> u8 {
     }
 }
 
-fn errors_text(file: &str, errors: &[ConfigError]) -> String {
-    let mut s: String = errors.iter().map(|e| format!("error: {e}\n")).collect();
-    let n = errors.len();
-    s.push_str(&format!(
-        "{file}: invalid, {n} error{}\n",
-        if n == 1 { "" } else { "s" }
-    ));
-    s
-}
-
 fn check(
     file: &str,
-    config: &Config,
     strict: bool,
     nodes: Option<u32>,
     rls_file: Option<&str>,
+    format: Format,
 ) -> u8 {
-    let ws = warnings(&Plan::compile(config), nodes);
-    let mut s: String = ws.iter().map(|w| format!("{w}\n")).collect();
-    let mut warned = ws.iter().filter(|w| w.level == Level::Warning).count();
-    if let Some(path) = rls_file {
-        let text = match input::read(path) {
-            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+    let (text, found) = match read_all(file) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let (checked, notes) = match found {
+        Err(nf) => {
+            report_not_found(file, &text, &nf, format);
+            return INVALID;
+        }
+        Ok(r) => r,
+    };
+    // The rate-limit service's configuration, read once for every document.
+    let rls_text = match rls_file {
+        None => None,
+        Some(path) => match input::read(path) {
+            Ok(b) => Some((path, String::from_utf8_lossy(&b).into_owned())),
             Err(e) => {
                 err(&format!("ratebound: cannot read {path}: {e}\n"));
                 return USAGE;
             }
-        };
-        match rls_config::compare(config, &text) {
-            Ok(ds) => {
-                warned += ds.len();
-                for d in ds {
-                    s.push_str(&format!("warning: {path}: {d}\n"));
-                }
+        },
+    };
+    let mut code = VALID;
+    let mut s: String = notes
+        .iter()
+        .map(|n| format!("note: {file}: {n}\n"))
+        .collect();
+    let mut docs = Vec::new();
+    for c in &checked {
+        let config = match &c.result {
+            Err(errors) => {
+                code = INVALID;
+                s.push_str(&errors_text(file, &text, &c.doc, errors));
+                docs.push(document_json(file, c, &[], None));
+                continue;
             }
-            Err(e) => {
-                err(&format!("ratebound: {path}: {e}\n"));
-                return USAGE;
+            Ok(config) => config,
+        };
+        let label = name(file, &c.doc);
+        let ws = warnings(&Plan::compile(config), nodes);
+        let mut warned = ws.iter().filter(|w| w.level == Level::Warning).count();
+        for w in &ws {
+            s.push_str(&format!("{w}\n"));
+            if let Some(at) = c.doc.position(&w.path, false) {
+                s.push_str(&format!("  --> {file}:{}:{}\n", at.line, at.column));
             }
         }
+        let mut disagreements = Vec::new();
+        if let Some((path, rls)) = &rls_text {
+            match rls_config::compare(config, rls) {
+                Ok(ds) => {
+                    warned += ds.len();
+                    for d in ds {
+                        s.push_str(&format!("warning: {path}: {d}\n"));
+                        disagreements.push(d);
+                    }
+                }
+                Err(e) => {
+                    err(&format!("ratebound: {path}: {e}\n"));
+                    return USAGE;
+                }
+            }
+        }
+        let noted = ws.iter().filter(|w| w.level != Level::Warning).count();
+        let bounds: usize = config.routes.iter().map(|r| r.bounds.len()).sum();
+        let operations: usize = config.routes.iter().map(|r| r.operations.len()).sum();
+        let ops_text = if operations == 0 {
+            String::new()
+        } else {
+            format!(", {}", plural(operations, "operation"))
+        };
+        let (tables, singles) = ratebound::config::bound_kinds(config);
+        let keys = ratebound::config::budget::keys_of(tables, singles);
+        s.push_str(&format!(
+            "{label}: {} of the {} shared-data keys one configuration may use \
+             ({} keyed per caller, 1,252 keys each; {} per route, 1 each)\n",
+            words::number(keys),
+            words::number(ratebound::config::budget::CONFIG_KEYS),
+            plural(tables, "bound"),
+            plural(singles, "bound"),
+        ));
+        s.push_str(&format!(
+            "{label}: valid ({}, {}{ops_text}), {}, {}\n",
+            plural(config.routes.len(), "route"),
+            plural(bounds, "bound"),
+            plural(warned, "warning"),
+            plural(noted, "note"),
+        ));
+        let failed = strict && warned > 0;
+        if failed {
+            s.push_str(&format!("{label}: failing on warnings (--strict)\n"));
+            code = INVALID;
+        }
+        let mut d = document_json(
+            file,
+            c,
+            &ws,
+            Some(json!({
+                "routes": config.routes.len(),
+                "bounds": bounds,
+                "operations": operations,
+                "warnings": warned,
+                "notes": noted,
+                "shared_data_keys": keys,
+                "shared_data_keys_max": ratebound::config::budget::CONFIG_KEYS,
+            })),
+        );
+        if let Some(m) = d.as_object_mut() {
+            m.insert("rls_config_disagreements".into(), json!(disagreements));
+            m.insert("failed_on_warnings".into(), json!(failed));
+        }
+        docs.push(d);
     }
-    let noted = ws.iter().filter(|w| w.level != Level::Warning).count();
-    let bounds: usize = config.routes.iter().map(|r| r.bounds.len()).sum();
-    let operations: usize = config.routes.iter().map(|r| r.operations.len()).sum();
-    let operations = if operations == 0 {
-        String::new()
-    } else {
-        format!(", {}", plural(operations, "operation"))
-    };
-    let (tables, singles) = ratebound::config::bound_kinds(config);
-    s.push_str(&format!(
-        "{file}: {} of the {} shared-data keys one configuration may use \
-         ({} keyed per caller, 1,252 keys each; {} per route, 1 each)\n",
-        words::number(ratebound::config::budget::keys_of(tables, singles)),
-        words::number(ratebound::config::budget::CONFIG_KEYS),
-        plural(tables, "bound"),
-        plural(singles, "bound"),
-    ));
-    s.push_str(&format!(
-        "{file}: valid ({}, {}{operations}), {}, {}\n",
-        plural(config.routes.len(), "route"),
-        plural(bounds, "bound"),
-        plural(warned, "warning"),
-        plural(noted, "note"),
-    ));
-    let code = if strict && warned > 0 {
-        s.push_str(&format!("{file}: failing on warnings (--strict)\n"));
-        INVALID
-    } else {
-        VALID
-    };
-    out(&s);
+    match format {
+        Format::Text => out(&s),
+        Format::Json => out(&pretty(&json!({
+            "file": file,
+            "valid": checked.iter().all(|c| c.result.is_ok()),
+            "strict": strict,
+            "exit": code,
+            "errors": [],
+            "documents": docs,
+            "notes": notes,
+        }))),
+    }
     code
 }
 
