@@ -1013,3 +1013,50 @@ fn a_configuration_without_routes_is_a_warning_and_fails_strict() {
         assert_eq!(run(&["check", "--strict", "-"], Some(input)).code, 1);
     }
 }
+
+/// Every command's `--help`, as docs/cli.md shows it.
+fn help_section() -> String {
+    let mut s = String::new();
+    for cmd in [
+        &[][..],
+        &["check"],
+        &["explain"],
+        &["rls-config"],
+        &["openapi"],
+        &["schema"],
+        &["completions"],
+    ] {
+        let mut args = cmd.to_vec();
+        args.push("--help");
+        let r = run(&args, None);
+        assert_eq!(r.code, 0, "{args:?}");
+        let title = if cmd.is_empty() {
+            "ratebound".to_string()
+        } else {
+            format!("ratebound {}", cmd.join(" "))
+        };
+        s.push_str(&format!(
+            "\n### `{title}`\n\n```console\n$ {title} --help\n{}```\n",
+            r.out
+        ));
+    }
+    s
+}
+
+#[test]
+fn help_in_docs_is_the_real_help() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/cli.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let (start, end) = ("<!-- help:start -->\n", "<!-- help:end -->");
+    let i = doc.find(start).unwrap() + start.len();
+    let j = doc.find(end).unwrap();
+    let want = help_section();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, format!("{}{want}{}", &doc[..i], &doc[j..])).unwrap();
+        return;
+    }
+    assert!(
+        doc[i..j] == want,
+        "docs/cli.md's help section is stale: run `UPDATE_DOCS=1 cargo test --test cli help_in_docs` and commit it"
+    );
+}

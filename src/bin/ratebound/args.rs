@@ -39,10 +39,17 @@ pub enum Format {
 pub enum Command {
     /// Validate a configuration (JSON or YAML) with the filter's own parser
     ///
-    /// Lists every error with its JSON path, then the warnings and notes.
+    /// FILE is a configuration, an Istio WasmPlugin manifest (its
+    /// spec.pluginConfig is checked) or a stream of YAML documents (each
+    /// WasmPlugin is checked, the rest skipped with a note). Lists every error
+    /// with its JSON path, line and column, then the warnings and notes.
     #[command(after_help = EXIT_STATUS)]
     Check(Check),
     /// Every route's bounds in plain words, by the phase they are checked in
+    ///
+    /// FILE is read as by `check`. With --format json: the explanation as
+    /// JSON (an array of {document, holder, explain} when FILE holds several
+    /// configurations), or check's JSON errors when it is invalid.
     #[command(after_help = EXIT_STATUS)]
     Explain(Explain),
     /// The envoyproxy/ratelimit configuration (YAML) for the installation bounds

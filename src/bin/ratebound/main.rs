@@ -324,8 +324,13 @@ fn snippet(file: &str, text: &str, at: Option<Position>) -> String {
     // A long line is shown around the column, so the caret stays on screen.
     let chars: Vec<char> = line.chars().collect();
     let col = (at.column.saturating_sub(1) as usize).min(chars.len());
-    let from = col.saturating_sub(60);
-    let to = (col + 40).min(chars.len());
+    let long = chars.len() > 120;
+    let from = if long { col.saturating_sub(60) } else { 0 };
+    let to = if long {
+        (col + 60).min(chars.len())
+    } else {
+        chars.len()
+    };
     let mut shown: String = chars.get(from..to).unwrap_or_default().iter().collect();
     let mut lead: String = chars
         .get(from..col)
