@@ -1060,3 +1060,94 @@ fn help_in_docs_is_the_real_help() {
         "docs/cli.md's help section is stale: run `UPDATE_DOCS=1 cargo test --test cli help_in_docs` and commit it"
     );
 }
+
+const BROKEN_YAML: &str = "instance: demo
+routes:
+  - name: hello world
+    match:
+      path_prefix: hello
+      methods: [get]
+    bounds:
+      - per: ip
+        limit: \"5\"
+        window: P2D
+        burst: 3
+";
+
+#[test]
+fn every_problem_is_reported_at_once_where_it_is() {
+    let f = file("broken.yaml", BROKEN_YAML.as_bytes());
+    let r = run(&["check", &f], None);
+    assert_eq!(r.code, 1);
+    for (want, line) in [
+        ("error: $.routes[0].name: must be 1-64 characters", 3),
+        ("error: $.routes[0].match.path_prefix: \"hello\" must start with '/'", 5),
+        ("error: $.routes[0].match.methods[0]: \"get\" is not an HTTP method", 6),
+        ("error: $.routes[0].bounds[0].per: per is \"ip\": it must be one of route, address, user, token, org, account", 8),
+        ("error: $.routes[0].bounds[0].limit: limit must be a whole number from 1 to 4,294,967,295, not the text \"5\"", 9),
+        ("error: $.routes[0].bounds[0].window: \"P2D\" is outside PT1S..P1D", 10),
+        ("error: $.routes[0].bounds[0].burst: unknown field `burst`", 11),
+    ] {
+        let at = r.out.find(want).unwrap_or_else(|| panic!("missing {want:?} in\n{}", r.out));
+        let next = &r.out[at..];
+        assert!(
+            next.contains(&format!("broken.yaml:{line}:")),
+            "{want:?} is not placed at line {line}:\n{}",
+            r.out
+        );
+    }
+    assert!(
+        r.out.ends_with("broken.yaml: invalid, 7 errors\n"),
+        "{}",
+        r.out
+    );
+    for rust in ["u64", "u32", "usize", "struct"] {
+        assert!(!r.out.contains(rust), "{rust} in\n{}", r.out);
+    }
+    // The same as JSON, in file order, each with its line and column.
+    let r = run(&["check", "--format", "json", &f], None);
+    assert_eq!(r.code, 1);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["exit"], 1);
+    let errors = v["documents"][0]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 7);
+    let lines: Vec<u64> = errors.iter().map(|e| e["line"].as_u64().unwrap()).collect();
+    assert_eq!(lines, [3, 5, 6, 8, 9, 10, 11]);
+    assert_eq!(errors[3]["column"], 14);
+    // JSON files too, by the scanner.
+    let f = file(
+        "broken.json",
+        b"{\"routes\": [{\"name\": \"a\",\n  \"bounds\": [{\"per\": \"ip\", \"limit\": 5, \"window\": \"PT1M\"},\n             {\"per\": \"address\", \"limit\": 5, \"window\": \"P9D\"}]}]}\n",
+    );
+    let r = run(&["check", &f], None);
+    assert!(r.out.contains("broken.json:2:22"), "{}", r.out);
+    assert!(r.out.contains("broken.json:3:55"), "{}", r.out);
+    assert!(r.out.ends_with("invalid, 2 errors\n"), "{}", r.out);
+}
+
+#[test]
+fn check_json_is_one_object_on_stdout_whatever_the_outcome() {
+    let r = run(&["check", "--format", "json", DEMO], None);
+    assert_eq!(r.code, 0);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["valid"], true);
+    let d = &v["documents"][0];
+    assert_eq!(d["counts"]["routes"], 1);
+    assert_eq!(d["warnings"][0]["code"], "per-node");
+    assert!(d["warnings"][0]["line"].as_u64().is_some());
+    // Unreadable syntax: still one object, with the file-level error.
+    let r = run(
+        &["check", "--format", "json", "-"],
+        Some(b"{\"routes\": [}"),
+    );
+    assert_eq!(r.code, 1);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["errors"][0]["line"], 1);
+    // --strict with warnings: exit 1, said in the object.
+    let r = run(&["check", "--strict", "--format", "json", "-"], Some(b"{}"));
+    assert_eq!(r.code, 1);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["exit"], 1);
+    assert_eq!(v["documents"][0]["failed_on_warnings"], true);
+}

@@ -19,7 +19,9 @@
 //! - [`schema`]: the configuration's JSON Schema;
 //! - [`source`]: the configurations in a file (a WasmPlugin's
 //!   `pluginConfig`, the WasmPlugins of a YAML stream) and the line and
-//!   column of every JSON path.
+//!   column of every JSON path;
+//! - [`structure`]: every problem at once (the JSON Schema first, then the
+//!   parser on what is left), in the configuration's words.
 
 pub mod warnings;
 pub mod words;
@@ -38,5 +40,7 @@ pub mod rls_config;
 pub mod schema;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod source;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod structure;
 
 pub use warnings::{warnings, Code, Level, Warning};

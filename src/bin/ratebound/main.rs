@@ -9,7 +9,8 @@ use ratebound::config::plan::Plan;
 use ratebound::config::{Config, ConfigError};
 use ratebound::console::source::{Document, Position};
 use ratebound::console::{
-    explain, input, openapi, render, rls_config, schema, source, warnings, words, Level, Warning,
+    explain, input, openapi, render, rls_config, schema, source, structure, warnings, words, Level,
+    Warning,
 };
 use serde_json::{json, Value};
 use std::io::Write;
@@ -167,17 +168,9 @@ fn read_all(file: &str) -> Result<(String, Parsed), u8> {
             .documents
             .into_iter()
             .map(|doc| {
-                let result = ratebound::config::parse(&doc.json).map_err(|errors| {
-                    // serde_json's "at line L column C" points into the JSON
-                    // made from the document; the position is shown instead.
-                    errors
-                        .into_iter()
-                        .map(|e| ConfigError {
-                            message: input::without_json_location(&e.message).to_string(),
-                            path: e.path,
-                        })
-                        .collect()
-                });
+                // Every problem at once, in the configuration's words; the
+                // position of each is shown from the source.
+                let result = structure::parse(&doc.json);
                 Checked { doc, result }
             })
             .collect();
@@ -282,8 +275,8 @@ fn warning_json(w: &Warning, at: Option<Position>) -> Value {
 fn document_json(file: &str, c: &Checked, ws: &[Warning], counts: Option<Value>) -> Value {
     let errors: Vec<Value> = match &c.result {
         Ok(_) => Vec::new(),
-        Err(errors) => errors
-            .iter()
+        Err(errors) => in_file_order(&c.doc, errors)
+            .into_iter()
             .map(|e| error_json(e, c.doc.position(&e.path, is_key_error(e))))
             .collect(),
     };
@@ -351,9 +344,20 @@ fn snippet(file: &str, text: &str, at: Option<Position>) -> String {
     )
 }
 
+/// The errors in the order they appear in the file (those without a
+/// position last).
+fn in_file_order<'a>(doc: &Document, errors: &'a [ConfigError]) -> Vec<&'a ConfigError> {
+    let mut v: Vec<&ConfigError> = errors.iter().collect();
+    v.sort_by_key(|e| {
+        doc.position(&e.path, is_key_error(e))
+            .map_or((u32::MAX, u32::MAX), |p| (p.line, p.column))
+    });
+    v
+}
+
 fn errors_text(file: &str, text: &str, doc: &Document, errors: &[ConfigError]) -> String {
     let mut s = String::new();
-    for e in errors {
+    for e in in_file_order(doc, errors) {
         s.push_str(&format!("error: {e}\n"));
         s.push_str(&snippet(file, text, doc.position(&e.path, is_key_error(e))));
     }
