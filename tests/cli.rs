@@ -132,6 +132,7 @@ fn every_subcommand_has_its_own_help() {
         ("openapi", "--match-prefix <P>"),
         ("schema", "JSON Schema"),
         ("completions", "<SHELL>"),
+        ("top", "--admin <URL>"),
     ] {
         for args in [vec![cmd, "--help"], vec![cmd, "-h"], vec!["help", cmd]] {
             let r = run(&args, None);
@@ -1025,6 +1026,7 @@ fn help_section() -> String {
         &["openapi"],
         &["schema"],
         &["completions"],
+        &["top"],
     ] {
         let mut args = cmd.to_vec();
         args.push("--help");
@@ -1150,4 +1152,23 @@ fn check_json_is_one_object_on_stdout_whatever_the_outcome() {
     let v: Value = serde_json::from_str(&r.out).unwrap();
     assert_eq!(v["exit"], 1);
     assert_eq!(v["documents"][0]["failed_on_warnings"], true);
+}
+
+#[test]
+fn top_says_what_is_wrong_with_its_admin_address() {
+    let r = run(&["top", "--format", "json"], None);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("needs --once"), "{}", r.err);
+    let r = run(
+        &["top", "--once", "--admin", "https://127.0.0.1:9901"],
+        None,
+    );
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("http://HOST:PORT"), "{}", r.err);
+    // Port 1 on loopback: refused at once, never a hang.
+    let r = run(&["top", "--once", "--admin", "http://127.0.0.1:1"], None);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("cannot reach the Envoy admin"), "{}", r.err);
+    assert!(r.out.is_empty());
+    assert_eq!(run(&["top", "--interval", "0", "--once"], None).code, 2);
 }

@@ -21,7 +21,8 @@
 //!   `pluginConfig`, the WasmPlugins of a YAML stream) and the line and
 //!   column of every JSON path;
 //! - [`structure`]: every problem at once (the JSON Schema first, then the
-//!   parser on what is left), in the configuration's words.
+//!   parser on what is left), in the configuration's words;
+//! - [`top`]: a running Envoy's ratebound stats as rates (`ratebound top`).
 
 pub mod warnings;
 pub mod words;
@@ -42,5 +43,7 @@ pub mod schema;
 pub mod source;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod structure;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod top;
 
 pub use warnings::{warnings, Code, Level, Warning};

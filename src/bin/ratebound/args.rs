@@ -35,7 +35,7 @@ pub enum Format {
     Json,
 }
 
-#[derive(Debug, PartialEq, Eq, Subcommand)]
+#[derive(Debug, PartialEq, Subcommand)]
 pub enum Command {
     /// Validate a configuration (JSON or YAML) with the filter's own parser
     ///
@@ -68,6 +68,18 @@ pub enum Command {
     Openapi(Openapi),
     /// Print the JSON Schema of the configuration
     Schema,
+    /// A live view of a running Envoy: what each bound allows and refuses
+    ///
+    /// Reads the admin endpoint's /stats twice, --interval apart: per
+    /// instance, route and bound, allowed, refused and would-refuse (shadow)
+    /// per second, refusals so far, callers tracked against the cap of
+    /// 10,000 and overflow; per instance store and identity errors. Bounds
+    /// that refuse most come first. Refreshes in place until Ctrl-C; --once
+    /// prints one view (for scripts).
+    #[command(
+        after_help = "Exit status: 0 shown, 2 usage error or the admin endpoint cannot be read"
+    )]
+    Top(Top),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     ///
     /// e.g. `ratebound completions bash > /etc/bash_completion.d/ratebound`
@@ -98,6 +110,29 @@ pub struct Check {
     /// their lines and columns) as one JSON object on stdout
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+#[derive(Debug, PartialEq, Args)]
+pub struct Top {
+    /// The Envoy admin endpoint
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9901")]
+    pub admin: String,
+    /// Print one view and exit (two samples --interval apart)
+    #[arg(long)]
+    pub once: bool,
+    /// Seconds between samples (Envoy gets the counters each second)
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = interval)]
+    pub interval: f64,
+    /// Output format (json only with --once)
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+fn interval(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if (0.1..=3600.0).contains(&s) => Ok(s),
+        _ => Err("give the seconds between samples, from 0.1 to 3600".into()),
+    }
 }
 
 #[derive(Debug, PartialEq, Eq, Args)]
@@ -161,6 +196,14 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let cli = Cli::try_parse_from(argv)?;
+    if let Command::Top(t) = &cli.command {
+        if t.format == Format::Json && !t.once {
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "top --format json needs --once",
+            ));
+        }
+    }
     if let Command::Openapi(o) = &cli.command {
         if o.spec == "-" && o.bounds == "-" {
             return Err(Cli::command().error(
