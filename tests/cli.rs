@@ -68,7 +68,7 @@ fn version_names_the_commit() {
 }
 
 #[test]
-fn usage_errors_exit_2_with_the_usage() {
+fn usage_errors_exit_2_with_a_short_usage_not_the_whole_help() {
     for args in [
         &[][..],
         &["frobnicate"],
@@ -81,12 +81,28 @@ fn usage_errors_exit_2_with_the_usage() {
         let r = run(args, None);
         assert_eq!(r.code, 2, "{args:?}: {}", r.err);
         assert!(
-            r.err.contains("usage: ratebound check"),
+            r.err.contains("Usage: ratebound") || r.err.contains("try '--help'"),
             "{args:?}: {}",
             r.err
         );
         assert!(r.out.is_empty());
     }
+    // One error, one usage line, and where to read more: not every command.
+    let r = run(&["check", "--what", DEMO], None);
+    assert!(
+        r.err.contains("error: unexpected argument '--what' found"),
+        "{}",
+        r.err
+    );
+    assert!(r.err.contains("Usage: ratebound check [OPTIONS] <FILE|->"));
+    assert!(!r.err.contains("openapi"), "{}", r.err);
+    assert!(r.err.lines().count() <= 8, "{}", r.err);
+    let r = run(&["check", "--nodes", "zero", DEMO], None);
+    assert!(
+        r.err.contains("a whole number from 1 to 4294967295"),
+        "{}",
+        r.err
+    );
     let r = run(&["check", "/nonexistent/ratebound.json"], None);
     assert_eq!(r.code, 2);
     assert!(
@@ -95,6 +111,72 @@ fn usage_errors_exit_2_with_the_usage() {
         r.err
     );
     assert_eq!(run(&["--help"], None).code, 0);
+}
+
+#[test]
+fn misspellings_get_a_suggestion() {
+    let r = run(&["chekc", DEMO], None);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("'check'"), "{}", r.err);
+    let r = run(&["check", "--stirct", DEMO], None);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("--strict"), "{}", r.err);
+}
+
+#[test]
+fn every_subcommand_has_its_own_help() {
+    for (cmd, says) in [
+        ("check", "--rls-config <PATH>"),
+        ("explain", "--format <FORMAT>"),
+        ("rls-config", "envoyproxy/ratelimit"),
+        ("openapi", "--match-prefix <P>"),
+        ("schema", "JSON Schema"),
+        ("completions", "<SHELL>"),
+        ("top", "--admin <URL>"),
+    ] {
+        for args in [vec![cmd, "--help"], vec![cmd, "-h"], vec!["help", cmd]] {
+            let r = run(&args, None);
+            assert_eq!(r.code, 0, "{args:?}: {}", r.err);
+            assert!(
+                r.out.contains(&format!("Usage: ratebound {cmd}")),
+                "{args:?}: {}",
+                r.out
+            );
+            assert!(r.out.contains(says), "{args:?}: {}", r.out);
+        }
+    }
+    // The global help names every command.
+    let r = run(&["help"], None);
+    assert_eq!(r.code, 0);
+    for cmd in [
+        "check",
+        "explain",
+        "rls-config",
+        "openapi",
+        "schema",
+        "completions",
+    ] {
+        assert!(r.out.contains(&format!("  {cmd} ")), "{cmd}: {}", r.out);
+    }
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for (shell, says) in [
+        ("bash", "complete -F _ratebound"),
+        ("zsh", "#compdef ratebound"),
+        ("fish", "complete -c ratebound"),
+    ] {
+        let r = run(&["completions", shell], None);
+        assert_eq!(r.code, 0, "{shell}: {}", r.err);
+        assert!(
+            r.out.contains(says),
+            "{shell}: {}",
+            &r.out[..200.min(r.out.len())]
+        );
+        assert!(r.out.contains("rls-config"), "{shell}");
+    }
+    assert_eq!(run(&["completions", "cmd.exe"], None).code, 2);
 }
 
 #[test]
@@ -274,11 +356,12 @@ fn explain_json_is_for_tools() {
         None,
     );
     assert_eq!(r.code, 1);
-    assert!(
-        r.out.contains("error: $.routes[0].bounds[0].limit"),
-        "{}",
-        r.out
-    );
+    // Still JSON on stdout: the errors, where they are.
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["valid"], false);
+    let e = &v["documents"][0]["errors"][0];
+    assert_eq!(e["path"], "$.routes[0].bounds[0].limit");
+    assert!(e["line"].as_u64().is_some(), "{e}");
 }
 
 #[test]
@@ -330,12 +413,12 @@ fn hostile_input_is_a_clear_error_never_a_panic() {
         (
             "deep.json",
             "[".repeat(100_000).into_bytes(),
-            "error: $[0]: invalid type",
+            "error: $: not valid JSON: recursion limit exceeded",
         ),
         (
             "deep-field.json",
             format!("{{\"routes\":{}", "[".repeat(100_000)).into_bytes(),
-            "error: $.routes[0]",
+            "error: $: not valid JSON",
         ),
         (
             "deep.yaml",
@@ -347,7 +430,7 @@ fn hostile_input_is_a_clear_error_never_a_panic() {
         (
             "two-docs.yaml",
             b"routes: []\n---\nroutes: []\n".to_vec(),
-            "not valid YAML",
+            "no ratebound configuration here",
         ),
     ];
     for (name, bytes, want) in cases {
@@ -809,4 +892,283 @@ fn an_installation_bound_without_a_service_or_with_an_odd_window_is_an_error() {
     assert_eq!(r.code, 1);
     assert!(r.out.contains("$.routes[0].bounds[1].window"), "{}", r.out);
     assert!(r.out.contains(r#"the nearest is "PT1M""#), "{}", r.out);
+}
+
+const PLUGIN: &str = "envoy-demo/istio/wasmplugin.yaml";
+
+#[test]
+fn check_and_explain_read_the_wasm_plugin_that_ships() {
+    let r = run(&["check", "--strict", PLUGIN], None);
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert!(
+        r.out.ends_with(
+            "wasmplugin.yaml (WasmPlugin istio-system/ratebound, document 1): valid (1 route, 1 bound), 0 warnings, 1 note\n"
+        ),
+        "{}",
+        r.out
+    );
+    let r = run(&["explain", PLUGIN], None);
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert!(
+        r.out.contains("ratebound configuration \"demo\""),
+        "{}",
+        r.out
+    );
+    // An error in the pluginConfig is told at its line in the manifest.
+    let text = std::fs::read_to_string(PLUGIN)
+        .unwrap()
+        .replace("limit: 5", "limit: 0");
+    let line = text.lines().position(|l| l.contains("limit: 0")).unwrap() + 1;
+    let f = file("wasmplugin-bad.yaml", text.as_bytes());
+    let r = run(&["check", &f], None);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.out
+            .contains("error: $.routes[0].bounds[0].limit: 0 is out of range"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains(&format!("wasmplugin-bad.yaml:{line}:16")),
+        "{}",
+        r.out
+    );
+}
+
+#[test]
+fn a_stream_of_documents_checks_each_wasm_plugin_and_skips_the_rest() {
+    let plugin = std::fs::read_to_string(PLUGIN).unwrap();
+    let second = plugin
+        .replace("name: ratebound", "name: second")
+        .replace("limit: 5", "limit: 0");
+    let stream = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n---\n{plugin}---\n{second}"
+    );
+    let f = file("kustomized.yaml", stream.as_bytes());
+    let r = run(&["check", &f], None);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(
+        r.out
+            .contains("document 1: Namespace shop skipped, not a WasmPlugin"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out
+            .contains("(WasmPlugin istio-system/ratebound, document 2): valid"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out
+            .contains("(WasmPlugin istio-system/second, document 3): invalid, 1 error"),
+        "{}",
+        r.out
+    );
+    // Streams of documents without a WasmPlugin have nothing to check.
+    let f = file(
+        "no-plugin.yaml",
+        b"apiVersion: v1\nkind: Service\nmetadata: {name: a}\n",
+    );
+    let r = run(&["check", &f], None);
+    assert_eq!(r.code, 1);
+    assert!(r.out.contains("Service a skipped"), "{}", r.out);
+    // explain on a stream: each configuration under its name.
+    let f = file(
+        "two-plugins.yaml",
+        format!("{plugin}---\n{plugin}").as_bytes(),
+    );
+    let r = run(&["explain", "--format", "json", &f], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert_eq!(v[1]["document"], 2);
+    assert_eq!(v[1]["explain"]["instance"], "demo");
+}
+
+#[test]
+fn a_json_configuration_may_name_its_schema() {
+    let f = file(
+        "with-schema.json",
+        br#"{"$schema": "../filter-config/ratebound.schema.json",
+            "routes": [{"name": "a", "bounds": [{"per": "address", "limit": 5, "window": "PT1M"}]}]}"#,
+    );
+    let r = run(&["check", "--strict", &f], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    let schema: Value = serde_json::from_str(&run(&["schema"], None).out).unwrap();
+    assert_eq!(schema["$id"], "urn:ratebound:filter-config:v1");
+    assert!(schema["properties"]["$schema"].is_object());
+}
+
+#[test]
+fn a_configuration_without_routes_is_a_warning_and_fails_strict() {
+    for input in [&b"{}"[..], b"", b"routes: []\n"] {
+        let r = run(&["check", "-"], Some(input));
+        assert_eq!(r.code, 0, "{}", r.out);
+        assert!(
+            r.out
+                .contains("warning[no-routes]: $.routes: the configuration has no routes"),
+            "{}",
+            r.out
+        );
+        assert_eq!(run(&["check", "--strict", "-"], Some(input)).code, 1);
+    }
+}
+
+/// Every command's `--help`, as docs/cli.md shows it.
+fn help_section() -> String {
+    let mut s = String::new();
+    for cmd in [
+        &[][..],
+        &["check"],
+        &["explain"],
+        &["rls-config"],
+        &["openapi"],
+        &["schema"],
+        &["completions"],
+        &["top"],
+    ] {
+        let mut args = cmd.to_vec();
+        args.push("--help");
+        let r = run(&args, None);
+        assert_eq!(r.code, 0, "{args:?}");
+        let title = if cmd.is_empty() {
+            "ratebound".to_string()
+        } else {
+            format!("ratebound {}", cmd.join(" "))
+        };
+        s.push_str(&format!(
+            "\n### `{title}`\n\n```console\n$ {title} --help\n{}```\n",
+            r.out
+        ));
+    }
+    s
+}
+
+#[test]
+fn help_in_docs_is_the_real_help() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/cli.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let (start, end) = ("<!-- help:start -->\n", "<!-- help:end -->");
+    let i = doc.find(start).unwrap() + start.len();
+    let j = doc.find(end).unwrap();
+    let want = help_section();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, format!("{}{want}{}", &doc[..i], &doc[j..])).unwrap();
+        return;
+    }
+    assert!(
+        doc[i..j] == want,
+        "docs/cli.md's help section is stale: run `UPDATE_DOCS=1 cargo test --test cli help_in_docs` and commit it"
+    );
+}
+
+const BROKEN_YAML: &str = "instance: demo
+routes:
+  - name: hello world
+    match:
+      path_prefix: hello
+      methods: [get]
+    bounds:
+      - per: ip
+        limit: \"5\"
+        window: P2D
+        burst: 3
+";
+
+#[test]
+fn every_problem_is_reported_at_once_where_it_is() {
+    let f = file("broken.yaml", BROKEN_YAML.as_bytes());
+    let r = run(&["check", &f], None);
+    assert_eq!(r.code, 1);
+    for (want, line) in [
+        ("error: $.routes[0].name: must be 1-64 characters", 3),
+        ("error: $.routes[0].match.path_prefix: \"hello\" must start with '/'", 5),
+        ("error: $.routes[0].match.methods[0]: \"get\" is not an HTTP method", 6),
+        ("error: $.routes[0].bounds[0].per: per is \"ip\": it must be one of route, address, user, token, org, account", 8),
+        ("error: $.routes[0].bounds[0].limit: limit must be a whole number from 1 to 4,294,967,295, not the text \"5\"", 9),
+        ("error: $.routes[0].bounds[0].window: \"P2D\" is outside PT1S..P1D", 10),
+        ("error: $.routes[0].bounds[0].burst: unknown field `burst`", 11),
+    ] {
+        let at = r.out.find(want).unwrap_or_else(|| panic!("missing {want:?} in\n{}", r.out));
+        let next = &r.out[at..];
+        assert!(
+            next.contains(&format!("broken.yaml:{line}:")),
+            "{want:?} is not placed at line {line}:\n{}",
+            r.out
+        );
+    }
+    assert!(
+        r.out.ends_with("broken.yaml: invalid, 7 errors\n"),
+        "{}",
+        r.out
+    );
+    for rust in ["u64", "u32", "usize", "struct"] {
+        assert!(!r.out.contains(rust), "{rust} in\n{}", r.out);
+    }
+    // The same as JSON, in file order, each with its line and column.
+    let r = run(&["check", "--format", "json", &f], None);
+    assert_eq!(r.code, 1);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["exit"], 1);
+    let errors = v["documents"][0]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 7);
+    let lines: Vec<u64> = errors.iter().map(|e| e["line"].as_u64().unwrap()).collect();
+    assert_eq!(lines, [3, 5, 6, 8, 9, 10, 11]);
+    assert_eq!(errors[3]["column"], 14);
+    // JSON files too, by the scanner.
+    let f = file(
+        "broken.json",
+        b"{\"routes\": [{\"name\": \"a\",\n  \"bounds\": [{\"per\": \"ip\", \"limit\": 5, \"window\": \"PT1M\"},\n             {\"per\": \"address\", \"limit\": 5, \"window\": \"P9D\"}]}]}\n",
+    );
+    let r = run(&["check", &f], None);
+    assert!(r.out.contains("broken.json:2:22"), "{}", r.out);
+    assert!(r.out.contains("broken.json:3:55"), "{}", r.out);
+    assert!(r.out.ends_with("invalid, 2 errors\n"), "{}", r.out);
+}
+
+#[test]
+fn check_json_is_one_object_on_stdout_whatever_the_outcome() {
+    let r = run(&["check", "--format", "json", DEMO], None);
+    assert_eq!(r.code, 0);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["valid"], true);
+    let d = &v["documents"][0];
+    assert_eq!(d["counts"]["routes"], 1);
+    assert_eq!(d["warnings"][0]["code"], "per-node");
+    assert!(d["warnings"][0]["line"].as_u64().is_some());
+    // Unreadable syntax: still one object, with the file-level error.
+    let r = run(
+        &["check", "--format", "json", "-"],
+        Some(b"{\"routes\": [}"),
+    );
+    assert_eq!(r.code, 1);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["errors"][0]["line"], 1);
+    // --strict with warnings: exit 1, said in the object.
+    let r = run(&["check", "--strict", "--format", "json", "-"], Some(b"{}"));
+    assert_eq!(r.code, 1);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["exit"], 1);
+    assert_eq!(v["documents"][0]["failed_on_warnings"], true);
+}
+
+#[test]
+fn top_says_what_is_wrong_with_its_admin_address() {
+    let r = run(&["top", "--format", "json"], None);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("needs --once"), "{}", r.err);
+    let r = run(
+        &["top", "--once", "--admin", "https://127.0.0.1:9901"],
+        None,
+    );
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("http://HOST:PORT"), "{}", r.err);
+    // Port 1 on loopback: refused at once, never a hang.
+    let r = run(&["top", "--once", "--admin", "http://127.0.0.1:1"], None);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("cannot reach the Envoy admin"), "{}", r.err);
+    assert!(r.out.is_empty());
+    assert_eq!(run(&["top", "--interval", "0", "--once"], None).code, 2);
 }

@@ -29,6 +29,11 @@ pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 )]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The JSON Schema the file follows, for editors (e.g. a path or URL to
+    /// `ratebound.schema.json`). Ignored by the filter.
+    #[serde(rename = "$schema", default)]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(rename = "$schema"))]
+    pub json_schema: Option<String>,
     /// Prefix of every shared-data key. Two filter configurations that share
     /// an Envoy `vm_id` must use different instances.
     #[serde(default = "default_instance")]

@@ -16,7 +16,13 @@
 //! - [`input`]: reading files, YAML or JSON;
 //! - [`openapi`]: an OpenAPI document and a bounds file into a route's
 //!   `operations`;
-//! - [`schema`]: the configuration's JSON Schema.
+//! - [`schema`]: the configuration's JSON Schema;
+//! - [`source`]: the configurations in a file (a WasmPlugin's
+//!   `pluginConfig`, the WasmPlugins of a YAML stream) and the line and
+//!   column of every JSON path;
+//! - [`structure`]: every problem at once (the JSON Schema first, then the
+//!   parser on what is left), in the configuration's words;
+//! - [`top`]: a running Envoy's ratebound stats as rates (`ratebound top`).
 
 pub mod warnings;
 pub mod words;
@@ -33,5 +39,11 @@ pub mod render;
 pub mod rls_config;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod schema;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod source;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod structure;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod top;
 
 pub use warnings::{warnings, Code, Level, Warning};

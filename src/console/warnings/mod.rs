@@ -57,6 +57,8 @@ pub enum Code {
     UnreachableOperation,
     /// An installation bound's reading (the counterpart of `PerNode`).
     Installation,
+    /// A configuration with no routes: the filter counts and refuses nothing.
+    NoRoutes,
 }
 
 impl Code {
@@ -71,6 +73,7 @@ impl Code {
             Code::LooseOperationBound => "loose-operation-bound",
             Code::UnreachableOperation => "unreachable-operation",
             Code::Installation => "installation",
+            Code::NoRoutes => "no-routes",
         }
     }
 
@@ -126,6 +129,18 @@ impl fmt::Display for Warning {
 /// many Envoy nodes run it, when known.
 pub fn warnings(plan: &Plan, nodes: Option<u32>) -> Vec<Warning> {
     let mut out = check(&plan.routes, nodes);
+    if plan.routes.is_empty() {
+        out.push(Warning {
+            code: Code::NoRoutes,
+            level: Code::NoRoutes.level(),
+            path: "$.routes".into(),
+            route: 0,
+            operation: None,
+            bound: None,
+            message: "the configuration has no routes: the filter counts and refuses nothing"
+                .into(),
+        });
+    }
     // Installation bounds: the per-node reading does not apply; theirs does.
     let cluster = plan.service.as_ref().map_or("", |s| s.cluster.as_str());
     for route in &plan.routes {
