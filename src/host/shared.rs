@@ -46,18 +46,43 @@ pub fn request_header(name: &str) -> Option<String> {
     map_value(MapType::HttpRequestHeaders, name)
 }
 
-/// A header of `map`, its bytes read as UTF-8 with any invalid sequence
-/// replaced: the SDK's `get_map_value` unwraps the conversion and panics
-/// on a header value with a byte such as 0xFF, which Envoy lets through.
-/// Replaced, not dropped: a path is still matched by what it starts with.
+#[link(wasm_import_module = "env")]
+extern "C" {
+    fn proxy_get_header_map_value(
+        map_type: MapType,
+        key_data: *const u8,
+        key_size: usize,
+        return_value_data: *mut *mut u8,
+        return_value_size: *mut usize,
+    ) -> u32;
+}
+
+/// A header of `map`, through the raw host call: the SDK's readers panic
+/// on any status but Ok and NotFound (a map that is gone, such as the
+/// request headers once they went on, or the trailers of a call-out answer
+/// without any), and `get_map_value` also on a value that is not UTF-8.
+/// Any status but Ok is `None`; invalid UTF-8 sequences are replaced, not
+/// dropped, so a path still matches by what it starts with.
 pub fn map_value(map: MapType, name: &str) -> Option<String> {
-    hostcalls::get_map_value_bytes(map, name)
-        .ok()
-        .flatten()
-        .map(|b| match String::from_utf8(b) {
-            Ok(s) => s,
-            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-        })
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: the key is a live slice; on Ok the host hands over `size`
+    // bytes it allocated through this module's allocator
+    // (proxy_on_memory_allocate, a Vec's buffer), owned from here on.
+    let bytes = unsafe {
+        if proxy_get_header_map_value(map, name.as_ptr(), name.len(), &mut data, &mut size) != 0 {
+            return None;
+        }
+        if data.is_null() {
+            Vec::new()
+        } else {
+            Vec::from_raw_parts(data, size, size)
+        }
+    };
+    Some(match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
 
 #[link(wasm_import_module = "env")]

@@ -26,6 +26,15 @@ pub struct Exchange {
     /// The upstream answered before the decision (it did not wait for the
     /// body the filter holds): its response waits for the decision too.
     response_held: bool,
+    /// The caller speaks gRPC, noted while the request headers can still be
+    /// read (once they went on, the host no longer has them).
+    grpc: Option<bool>,
+}
+
+/// A gRPC caller, by its content type.
+fn is_grpc<H: Host>(host: &H) -> bool {
+    host.request_header("content-type")
+        .is_some_and(|t| t.starts_with("application/grpc"))
 }
 
 /// What a paused request waits for.
@@ -129,10 +138,11 @@ impl<'p> Worker<'p> {
     }
 
     fn carry_out<H: Host>(&self, host: &mut H, ex: &mut Exchange, d: Decision) -> Step {
-        // Read only when refusing: an admitted request pays nothing for it.
-        let grpc = |host: &H| {
-            host.request_header("content-type")
-                .is_some_and(|t| t.starts_with("application/grpc"))
+        // Read only when refusing (or noted before a wait): an admitted
+        // request pays nothing for it.
+        let grpc = |host: &H, ex: &Exchange| {
+            ex.grpc
+                .unwrap_or_else(|| is_grpc(host))
                 .then_some(self.limiter.plan.grpc_refusal)
         };
         let reply = match d {
@@ -145,7 +155,7 @@ impl<'p> Worker<'p> {
                 let Ok(mut refusal) = self.refusal.try_borrow_mut() else {
                     return Step::Continue;
                 };
-                let grpc_status = grpc(host);
+                let grpc_status = grpc(host, ex);
                 refusal.render(&shown, route, grpc_status);
                 ex.refused = true;
                 let sent = host.send_reply(&LocalReply {
@@ -185,7 +195,7 @@ impl<'p> Worker<'p> {
             },
         };
         ex.refused = true;
-        let grpc_status = grpc(host).map(|_| reply::grpc::UNAVAILABLE);
+        let grpc_status = grpc(host, ex).map(|_| reply::grpc::UNAVAILABLE);
         let mut headers = Vec::with_capacity(2);
         if reply.retry {
             headers.push(("retry-after", "1"));
@@ -243,6 +253,7 @@ impl<'p> Worker<'p> {
                 // proxy-wasm host turns a paused header phase into a full
                 // stop): the headers go on, and the body is held instead,
                 // before any of it reaches the upstream.
+                ex.grpc = Some(is_grpc(host));
                 ex.stage = Stage::Body(ready);
                 return Step::Continue;
             }
@@ -261,6 +272,9 @@ impl<'p> Worker<'p> {
                     .collect();
                 host.record(ready.pending.route(), &events);
                 ready.sent_ms = host.now_ms();
+                if ex.grpc.is_none() {
+                    ex.grpc = Some(is_grpc(host));
+                }
                 match host.dispatch_service(&call) {
                     Ok(()) => {
                         ex.stage = Stage::Service(ready);

@@ -368,3 +368,21 @@ fn a_shadow_installation_bound_over_its_limit_only_says_so() {
         .iter()
         .any(|(_, e)| e.event == Event::WouldRefuse));
 }
+
+#[test]
+fn a_grpc_sign_in_refused_by_the_service_is_refused_in_grpc() {
+    let mut host = sign_in(r#"{"username":"alice"}"#).header("content-type", "application/grpc");
+    let f = Filter::new(&host.store, &json_login()).unwrap();
+    let w = f.worker();
+    let mut ex = Exchange::default();
+    assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Continue);
+    // The headers went on: the host has them no more.
+    host.request_headers.clear();
+    w.on_request_body(&mut host, &mut ex, 20, true);
+    host.service_answer = Some((0, answer(&[(2, 0)])));
+    let size = host.service_answer.as_ref().unwrap().1.len();
+    w.on_service_answer(&mut host, &mut ex, 0, size);
+    let r = &host.replies[0];
+    assert_eq!((r.status, r.grpc_status), (429, Some(8)));
+    assert_eq!(r.details, "ratebound.refused:login/attempts");
+}
