@@ -72,7 +72,7 @@ fn the_envoy_filter_applies_where_the_wasm_plugin_runs() {
 
 #[test]
 fn the_proxies_keep_ratebound_stats() {
-    let op = load("envoy-demo/istio/metrics-meshconfig.yaml");
+    let op = load("envoy-demo/istio-install/metrics-meshconfig.yaml");
     assert_eq!(op["kind"], "IstioOperator");
     let prefixes = op["spec"]["meshConfig"]["defaultConfig"]["proxyStatsMatcher"]
         ["inclusionPrefixes"]
