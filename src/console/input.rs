@@ -133,23 +133,7 @@ pub fn document_options(max_bytes: usize) -> serde_saphyr::Options {
 fn yaml_to_json(bytes: &[u8]) -> Result<Vec<u8>, ConfigError> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| root_error(format!("the file is not UTF-8 (byte {})", e.valid_up_to())))?;
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_depth: 32,
-            max_documents: 1,
-            max_nodes: 100_000,
-            max_events: 300_000,
-            max_aliases: 1_000,
-            max_anchors: 1_000,
-            max_total_scalar_bytes: MAX_CONFIG_BYTES,
-        },
-        alias_limits: serde_saphyr::alias_limits! {
-            max_total_replayed_events: 100_000,
-            max_replay_stack_depth: 16,
-        },
-        strict_booleans: true,
-        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
-    };
+    let options = yaml_options(1);
     let value: serde_json::Value = serde_saphyr::from_str_with_options(text, options)
         .map_err(|e| root_error(format!("not valid YAML: {e}")))?;
     // A document with nothing in it is an empty configuration, as in JSON.
@@ -181,6 +165,28 @@ pub fn without_json_location(message: &str) -> &str {
         }
     }
     message
+}
+
+/// The YAML reader's limits, for a file of at most `max_documents`
+/// documents: a hostile file cannot make it allocate without bound.
+pub(crate) fn yaml_options(max_documents: usize) -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_depth: 32,
+            max_documents: max_documents,
+            max_nodes: 100_000,
+            max_events: 300_000,
+            max_aliases: 1_000,
+            max_anchors: 1_000,
+            max_total_scalar_bytes: MAX_CONFIG_BYTES,
+        },
+        alias_limits: serde_saphyr::alias_limits! {
+            max_total_replayed_events: 100_000,
+            max_replay_stack_depth: 16,
+        },
+        strict_booleans: true,
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
+    }
 }
 
 #[cfg(test)]

@@ -447,23 +447,7 @@ fn to_json(node: Spanned<Node>, path: &str, out: &mut Locations) -> Value {
 }
 
 fn yaml_documents(text: &str) -> Result<Vec<(Value, Locations)>, NotFound> {
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_depth: 32,
-            max_documents: MAX_DOCUMENTS,
-            max_nodes: 100_000,
-            max_events: 300_000,
-            max_aliases: 1_000,
-            max_anchors: 1_000,
-            max_total_scalar_bytes: MAX_CONFIG_BYTES,
-        },
-        alias_limits: serde_saphyr::alias_limits! {
-            max_total_replayed_events: 100_000,
-            max_replay_stack_depth: 16,
-        },
-        strict_booleans: true,
-        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::Error,
-    };
+    let options = super::input::yaml_options(MAX_DOCUMENTS);
     let nodes: Vec<Spanned<Node>> = serde_saphyr::from_multiple_with_options(text, options)
         .map_err(|e| {
             let at = e.location().as_ref().and_then(position);

@@ -181,15 +181,7 @@ fn set_member(value: &mut Value, segments: &[String], v: Value) -> bool {
     let Some((last, parent)) = segments.split_last() else {
         return false;
     };
-    let mut at = Some(value);
-    for s in parent {
-        at = match at {
-            Some(Value::Array(items)) => s.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
-            Some(x) => x.get_mut(s),
-            None => None,
-        };
-    }
-    match at {
+    match parent_mut(value, parent) {
         Some(Value::Object(o)) => {
             o.insert(last.clone(), v);
             true
@@ -563,29 +555,38 @@ fn is_member(value: &Value, segments: &[String]) -> bool {
     };
     let mut at = Some(value);
     for s in parent {
-        at = match at {
-            Some(Value::Array(items)) => s.parse::<usize>().ok().and_then(|i| items.get(i)),
-            Some(v) => v.get(s),
-            None => None,
-        };
+        at = at.and_then(|v| step(v, s));
     }
     at.and_then(Value::as_object)
         .is_some_and(|o| o.contains_key(last))
+}
+
+/// One segment of a JSON path down from `v`: an array index or a member.
+fn step<'a>(v: &'a Value, s: &str) -> Option<&'a Value> {
+    match v {
+        Value::Array(items) => s.parse::<usize>().ok().and_then(|i| items.get(i)),
+        v => v.get(s),
+    }
+}
+
+/// The value at `parent` (the segments above a member), for changing it.
+fn parent_mut<'a>(value: &'a mut Value, parent: &[String]) -> Option<&'a mut Value> {
+    let mut at = Some(value);
+    for s in parent {
+        at = match at {
+            Some(Value::Array(items)) => s.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+            Some(x) => x.get_mut(s),
+            None => None,
+        };
+    }
+    at
 }
 
 fn remove_member(value: &mut Value, segments: &[String]) -> bool {
     let Some((last, parent)) = segments.split_last() else {
         return false;
     };
-    let mut at = Some(value);
-    for s in parent {
-        at = match at {
-            Some(Value::Array(items)) => s.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
-            Some(v) => v.get_mut(s),
-            None => None,
-        };
-    }
-    match at {
+    match parent_mut(value, parent) {
         Some(Value::Object(o)) => o.shift_remove(last).is_some(),
         _ => false,
     }

@@ -406,6 +406,42 @@ impl Limiter {
         d
     }
 
+    /// Reads every prepared bound again from the store itself, not from
+    /// this worker's memory of its writes (which another worker's write
+    /// may have made stale). Before a round trip to the rate-limit service:
+    /// a request a node bound refuses must never reach it. `Some` is the
+    /// refusal (nothing written).
+    pub fn recheck<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        pending: &mut Pending,
+        now_ms: u64,
+    ) -> Option<Decision> {
+        let (Some(r), Some(lanes)) = (
+            self.plan.routes.get(pending.route),
+            self.lanes.get(pending.route),
+        ) else {
+            return None;
+        };
+        let mut refused = None;
+        for (i, key, p) in &mut pending.prepared {
+            let (Some(bound), Some(lane)) = (r.bounds.get(*i), lanes.get(*i)) else {
+                continue;
+            };
+            // On an error the commit meets the same error and reports it.
+            let Ok(fresh) = slots::prepare(store, lane, *key, now_ms) else {
+                continue;
+            };
+            if let (Verdict::Refuse { quota }, false) = (fresh.verdict, bound.shadow) {
+                refused = Some((*i, quota, fresh.overflow));
+                break;
+            }
+            *p = fresh;
+        }
+        let (i, quota, overflow) = refused?;
+        Some(pending.refused(i, quota, overflow))
+    }
+
     /// Phase 1 of a request (from `start`): the bounds that need no
     /// identity, read before anything is resolved. `Some` is the refusal
     /// (nothing written); otherwise the request waits for `finish`.

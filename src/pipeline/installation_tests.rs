@@ -386,3 +386,25 @@ fn a_grpc_sign_in_refused_by_the_service_is_refused_in_grpc() {
     assert_eq!((r.status, r.grpc_status), (429, Some(8)));
     assert_eq!(r.details, "ratebound.refused:login/attempts");
 }
+
+#[test]
+fn a_worker_whose_memory_is_stale_still_never_calls_for_a_node_refusal() {
+    // Two workers over one store, 2 a minute per address on the node.
+    let cfg = login("deny", r#"{"json":"username"}"#).replace(r#""limit":3"#, r#""limit":2"#);
+    let mut host = sign_in(r#"{"username":"alice"}"#);
+    host.service_answer = Some((0, answer(&[(1, 4)])));
+    let a = Filter::new(&host.store, &cfg).unwrap();
+    let b = Filter::new(&host.store, &cfg).unwrap();
+    a.request(&mut host);
+    b.request(&mut host);
+    assert_eq!(node_count(&a, &host), Some(2));
+    // Worker a remembers its own write (1): only the store says 2.
+    host.clear();
+    let steps = a.request(&mut host);
+    assert_eq!(host.replies[0].status, 429, "{steps:?}");
+    assert!(host.replies[0].body.contains(r#""bound":"per_address""#));
+    assert!(
+        host.service_calls.is_empty(),
+        "refused by the node: no call"
+    );
+}

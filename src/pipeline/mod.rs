@@ -198,10 +198,16 @@ impl<'p> Worker<'p> {
         now: u64,
     ) -> Begun<'p> {
         let bounds = self.installation_bounds(&pending, identity.as_ref());
+        let route = pending.route();
         if bounds.is_empty() {
-            let route = pending.route();
             let d = self.limiter.commit(host.store(), pending, now);
             return Begun::Decided(self.conclude(host, route, d));
+        }
+        // A worker's memory of its writes may be stale: read the store
+        // itself before a round trip a node refusal must never cost.
+        let mut pending = pending;
+        if let Some(refused) = self.limiter.recheck(host.store(), &mut pending, now) {
+            return Begun::Decided(self.conclude(host, route, refused));
         }
         let route = self.limiter.plan.routes.get(pending.route());
         let place = route
