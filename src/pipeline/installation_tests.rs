@@ -1,6 +1,7 @@
 //! Installation bounds through the whole pipeline, natively: the account
 //! read from the body, the `ShouldRateLimit` call, every answer and
 //! failure of the service.
+#![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
 use super::mock::{Filter, MockHost};

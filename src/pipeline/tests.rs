@@ -1,5 +1,6 @@
 //! Every path of a request, natively: the pipeline over a recording host
 //! (compiled only under #[cfg(test)], see mod.rs).
+#![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
 use super::mock::{Filter, MockHost};

@@ -5,6 +5,7 @@
 //! `bound=yaml`: 2 requests per hour. Calls in this order; each answer's code
 //! was checked when recorded. Hex of the `RateLimitResponse` message.
 //! Regenerate: `.venv/bin/python scripts/record-rls.py`.
+#![cfg(test)]
 
 /// bound=yaml (2 per hour in the YAML), 1st call.
 pub const OK_REMAINING_1: &str = "0801120f08011204080210031801220308ee03";

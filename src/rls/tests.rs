@@ -1,3 +1,7 @@
+//! The protocol against bytes recorded from the real service, and every
+//! way a call can end. Test-only: the file is compiled under `#[cfg(test)]`.
+#![cfg(test)]
+
 use prost::Message;
 
 use super::recorded;

@@ -1,4 +1,5 @@
 //! `ratebound openapi` end to end on a small shop document, and its parts.
+#![cfg(test)]
 
 use super::document::read_document;
 use super::generate::common_prefix;

@@ -1,5 +1,6 @@
 //! The checks on hand-built routes (bounds narrowed before a configuration
 //! says so) and on configurations that parsed.
+#![cfg(test)]
 
 use super::*;
 use crate::config::plan::{Matcher, Written};
