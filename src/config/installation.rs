@@ -77,6 +77,9 @@ impl Unit {
 pub struct InstallationBound {
     /// `<bound>` or `<operation>.<bound>`, as stats and refusals name it.
     pub name: String,
+    /// `<route>.<name>`: the value of its `bound` descriptor entry, in the
+    /// service's configuration and in every call.
+    pub descriptor: String,
     /// The operation it belongs to (index in the route's operations).
     pub op: Option<usize>,
     /// Its position in the list it was written in, its JSON path and its
@@ -172,12 +175,7 @@ pub fn validate_account(a: &AccountSource, at: &str, errors: &mut Vec<ConfigErro
         }
     }
     if let Some(h) = &a.header {
-        if h.is_empty()
-            || h.starts_with(':')
-            || !h
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
-        {
+        if !super::validate::is_header_name(h) {
             errors.push(err(
                 format!("{at}.header"),
                 format!("{h:?} is not a lowercase request header name; e.g. \"x-login\""),

@@ -450,7 +450,12 @@ fn route_fingerprint(r: &RouteConfig, all_shadow: bool) -> u64 {
 
 /// An installation bound of a validated configuration (its window is one
 /// of the service's units).
-fn compile_installation(b: &BoundConfig, at: At, all_shadow: bool) -> InstallationBound {
+fn compile_installation(
+    b: &BoundConfig,
+    route: &str,
+    at: At,
+    all_shadow: bool,
+) -> InstallationBound {
     let own = bound_name(b, at.index);
     let (name, path) = match at.op {
         None => (own, format!("$.routes[{}].bounds[{}]", at.route, at.index)),
@@ -463,6 +468,7 @@ fn compile_installation(b: &BoundConfig, at: At, all_shadow: bool) -> Installati
         ),
     };
     InstallationBound {
+        descriptor: format!("{route}.{name}"),
         name,
         op: at.op.map(|(k, _)| k),
         index: at.index,
@@ -515,7 +521,7 @@ impl Plan {
                                 index: *j,
                                 slot: *j,
                             };
-                            installation.push(compile_installation(b, at, c.shadow));
+                            installation.push(compile_installation(b, &r.name, at, c.shadow));
                         }
                         node
                     })
@@ -547,7 +553,7 @@ impl Plan {
                                 index: j,
                                 slot: j,
                             };
-                            installation.push(compile_installation(b, at, c.shadow));
+                            installation.push(compile_installation(b, &r.name, at, c.shadow));
                             continue;
                         }
                         let at = At {

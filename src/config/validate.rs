@@ -298,7 +298,7 @@ fn authority_error(v: &str, path: String, any_port: &str) -> Option<ConfigError>
 }
 
 /// A lowercase request header name a trusted filter can set.
-fn is_header_name(v: &str) -> bool {
+pub(super) fn is_header_name(v: &str) -> bool {
     !v.is_empty()
         && !v.starts_with(':')
         && v.bytes()

@@ -28,9 +28,9 @@ fn limits(plan: &Plan) -> Vec<(String, Limit)> {
     plan.routes
         .iter()
         .flat_map(|r| {
-            r.installation.iter().map(move |b| {
+            r.installation.iter().map(|b| {
                 (
-                    format!("{}.{}", r.name, b.name),
+                    b.descriptor.clone(),
                     Limit {
                         per: (b.per != crate::config::Per::Route).then(|| b.per.as_str()),
                         unit: b.unit,

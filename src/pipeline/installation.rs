@@ -27,6 +27,9 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 use smallvec::SmallVec;
 use std::hash::Hasher;
 
+/// A descriptor's entries: `bound`, and the caller's key unless `per: route`.
+type Entries<'a> = SmallVec<[(&'a str, &'a str); 2]>;
+
 /// A request every node bound admitted, to be counted by its installation
 /// bounds.
 pub struct Ready {
@@ -119,57 +122,57 @@ impl<'p> Worker<'p> {
         let service: &'p RateLimitServiceConfig = plan.service.as_ref()?;
         let route = plan.routes.get(ready.pending.route())?;
         let keys = keys(&service.domain);
-        let owned: Vec<(String, Option<String>, Override)> = ready
+        let bounds: SmallVec<[&InstallationBound; 2]> = ready
             .bounds
             .iter()
             .filter_map(|&i| route.installation.get(i))
+            .collect();
+        let id = ready.identity.as_ref();
+        // Per bound, what its caller is counted under (none for `per: route`).
+        let callers: SmallVec<[Option<String>; 2]> = bounds
+            .iter()
             .map(|b| {
-                let id = ready.identity.as_ref();
                 let value = match b.per {
-                    Per::Route => None,
-                    Per::Address => Some(None),
-                    Per::User => Some(id.and_then(|i| i.user.as_deref())),
-                    Per::Org => Some(id.and_then(|i| i.org.as_deref())),
-                    Per::Token => Some(id.and_then(|i| i.token.as_deref())),
-                    Per::Account => Some(match &ready.account {
+                    Per::Route => return None,
+                    Per::Address => None,
+                    Per::User => id.and_then(|i| i.user.as_deref()),
+                    Per::Org => id.and_then(|i| i.org.as_deref()),
+                    Per::Token => id.and_then(|i| i.token.as_deref()),
+                    Per::Account => match &ready.account {
                         Found::Account(a) => Some(a.as_str()),
                         _ => None,
-                    }),
-                };
-                let caller = value
-                    .map(|v| caller_value(keys, b.per, v, &ready.address, plan.client_address));
-                (
-                    format!("{}.{}", route.name, b.name),
-                    caller,
-                    Override {
-                        requests_per_unit: b.limit,
-                        unit: b.unit,
                     },
-                )
+                };
+                Some(caller_value(
+                    keys,
+                    b.per,
+                    value,
+                    &ready.address,
+                    plan.client_address,
+                ))
             })
             .collect();
-        let entries: Vec<Vec<(&str, &str)>> = owned
+        let entries: SmallVec<[Entries; 2]> = bounds
             .iter()
-            .zip(
-                ready
-                    .bounds
-                    .iter()
-                    .filter_map(|&i| route.installation.get(i)),
-            )
-            .map(|((name, caller, _), b)| {
-                let mut e = vec![("bound", name.as_str())];
+            .zip(&callers)
+            .map(|(b, caller)| {
+                let mut e = SmallVec::new();
+                e.push(("bound", b.descriptor.as_str()));
                 if let Some(c) = caller {
                     e.push((b.per.as_str(), c.as_str()));
                 }
                 e
             })
             .collect();
-        let specs: Vec<DescriptorSpec> = entries
+        let specs: SmallVec<[DescriptorSpec; 2]> = bounds
             .iter()
-            .zip(&owned)
-            .map(|(e, (_, _, o))| DescriptorSpec {
+            .zip(&entries)
+            .map(|(b, e)| DescriptorSpec {
                 entries: e,
-                limit: Some(*o),
+                limit: Some(Override {
+                    requests_per_unit: b.limit,
+                    unit: b.unit,
+                }),
                 hits_addend: 1,
             })
             .collect();
