@@ -1,0 +1,611 @@
+//! Fleet bounds: one budget for every node, decided on each node from what
+//! the rate-limit service last said plus what this node admitted since.
+//! Pure arithmetic for one key, `now` passed in (no host calls); the calls
+//! themselves are the wiring's.
+//!
+//! The service (envoyproxy/ratelimit) counts fixed windows aligned to the
+//! clock: each sync INCRBYs the key of the window *the service's clock is
+//! in* by `hits_addend` and answers with the count (limit − remaining). A
+//! node decides with the two-window estimate of [`window`](super::window):
+//!
+//! ```text
+//! estimate = prev × (1 − elapsed/window) + cur + local
+//! ```
+//!
+//! `prev` and `cur` are the fleet counts of the previous and the current
+//! window as last synced (the previous one's is what the last answer before
+//! the boundary saw), `local` every hit this node admitted that no answer
+//! has counted yet. Refused requests are never counted nor sent.
+//!
+//! **Hits across a boundary.** A hit admitted in window W but sent after
+//! the boundary is counted by the service in W + 1. The rule here is the
+//! service's: an unsent hit belongs to the window it *will* be counted in,
+//! so at a boundary it stays in `local` (full weight in W + 1) and is not
+//! folded into `prev`. Why:
+//! - it keeps the node's view the same as every other node's will be once
+//!   the hit is synced: there is no jump when the answer arrives, so a hit
+//!   is never counted twice nor dropped between "unsent" and "synced";
+//! - it can only err towards refusing: a hit moved from the previous window
+//!   (weight 1 − elapsed/window) to the current one (weight 1) weighs more,
+//!   never less.
+//!
+//! A carried hit (admitted in W − 1, sent in W) is sent weighted by what it
+//! still weighs at the send: `ceil(carried × (1 − elapsed/window))`. The
+//! service puts it in W at full weight until W ends, where its true weight
+//! only falls from there: the weighted figure is still never below the
+//! truth, and after an outage (a whole window carried) it does not charge
+//! that window again to the current one. Usually `carried` is one sync
+//! period of hits sent just after a boundary, weighted ≈ 1. Unsent hits
+//! older than the previous window are dropped (`carried` is replaced at
+//! each boundary): they no longer weigh on any trailing window.
+//!
+//! **An answer across a boundary** (sent in W, answered in W + 1): the
+//! service counted the hits in W or in W + 1, and which is not known (its
+//! `duration_until_reset` is whole seconds). Its count is taken as a floor
+//! for `prev` and the sent hits stay at full weight (`unplaced`) until an
+//! answer sent and received within W + 1 counts them or shows they are not
+//! there. Both choices over-count, never under.
+//!
+//! **No fresh answer** (the service is down, or the key is new to this
+//! node, or the node restarted): the node decides alone, at
+//! `limit / known nodes` of its own admissions (at least 1), and still
+//! within what it last knew of the fleet.
+//!
+//! At most one sync per key is in flight ([`FleetCounts::take_unsynced`]
+//! returns `None` until it is answered or failed): answers then arrive in
+//! the order they were sent, and `cur` only ever grows within a window.
+
+use crate::count::window::{Counts, Quota, Rate, Verdict};
+
+/// A fleet bound: `rate` for the whole fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetRate {
+    pub rate: Rate,
+    /// Nodes last known to share the bound (0 is read as 1): the share a
+    /// node takes alone.
+    pub nodes: u32,
+    /// An answer older than this no longer vouches for the fleet counts and
+    /// the node decides alone. About two sync periods plus the call timeout.
+    pub stale_ms: u64,
+}
+
+/// What one node knows of one fleet key. Counts are hits; windows are
+/// `now / window_ms` as in [`Counts`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FleetCounts {
+    /// The window the fields below are about.
+    pub win: u64,
+    /// The fleet count of `win − 1` as last synced.
+    pub prev: u32,
+    /// The fleet count of `win` as last synced.
+    pub cur: u32,
+    /// Admitted by this node in `win`, not yet taken by a sync.
+    pub unsynced: u32,
+    /// Admitted by this node in `win − 1`, not yet taken by a sync (the
+    /// service will count them in `win`).
+    pub carried: u32,
+    /// Hits of a sync answered across a boundary: counted by the service in
+    /// `win − 1` or `win`, not known which.
+    pub unplaced: u32,
+    /// The sync in flight, if any.
+    pub pending: Option<Sent>,
+    /// This node's own admissions in `win` and `win − 1`: the counts it
+    /// decides alone with.
+    pub own_cur: u32,
+    pub own_prev: u32,
+    /// When the last answer was applied (`None`: never).
+    pub answered_ms: Option<u64>,
+}
+
+/// One sync of one key: what the service is sent (`hits` as the
+/// descriptor's `hits_addend`, 0 included: 0 reads without counting) and
+/// the hits it was taken from, to put them back if the call fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// `hits_addend`: `from_cur` plus `from_prev` weighted (module doc).
+    pub hits: u32,
+    /// The window the sync was taken in.
+    pub win: u64,
+    /// Admitted in `win`.
+    pub from_cur: u32,
+    /// Admitted in `win − 1` (carried), before weighting.
+    pub from_prev: u32,
+}
+
+/// What a fleet bound says about one more request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetVerdict {
+    /// Admit; `state` is what to store.
+    Admit {
+        state: FleetCounts,
+        quota: Quota,
+        alone: bool,
+    },
+    /// Refuse; nothing changes.
+    Refuse { quota: Quota, alone: bool },
+}
+
+impl FleetVerdict {
+    pub fn admits(&self) -> bool {
+        matches!(self, FleetVerdict::Admit { .. })
+    }
+}
+
+/// An answer or a failure for a sync that is not the one in flight (a
+/// duplicate, or one from before the state was lost): ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotPending;
+
+/// How an answer was placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placed {
+    /// Sent and answered in the same window: the count is `cur`.
+    Current,
+    /// Answered in the next window: the count is a floor for `prev`.
+    AcrossBoundary,
+    /// Answered two or more windows later, or before it was sent (the clock
+    /// stepped back): the count cannot be placed and is dropped.
+    Dropped,
+}
+
+impl FleetCounts {
+    /// The same knowledge seen from window `win`. One window ahead of
+    /// `win` (a clock that stepped back a little) is kept as is, like
+    /// [`Counts::at`]; further ahead or behind, the synced counts and the
+    /// unsent hits no longer weigh and are dropped. The sync in flight and
+    /// the time of the last answer are kept.
+    pub fn at(self, win: u64) -> FleetCounts {
+        if self.win == win || self.win == win.saturating_add(1) {
+            self
+        } else if self.win.saturating_add(1) == win {
+            FleetCounts {
+                win,
+                // What the last sync before the boundary saw, plus the hits
+                // that may have been counted in it.
+                prev: self.cur.saturating_add(self.unplaced),
+                cur: 0,
+                unsynced: 0,
+                // The service will count them in `win` (module doc).
+                carried: self.unsynced,
+                unplaced: 0,
+                own_prev: self.own_cur,
+                own_cur: 0,
+                ..self
+            }
+        } else {
+            FleetCounts {
+                win,
+                pending: self.pending,
+                answered_ms: self.answered_ms,
+                ..FleetCounts::default()
+            }
+        }
+    }
+
+    /// This node's hits no answer has counted yet: full weight in the
+    /// current window.
+    pub fn local(&self) -> u32 {
+        self.unsynced
+            .saturating_add(self.carried)
+            .saturating_add(self.unplaced)
+            .saturating_add(self.pending.map_or(0, |s| s.hits))
+    }
+
+    /// The fleet as this node sees it, as two-window counts.
+    pub fn view(&self) -> Counts {
+        Counts {
+            win: self.win,
+            cur: self.cur.saturating_add(self.local()),
+            prev: self.prev,
+        }
+    }
+
+    /// This node's own admissions, as two-window counts.
+    pub fn own(&self) -> Counts {
+        Counts {
+            win: self.win,
+            cur: self.own_cur,
+            prev: self.own_prev,
+        }
+    }
+
+    /// Whether the last answer still vouches for the fleet counts at `now`.
+    pub fn fresh(&self, now_ms: u64, stale_ms: u64) -> bool {
+        self.answered_ms
+            .is_some_and(|t| now_ms.saturating_sub(t) <= stale_ms)
+    }
+
+    /// Records one admitted hit (state already at now's window).
+    fn admitted(self) -> FleetCounts {
+        FleetCounts {
+            unsynced: self.unsynced.saturating_add(1),
+            own_cur: self.own_cur.saturating_add(1),
+            ..self
+        }
+    }
+
+    /// Takes every unsent hit for a sync at `now`; `None` while a sync is
+    /// in flight. A sync with 0 hits is still worth sending: it reads the
+    /// fleet count.
+    pub fn take_unsynced(&mut self, rate: Rate, now_ms: u64) -> Option<Sent> {
+        *self = self.at(rate.window_of(now_ms));
+        if self.pending.is_some() {
+            return None;
+        }
+        let sync = Sent {
+            hits: self
+                .unsynced
+                .saturating_add(still_weighs(rate, self.win, self.carried, now_ms)),
+            win: self.win,
+            from_cur: self.unsynced,
+            from_prev: self.carried,
+        };
+        self.unsynced = 0;
+        self.carried = 0;
+        self.pending = Some(sync);
+        Some(sync)
+    }
+
+    /// Applies the service's answer to `sync`: `fleet_count` is the count
+    /// after its INCRBY (limit − remaining when the limit is sent as the
+    /// override; a count above that limit reads as the limit).
+    pub fn apply_answer(
+        &mut self,
+        rate: Rate,
+        sync: Sent,
+        fleet_count: u32,
+        answered_ms: u64,
+    ) -> Result<Placed, NotPending> {
+        self.settle(rate, sync, answered_ms)?;
+        let placed = if self.win == sync.win {
+            // The service only adds within a window: the larger count is
+            // the later one, and it includes anything unplaced.
+            self.cur = self.cur.max(fleet_count);
+            self.unplaced = 0;
+            Placed::Current
+        } else if self.win == sync.win.saturating_add(1) {
+            self.prev = self.prev.max(fleet_count);
+            self.unplaced = self.unplaced.saturating_add(sync.hits);
+            Placed::AcrossBoundary
+        } else {
+            return Ok(Placed::Dropped);
+        };
+        self.answered_ms = Some(answered_ms);
+        Ok(placed)
+    }
+
+    /// The call for `sync` failed (timeout, service unreachable): its hits
+    /// are sent again with the next sync, those still young enough to weigh.
+    /// A call that timed out after the service counted it is then counted
+    /// twice: an over-count, never an under-count.
+    pub fn sync_failed(&mut self, rate: Rate, sync: Sent, now_ms: u64) -> Result<(), NotPending> {
+        self.settle(rate, sync, now_ms)?;
+        if self.win == sync.win {
+            self.unsynced = self.unsynced.saturating_add(sync.from_cur);
+            self.carried = self.carried.saturating_add(sync.from_prev);
+        } else if self.win == sync.win.saturating_add(1) {
+            self.carried = self.carried.saturating_add(sync.from_cur);
+        }
+        Ok(())
+    }
+
+    /// Checks `sync` is the one in flight, clears it and moves to now's
+    /// window.
+    fn settle(&mut self, rate: Rate, sync: Sent, now_ms: u64) -> Result<(), NotPending> {
+        if self.pending != Some(sync) {
+            return Err(NotPending);
+        }
+        self.pending = None;
+        *self = self.at(rate.window_of(now_ms));
+        Ok(())
+    }
+
+    /// True when nothing about the key weighs at window `win` and nothing
+    /// is left to send: the key can be reclaimed.
+    pub fn expired(&self, win: u64) -> bool {
+        let s = self.at(win);
+        s.view().cur == 0 && s.prev == 0 && s.own_prev == 0 && s.pending.is_none()
+    }
+}
+
+impl FleetRate {
+    /// What a node may admit alone in a window: `limit / nodes`, rounded
+    /// down (the nodes together never exceed the limit), but at least 1 so a
+    /// bound smaller than the fleet does not refuse everything.
+    pub fn share(&self) -> u32 {
+        (self.rate.limit / self.nodes.max(1)).max(1)
+    }
+
+    /// Decides one more request: with the fleet counts when an answer is
+    /// fresh, alone otherwise.
+    pub fn decide(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
+        if state.fresh(now_ms, self.stale_ms) {
+            self.decide_fleet(state, now_ms)
+        } else {
+            self.decide_alone(state, now_ms)
+        }
+    }
+
+    /// The fleet estimate: last synced counts plus this node's unsynced hits.
+    pub fn decide_fleet(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
+        let s = state.at(self.rate.window_of(now_ms));
+        match self.rate.decide(s.view(), now_ms) {
+            Verdict::Admit { quota, .. } => FleetVerdict::Admit {
+                state: s.admitted(),
+                quota,
+                alone: false,
+            },
+            Verdict::Refuse { quota } => FleetVerdict::Refuse {
+                quota,
+                alone: false,
+            },
+        }
+    }
+
+    /// Without the service: this node's own admissions against its
+    /// [`share`](Self::share), and still within what it last knew of the
+    /// fleet (a stale view only errs towards refusing: it keeps every hit
+    /// this node admitted since). The quota is the tighter of the two.
+    pub fn decide_alone(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
+        let s = state.at(self.rate.window_of(now_ms));
+        let share = Rate {
+            limit: self.share(),
+            ..self.rate
+        };
+        let fleet = self.rate.decide(s.view(), now_ms);
+        let own = share.decide(s.own(), now_ms);
+        match (fleet, own) {
+            (Verdict::Admit { quota: a, .. }, Verdict::Admit { quota: b, .. }) => {
+                FleetVerdict::Admit {
+                    state: s.admitted(),
+                    quota: tighter(a, b),
+                    alone: true,
+                }
+            }
+            (Verdict::Refuse { quota }, Verdict::Admit { .. })
+            | (Verdict::Admit { .. }, Verdict::Refuse { quota }) => {
+                FleetVerdict::Refuse { quota, alone: true }
+            }
+            (Verdict::Refuse { quota: a }, Verdict::Refuse { quota: b }) => FleetVerdict::Refuse {
+                quota: if a.reset_ms >= b.reset_ms { a } else { b },
+                alone: true,
+            },
+        }
+    }
+}
+
+/// `ceil(hits × (1 − elapsed/window))` for hits of window `win − 1` at
+/// `now` (all of them when `now` is not past the start of `win`).
+fn still_weighs(rate: Rate, win: u64, hits: u32, now_ms: u64) -> u32 {
+    let w = u128::from(rate.window_ms.max(1));
+    let start = win.saturating_mul(rate.window_ms);
+    let elapsed = u128::from(now_ms.saturating_sub(start)).min(w);
+    let weighted = (u128::from(hits) * (w - elapsed)).div_ceil(w);
+    u32::try_from(weighted).unwrap_or(hits)
+}
+
+/// The quota that says less: fewer remaining, then the longer reset.
+fn tighter(a: Quota, b: Quota) -> Quota {
+    if (a.remaining, u64::MAX - a.reset_ms) <= (b.remaining, u64::MAX - b.reset_ms) {
+        a
+    } else {
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: u64 = 1_000;
+
+    fn bound(limit: u32, nodes: u32) -> FleetRate {
+        FleetRate {
+            rate: Rate {
+                limit,
+                window_ms: W,
+            },
+            nodes,
+            stale_ms: 1_000,
+        }
+    }
+
+    /// Admits while it can at `now`, returns how many.
+    fn admit(b: &FleetRate, s: &mut FleetCounts, now: u64, n: u32) -> u32 {
+        let mut k = 0;
+        for _ in 0..n {
+            if let FleetVerdict::Admit { state, .. } = b.decide(*s, now) {
+                *s = state;
+                k += 1;
+            }
+        }
+        k
+    }
+
+    /// A state that has been answered (fresh) at `now` with `count`.
+    fn synced(b: &FleetRate, s: &mut FleetCounts, now: u64, count: u32) -> Sent {
+        let sync = s.take_unsynced(b.rate, now).unwrap();
+        assert_eq!(
+            s.apply_answer(b.rate, sync, count, now),
+            Ok(Placed::Current)
+        );
+        sync
+    }
+
+    #[test]
+    fn the_fleet_count_weighs_with_this_nodes_unsynced_hits() {
+        let b = bound(10, 4);
+        let mut s = FleetCounts::default();
+        synced(&b, &mut s, 10_000, 6);
+        // 6 elsewhere: 4 more here.
+        assert_eq!(admit(&b, &mut s, 10_100, 10), 4);
+        assert_eq!(s.local(), 4);
+        // The sync sends them; the answer counts them (and 1 more elsewhere).
+        let sync = s.take_unsynced(b.rate, 10_200).unwrap();
+        assert_eq!(sync.hits, 4);
+        assert_eq!(s.local(), 4, "in flight still weighs");
+        s.apply_answer(b.rate, sync, 11, 10_205).unwrap();
+        assert_eq!((s.cur, s.local()), (11, 0));
+        assert!(!b.decide(s, 10_300).admits());
+    }
+
+    #[test]
+    fn refused_requests_are_never_sent() {
+        let b = bound(3, 1);
+        let mut s = FleetCounts::default();
+        synced(&b, &mut s, 10_000, 0);
+        assert_eq!(admit(&b, &mut s, 10_001, 50), 3);
+        assert_eq!(s.take_unsynced(b.rate, 10_002).unwrap().hits, 3);
+    }
+
+    /// Hits admitted before a boundary and sent after it: the service counts
+    /// them in the new window, and so does the node meanwhile, at full
+    /// weight; `prev` is what the last answer before the boundary saw.
+    #[test]
+    fn unsent_hits_cross_the_boundary_at_full_weight() {
+        let b = bound(10, 2);
+        let mut s = FleetCounts::default();
+        synced(&b, &mut s, 10_500, 5);
+        assert_eq!(admit(&b, &mut s, 10_900, 3), 3);
+        let s11 = s.at(11);
+        assert_eq!((s11.prev, s11.cur, s11.carried, s11.unsynced), (5, 0, 3, 0));
+        // At 11_500: 5 × ½ + 3 = 5.5 → 4 more fit.
+        let mut t = s11;
+        assert_eq!(admit(&b, &mut t, 11_500, 10), 4);
+        // The next sync sends the 4 and the 3 carried as what they still
+        // weigh, ceil(3 × 0.4) = 2; the split is kept for a failure.
+        let sync = t.take_unsynced(b.rate, 11_600).unwrap();
+        assert_eq!(
+            (sync.hits, sync.from_cur, sync.from_prev, sync.win),
+            (6, 4, 3, 11)
+        );
+        t.apply_answer(b.rate, sync, 6, 11_602).unwrap();
+        assert_eq!((t.prev, t.cur, t.local()), (5, 6, 0));
+        // Sent right at the boundary, they weigh in full.
+        let mut u = s11;
+        assert_eq!(u.take_unsynced(b.rate, 11_000).unwrap().hits, 3);
+    }
+
+    #[test]
+    fn an_answer_across_a_boundary_floors_prev_and_keeps_the_hits_until_placed() {
+        let b = bound(10, 2);
+        let mut s = FleetCounts::default();
+        synced(&b, &mut s, 10_100, 2);
+        admit(&b, &mut s, 10_990, 3);
+        let sync = s.take_unsynced(b.rate, 10_998).unwrap();
+        assert_eq!(
+            s.apply_answer(b.rate, sync, 8, 11_003),
+            Ok(Placed::AcrossBoundary)
+        );
+        assert_eq!((s.win, s.prev, s.cur, s.unplaced), (11, 8, 0, 3));
+        // The next answer within window 11 says where they went.
+        let next = s.take_unsynced(b.rate, 11_400).unwrap();
+        assert_eq!(next.hits, 0);
+        s.apply_answer(b.rate, next, 4, 11_402).unwrap();
+        assert_eq!((s.prev, s.cur, s.unplaced), (8, 4, 0));
+    }
+
+    #[test]
+    fn unplaced_hits_fold_into_prev_if_no_answer_places_them() {
+        let s = FleetCounts {
+            win: 11,
+            prev: 8,
+            cur: 1,
+            unplaced: 3,
+            ..FleetCounts::default()
+        };
+        assert_eq!(s.at(12).prev, 4);
+    }
+
+    #[test]
+    fn one_sync_at_a_time_and_stale_answers_are_refused() {
+        let b = bound(10, 2);
+        let mut s = FleetCounts::default();
+        let sync = s.take_unsynced(b.rate, 10_000).unwrap();
+        assert_eq!(s.take_unsynced(b.rate, 10_100), None);
+        let mut lost = FleetCounts::default();
+        assert_eq!(lost.apply_answer(b.rate, sync, 3, 10_010), Err(NotPending));
+        assert_eq!(lost.sync_failed(b.rate, sync, 10_010), Err(NotPending));
+        assert!(s.apply_answer(b.rate, sync, 3, 10_010).is_ok());
+        assert_eq!(s.apply_answer(b.rate, sync, 3, 10_010), Err(NotPending));
+    }
+
+    #[test]
+    fn a_failed_sync_is_sent_again_while_its_hits_still_weigh() {
+        let b = bound(10, 2);
+        let mut s = FleetCounts::default();
+        synced(&b, &mut s, 10_000, 0);
+        admit(&b, &mut s, 10_100, 2);
+        let sync = s.take_unsynced(b.rate, 10_200).unwrap();
+        s.sync_failed(b.rate, sync, 10_300).unwrap();
+        assert_eq!(s.unsynced, 2);
+        // Failed again, after the boundary: they become carried …
+        let sync = s.take_unsynced(b.rate, 10_900).unwrap();
+        s.sync_failed(b.rate, sync, 11_000).unwrap();
+        assert_eq!((s.unsynced, s.carried), (0, 2));
+        // … and after one more boundary they no longer weigh anywhere.
+        let sync = s.take_unsynced(b.rate, 11_900).unwrap();
+        s.sync_failed(b.rate, sync, 12_000).unwrap();
+        assert_eq!(s.local(), 0);
+    }
+
+    #[test]
+    fn without_a_fresh_answer_a_node_takes_its_share() {
+        let b = bound(10, 4);
+        let mut s = FleetCounts::default();
+        // New key or restarted node: alone until the first answer.
+        let FleetVerdict::Admit { alone, .. } = b.decide(s, 10_000) else {
+            panic!()
+        };
+        assert!(alone);
+        assert_eq!(admit(&b, &mut s, 10_000, 10), 2);
+        // Answered: the fleet estimate decides again.
+        synced(&b, &mut s, 10_001, 2);
+        assert_eq!(admit(&b, &mut s, 10_002, 10), 8);
+        // The service goes silent: stale 1 s after the last answer. Alone,
+        // the node counts its own admissions against its share of 2.
+        assert!(s.fresh(11_001, b.stale_ms));
+        assert!(!s.fresh(11_002, b.stale_ms));
+        assert_eq!(admit(&b, &mut s, 11_500, 10), 0, "own: ½ × 10 last window");
+        assert_eq!(admit(&b, &mut s, 12_000, 10), 2);
+        assert_eq!(admit(&b, &mut s, 12_999, 10), 0);
+        assert_eq!(admit(&b, &mut s, 13_500, 10), 1, "½ × 2 last window");
+    }
+
+    #[test]
+    fn the_share_rounds_down_but_is_never_zero() {
+        assert_eq!(bound(10, 4).share(), 2);
+        assert_eq!(bound(10, 0).share(), 10);
+        assert_eq!(bound(3, 8).share(), 1);
+    }
+
+    #[test]
+    fn a_clock_stepping_back_by_more_than_a_window_starts_empty_but_keeps_the_call() {
+        let b = bound(10, 2);
+        let mut s = FleetCounts::default();
+        synced(&b, &mut s, 50_000, 9);
+        admit(&b, &mut s, 50_001, 1);
+        let sync = s.take_unsynced(b.rate, 50_002).unwrap();
+        let back = s.at(20);
+        assert_eq!((back.win, back.view().cur, back.prev), (20, 1, 0));
+        assert_eq!(back.pending, Some(sync));
+        assert!(!back.expired(20), "a call in flight keeps the key");
+        let mut t = back;
+        assert_eq!(
+            t.apply_answer(b.rate, sync, 10, 20_010),
+            Ok(Placed::Dropped)
+        );
+        assert!(t.expired(20));
+    }
+
+    #[test]
+    fn expiry_waits_for_everything_to_slide_out() {
+        let b = bound(10, 2);
+        let mut s = FleetCounts::default();
+        synced(&b, &mut s, 10_000, 3);
+        assert!(!s.expired(11));
+        assert!(s.expired(12));
+        admit(&b, &mut s, 10_100, 1);
+        assert!(!s.expired(11), "an unsent hit is carried");
+    }
+}
