@@ -7,7 +7,7 @@ import time
 
 import grpc
 
-from engines import DAY, OK, OVER_LIMIT, RlsClient, descriptor
+from engines import DAY, MINUTE, OK, OVER_LIMIT, RlsClient, descriptor
 
 CONFIG = """\
 domain: ratebound
@@ -98,3 +98,40 @@ def test_override_needs_the_domain_but_no_descriptor_in_the_yaml(redis, rate_lim
         assert elsewhere["overall"] == OK
         assert [s["limit"] for s in elsewhere["statuses"]] == [None, None]
         assert redis.cli("KEYS", "nobody*") == ""
+
+
+def test_what_a_fleet_sync_relies_on(redis, rate_limit_service):
+    """The facts `src/count/fleet.rs` and docs/fleet.md build on, against
+    the real service: one call carries many keys, each with its own
+    hits_addend (0 reads without counting) and limit override; the fleet
+    count is limit - remaining only while it is under the limit, so a sync
+    that must see counts above it sends a larger override."""
+    clear_of_window_end(60)
+    rls = rate_limit_service(CONFIG)
+
+    def key(i):
+        return ("bound", "fleet"), ("caller", f"k{i}")
+
+    with RlsClient(rls.grpc_port) as client:
+        # 200 keys in one call, key i adding i hits against a limit of 100.
+        batch = [descriptor(*key(i), limit=(100, MINUTE), hits_addend=i) for i in range(200)]
+        answer = client.should_rate_limit("ratebound", batch)
+        assert len(answer["statuses"]) == 200
+        for i, s in enumerate(answer["statuses"]):
+            assert s["limit"] == 100, (i, s)
+            # Each answer counts its own key, in the order sent.
+            assert s["remaining"] == max(0, 100 - i), (i, s)
+            assert 1 <= s["reset_s"] <= 60
+        # A key sent 0 hits is read, not counted; the read is still an
+        # INCRBY 0 (with its EXPIRE): it creates the key at 0.
+        assert redis.cli("GET", redis.cli("KEYS", "ratebound_bound_fleet_caller_k0_*")) == "0"
+        assert redis.cli("GET", redis.cli("KEYS", "ratebound_bound_fleet_caller_k150_*")) == "150"
+        # Above the limit, remaining stays 0: the count is hidden ...
+        over = client.should_rate_limit(
+            "ratebound", [descriptor(*key(150), limit=(100, MINUTE), hits_addend=0)])
+        assert over["statuses"][0]["remaining"] == 0
+        # ... and an override of 10x the limit reads it (counts the same key:
+        # the override's limit is not part of the key).
+        wide = client.should_rate_limit(
+            "ratebound", [descriptor(*key(150), limit=(1000, MINUTE), hits_addend=0)])
+        assert 1000 - wide["statuses"][0]["remaining"] == 150
