@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the release wasm module (dist/ratebound.wasm) and the native CLI
-# (dist/ratebound), and the Istio manifests with url and sha256 filled in
+# Builds the release wasm module (dist/ratebound.wasm), the native CLI
+# (dist/ratebound) and the configuration's JSON Schema
+# (dist/ratebound.schema.json), and the Istio manifests with url and sha256 filled in
 # (dist/istio/; RATEBOUND_URL sets the url; for an oci:// url, the default,
 # also the OCI image in dist/oci/, see scripts/image.sh). With --selftest, also the module with the store
 # behaviour suite compiled in (dist/ratebound-selftest.wasm).
@@ -33,6 +34,9 @@ cp "target/$TARGET/wasm/ratebound.wasm" dist/ratebound.wasm
 echo "build: native CLI"
 cargo build --release --bin ratebound
 cp target/release/ratebound dist/ratebound
+# The configuration's JSON Schema ships beside the module (its $id names the
+# version): editors and CI validate against the schema of the build they run.
+dist/ratebound schema > dist/ratebound.schema.json
 
 if [[ "$SELFTEST" == 1 ]]; then
   echo "build: selftest wasm module"
@@ -65,6 +69,7 @@ report() {
 }
 report dist/ratebound.wasm
 report dist/ratebound
+report dist/ratebound.schema.json
 if [[ "$OCI" == 1 && -f dist/oci/digest ]]; then
   printf '%-32s manifest %s (the WasmPlugin sha256 for %s)\n' dist/oci "$(cat dist/oci/digest)" "$URL"
 fi

@@ -4,6 +4,8 @@ the configuration in force keeps serving with its counts."""
 import json
 from pathlib import Path
 
+import jsonschema
+
 from harness import ROOT, addr, request
 
 BAD = sorted((ROOT / "filter-config" / "bad").glob("*.json"))
@@ -36,3 +38,16 @@ def test_every_bad_example_is_refused_by_the_filter_in_envoy(envoy):
     assert accepted == []
     # One count, never reset by a refused push.
     assert remaining == list(range(49, 49 - len(BAD), -1)), remaining
+
+
+def test_the_schema_ships_beside_the_module_and_knows_the_bad_examples():
+    """build.sh leaves the schema of the build in dist/, the same as the
+    committed one; it refuses the bad examples the filter refuses."""
+    shipped = ROOT / "dist" / "ratebound.schema.json"
+    assert shipped.read_text() == (ROOT / "filter-config" / "ratebound.schema.json").read_text()
+    schema = json.loads(shipped.read_text())
+    assert schema["$id"] == "urn:ratebound:filter-config:v1"
+    validator = jsonschema.Draft202012Validator(schema)
+    assert [f.name for f in BAD if validator.is_valid(json.loads(f.read_text()))] == []
+    good = sorted((ROOT / "filter-config" / "examples").glob("*.json"))
+    assert good and [f.name for f in good if not validator.is_valid(json.loads(f.read_text()))] == []
