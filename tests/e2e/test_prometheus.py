@@ -307,3 +307,126 @@ def test_the_demo_bootstraps_have_the_stats_tags(script, args, tmp_path):
     v = subprocess.run([envoy_binary(), "--mode", "validate", "-c", str(out)],
                        capture_output=True, text=True, timeout=60)
     assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-3000:]
+
+
+# --------------------------------------------------------------------------
+# A real Prometheus scraping a real Envoy: the dashboard's queries return
+# the series, and the alert rules load and fire
+# --------------------------------------------------------------------------
+class Prometheus:
+    """Debian's Prometheus server (the package that brings promtool), on a
+    free port, scraping `targets` every second and evaluating `rules`."""
+
+    def __init__(self, tmp_path, targets: list[str], rules) -> None:
+        self.port = free_port()
+        cfg = tmp_path / "prometheus.yml"
+        cfg.write_text(
+            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+            f"rule_files: [{json.dumps(str(rules))}]\n"
+            "scrape_configs:\n"
+            "- job_name: envoy\n"
+            "  metrics_path: /stats/prometheus\n"
+            f"  static_configs: [{{targets: {json.dumps(targets)}}}]\n")
+        self.log = open(tmp_path / "prometheus.log", "wb")
+        server = shutil.which("prometheus")
+        assert server, "prometheus is missing: run scripts/install-promtool.sh (test.sh does)"
+        self.proc = subprocess.Popen(
+            [server, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def api(self, path: str, **params) -> dict:
+        import urllib.parse
+        import urllib.request
+        url = f"http://127.0.0.1:{self.port}/api/v1/{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params, doseq=True)
+        with urllib.request.urlopen(url, timeout=5) as r:
+            doc = json.loads(r.read())
+        assert doc["status"] == "success", doc
+        return doc["data"]
+
+    def wait(self, what, read, pred, timeout: float = 30.0):
+        import time
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"prometheus exited {self.proc.returncode}"
+            try:
+                last = read()
+                if pred(last):
+                    return last
+            except OSError as e:  # not listening yet
+                last = e
+            time.sleep(0.25)
+        raise AssertionError(f"prometheus: {what}: last {last!r}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.log.close()
+
+
+def test_a_real_prometheus_runs_the_dashboard_and_fires_the_rules(envoy, upstream, tmp_path):
+    dead = free_port()  # the rate-limit service: nobody listens there
+    e = envoy(CFG, upstream_port=upstream.port, clusters=[grpc_cluster("rls", dead)],
+              config_yaml=STATS_TAGS.read_text())
+    prom = Prometheus(tmp_path, [f"127.0.0.1:{e.admin_port}"], RULES)
+    try:
+        # A scrape before the traffic, so that rate() has two samples.
+        prom.wait("the Envoy target up", lambda: prom.api("targets")["activeTargets"],
+                  lambda t: t and t[0]["health"] == "up")
+        prom.wait("a first sample", lambda: prom.api("query", query="ratebound_allowed")["result"],
+                  lambda r: len(r) > 0)
+        a = "127.0.8.3"
+        assert [request(e.port, "/api/x", src=a)[0] for _ in range(6)] == [200] * 3 + [429] * 3
+        assert [request(e.port, "/login", src=a)[0] for _ in range(2)] == [200, 200]
+        e.wait_value(lambda: e.rb("shop", "sign-in", "attempts", "rls_errors"), lambda v: v == 2)
+
+        subst = {"$__rate_interval": "1m", "$instance": ".*", "$route": ".*", "$bound": ".*"}
+
+        def run(expr):
+            for k, v in subst.items():
+                expr = expr.replace(k, v)
+            return prom.api("query", query=expr)["result"]
+
+        def by_series(expr):
+            return {json.dumps(s["metric"], sort_keys=True): float(s["value"][1])
+                    for s in run(expr)}
+
+        # The refusals show in the refused-per-bound query, per route and bound.
+        refused_q = next(q for q in dashboard_queries() if q.startswith(
+            "sum by (ratebound_instance, ratebound_route, ratebound_bound) (rate(ratebound_refused"))
+        per_address = json.dumps({"ratebound_instance": "shop", "ratebound_route": "api",
+                                  "ratebound_bound": "per_address"}, sort_keys=True)
+        prom.wait("the refusals in the refused-per-bound panel", lambda: by_series(refused_q),
+                  lambda r: r.get(per_address, 0) > 0)
+        tracked_q = next(q for q in dashboard_queries() if "ratebound_tracked" in q)
+        prom.wait("one caller tracked by per_address", lambda: by_series(tracked_q),
+                  lambda r: r.get(per_address) == 1)
+        # Every query of the dashboard runs and returns series (histograms
+        # reach /stats/prometheus on Envoy's 5 s stats flush: wait for them).
+        for expr in dashboard_queries():
+            prom.wait(f"series for {expr!r}", lambda: run(expr), bool, timeout=20.0)
+        # The variables' label_values(): what Grafana asks the label API.
+        assert prom.api("label/ratebound_instance/values",
+                        **{"match[]": "ratebound_allowed"}) == ["shop"]
+        assert "sign-in" in prom.api("label/ratebound_route/values",
+                                     **{"match[]": 'ratebound_allowed{ratebound_instance="shop"}'})
+        # The rules load, and the one about the unreachable service fires.
+        groups = prom.api("rules")["groups"]
+        loaded = {r["name"] for g in groups for r in g["rules"]}
+        assert loaded == {r["alert"] for r in alert_rules()}, loaded
+        firing = prom.wait(
+            "RateboundRateLimitServiceErrors firing",
+            lambda: {(al["labels"]["alertname"], al["labels"].get("ratebound_route"))
+                     for al in prom.api("alerts")["alerts"] if al["state"] == "firing"},
+            lambda f: ("RateboundRateLimitServiceErrors", "sign-in") in f)
+        # Nothing overflowed and the store had no error: those stay quiet.
+        assert not {n for n, _ in firing} & {"RateboundOverflow", "RateboundStoreErrors"}, firing
+    finally:
+        prom.stop()
