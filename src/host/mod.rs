@@ -13,6 +13,7 @@ use crate::count::slots::{self, Lane, Table};
 use crate::count::store::{Store, StoreError};
 use crate::identity::cache::IdentityCache;
 use crate::pipeline::installation::ServiceCall;
+use crate::pipeline::warm_up::{self, WarmUp};
 use crate::pipeline::{Exchange, Host, Level, LocalReply, SessionCall, Stat, Step, Waits, Worker};
 use crate::reply;
 use metrics::Metrics;
@@ -51,6 +52,8 @@ struct Root {
     current: bool,
     /// Joined its configuration's directory entry (at its first tick).
     joined: bool,
+    /// This worker's connection to the rate-limit service.
+    warm: WarmUp,
 }
 
 /// A configuration in force: the limiter, its stats, the session cache.
@@ -70,6 +73,14 @@ struct Active {
 }
 
 impl Context for Root {
+    /// The warm-up call was answered: the only call a root context makes.
+    fn on_http_call_response(&mut self, _: u32, headers: usize, _: usize, trailers: usize) {
+        let status = rls_status(headers, trailers);
+        if self.warm.answered(status) {
+            self.warm_up_gave_up(status);
+        }
+    }
+
     fn on_done(&mut self) -> bool {
         // Envoy destroys a superseded configuration's contexts once its
         // connections drained: its lanes are free when the last one leaves.
@@ -151,6 +162,7 @@ impl RootContext for Root {
                 // draining, and its lanes are not all its own.
                 if beat.current {
                     sweep(&active, now);
+                    self.warm_up(&active);
                 }
             }
             Ok(None) => self.forgotten(&active),
@@ -174,6 +186,50 @@ impl RootContext for Root {
 }
 
 impl Root {
+    /// Opens this worker's connection to the rate-limit service before its
+    /// first sign-in (`pipeline::warm_up`): one call at a time, a tick
+    /// apart, until one is answered.
+    fn warm_up(&mut self, active: &Active) {
+        let Some(call) = warm_up::call(&active.limiter.plan) else {
+            return;
+        };
+        if !self.warm.due() {
+            return;
+        }
+        if let Err(e) = dispatch_rls(&call) {
+            log(
+                LogLevel::Debug,
+                &format!(
+                    "ratebound: warm-up call to {:?} not sent: {e}",
+                    call.cluster
+                ),
+            );
+            if self
+                .warm
+                .answered(crate::rls::GrpcCode::Unavailable.number())
+            {
+                self.warm_up_gave_up(crate::rls::GrpcCode::Unavailable.number());
+            }
+        }
+    }
+
+    fn warm_up_gave_up(&self, status: u32) {
+        let cluster = self
+            .active
+            .as_ref()
+            .and_then(|a| a.limiter.plan.service.as_ref())
+            .map_or("", |s| s.cluster.as_str());
+        log(
+            LogLevel::Warn,
+            &format!(
+                "ratebound: the rate-limit service (cluster {cluster:?}) answered no warm-up call \
+                 in {} tries (last: gRPC status {status}); this worker's first sign-in opens \
+                 the connection",
+                warm_up::TRIES
+            ),
+        );
+    }
+
     /// Leaves the directory entry this context joined, if it did.
     fn leave(&mut self) {
         let Some(active) = self.active.take() else {
@@ -453,30 +509,8 @@ impl Host for Envoy<'_> {
             .flatten()
     }
 
-    /// gRPC as an HTTP/2 call-out, framed here: the SDK's gRPC call
-    /// panics on a status Envoy returns (BadArgument when it cannot make
-    /// the client), and the raw import's answer never reaches this context
-    /// (the SDK routes only calls its own wrapper registered). Envoy's HTTP
-    /// call returns only statuses the SDK maps (docs/envoy-host.md).
     fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String> {
-        let timeout = format!("{}m", call.timeout_ms);
-        let path = format!("/{}/{}", crate::rls::SERVICE, crate::rls::METHOD);
-        hostcalls::dispatch_http_call(
-            call.cluster,
-            vec![
-                (":method", "POST"),
-                (":path", &path),
-                (":authority", call.cluster),
-                ("content-type", "application/grpc"),
-                ("te", "trailers"),
-                ("grpc-timeout", &timeout),
-            ],
-            Some(&crate::rls::frame(&call.message)),
-            vec![],
-            Duration::from_millis(call.timeout_ms),
-        )
-        .map(|_| ())
-        .map_err(|s| format!("{s:?}"))
+        dispatch_rls(call)
     }
 
     fn service_body(&self, size: usize) -> Option<Vec<u8>> {
@@ -528,6 +562,50 @@ impl Host for Envoy<'_> {
     }
 }
 
+/// gRPC as an HTTP/2 call-out, framed here: the SDK's gRPC call panics on a
+/// status Envoy returns (BadArgument when it cannot make the client), and
+/// the raw import's answer never reaches this context (the SDK routes only
+/// calls its own wrapper registered). Envoy's HTTP call returns only
+/// statuses the SDK maps (docs/envoy-host.md).
+fn dispatch_rls(call: &ServiceCall) -> Result<(), String> {
+    let timeout = format!("{}m", call.timeout_ms);
+    let path = format!("/{}/{}", crate::rls::SERVICE, crate::rls::METHOD);
+    hostcalls::dispatch_http_call(
+        call.cluster,
+        vec![
+            (":method", "POST"),
+            (":path", &path),
+            (":authority", call.cluster),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("grpc-timeout", &timeout),
+        ],
+        Some(&crate::rls::frame(&call.message)),
+        vec![],
+        Duration::from_millis(call.timeout_ms),
+    )
+    .map(|_| ())
+    .map_err(|s| format!("{s:?}"))
+}
+
+/// The gRPC status of a rate-limit service call's answer, from the sizes of
+/// its header and trailer maps as the callback gives them.
+fn rls_status(headers: usize, trailers: usize) -> u32 {
+    // A failed call has no maps at all: reading one that is not there is a
+    // status the SDK panics on.
+    let header = |name| {
+        (headers > 0)
+            .then(|| map_value(MapType::HttpCallResponseHeaders, name))
+            .flatten()
+    };
+    let trailer = (trailers > 0)
+        .then(|| map_value(MapType::HttpCallResponseTrailers, "grpc-status"))
+        .flatten();
+    // In the trailers, or the headers of a trailers-only answer.
+    let grpc = trailer.or_else(|| header("grpc-status"));
+    crate::rls::call_status(header(":status").as_deref(), grpc.as_deref())
+}
+
 fn resumed(step: Step) -> Action {
     match step {
         Step::Continue => Action::Continue,
@@ -549,19 +627,7 @@ impl Context for Request {
         let worker = active.worker();
         let step = match self.exchange.waits_for() {
             Some(Waits::Service) => {
-                // A failed call has no maps at all: reading one that is not
-                // there is a status the SDK panics on.
-                let header = |name| {
-                    (headers > 0)
-                        .then(|| map_value(MapType::HttpCallResponseHeaders, name))
-                        .flatten()
-                };
-                let trailer = (trailers > 0)
-                    .then(|| map_value(MapType::HttpCallResponseTrailers, "grpc-status"))
-                    .flatten();
-                // In the trailers, or the headers of a trailers-only answer.
-                let grpc = trailer.or_else(|| header("grpc-status"));
-                let status = crate::rls::call_status(header(":status").as_deref(), grpc.as_deref());
+                let status = rls_status(headers, trailers);
                 worker.on_service_answer(&mut host, &mut self.exchange, status, body_size)
             }
             _ => worker.on_session_answer(&mut host, &mut self.exchange, body_size),

@@ -7,7 +7,8 @@
 //! - this file: the decision steps (`Worker::begin`, `resume`, and what
 //!   they come to: [`Decision`], or [`Begun`] naming what to wait for);
 //! - [`installation`]: the last step, the rate-limit service's call and
-//!   answer;
+//!   answer; [`warm_up`]: each worker's connection to it, opened before
+//!   its first sign-in;
 //! - `exchange`: one request across Envoy's callbacks ([`Exchange`]);
 //! - `host`: the [`Host`] seam; `sources`: identity from the request.
 //!
@@ -30,6 +31,7 @@ pub mod mock;
 mod sources;
 #[cfg(test)]
 mod tests;
+pub mod warm_up;
 
 use crate::config::plan::RequestInfo;
 use crate::config::{OnError, SessionSource};

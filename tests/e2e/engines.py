@@ -166,7 +166,8 @@ class RateLimitService:
     serving gRPC on 127.0.0.1:grpc_port."""
 
     def __init__(self, redis: Redis, config_yaml: str, tmpdir: Path | str,
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None,
+                 grpc_port: int | None = None) -> None:
         if not SERVICE_CMD.exists():
             raise EngineError(f"{SERVICE_CMD} is missing: {INSTALL_HINT}")
         self.redis = redis
@@ -180,7 +181,7 @@ class RateLimitService:
         self.config_path.write_text(config_yaml)
         self.log_path = self.dir / "ratelimit.log"
         self.port = free_port()
-        self.grpc_port = free_port()
+        self.grpc_port = grpc_port if grpc_port is not None else free_port()
         self.debug_port = free_port()
         self.extra_env = dict(extra_env or {})
         self.proc: subprocess.Popen | None = None

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from harness import ROOT, request
+from harness import ROOT, free_port, request
 from launcher import grpc_cluster
 
 CLI = ROOT / "dist" / "ratebound"
@@ -333,3 +333,48 @@ def test_hammering_while_refused_cannot_extend_the_lockout(installation):
     # clock's: at the next second the account starts over.
     time.sleep(1 - time.time() % 1 + 0.05)
     assert login(a.port, account)[0] == 200
+
+
+def test_each_worker_opens_its_connection_to_the_service_before_any_sign_in(
+        envoy_factory, rate_limit_service, upstream, redis, tmp_path):
+    cfg = config()
+    svc = rate_limit_service(rls_yaml(cfg, tmp_path))
+    e = envoy_factory(cfg, clusters=[grpc_cluster("rls", svc.grpc_port)],
+                      upstream_port=upstream.port)  # 2 workers
+    # No request yet: every ticking root context (the 2 workers' and the
+    # main thread's) calls once, and each call is answered.
+    cx = e.wait_value(lambda: e.stat("cluster.rls.upstream_rq_completed"),
+                      lambda v: v >= 2, timeout=10.0)
+    assert cx >= 2, cx
+    time.sleep(1.5)  # a tick more: no call once answered
+    opened = e.stat("cluster.rls.upstream_cx_total")
+    calls = e.stat("cluster.rls.upstream_rq_total")
+    assert opened >= 2 and calls == e.stat("cluster.rls.upstream_rq_completed"), (opened, calls)
+    # The service counted nothing and no bound saw a call.
+    assert redis.commandstats().get("incrby", 0) == 0
+    assert e.rb("signin", "login", "attempts", "rls_calls") == 0
+    assert e.rb("signin", "login", "attempts", "rls_errors") == 0
+    # Sign-ins on new connections (both workers, but with odds of 2^-15)
+    # open no connection: each worker's is already there.
+    clear_of_minute_end()
+    for i in range(16):
+        assert login(e.port, f"warm-{i}-{uuid.uuid4().hex[:6]}")[0] == 200
+    assert e.stat("cluster.rls.upstream_cx_total") == opened
+    assert e.stat("cluster.rls.upstream_rq_total") == calls + 16
+    no_panic(e)
+
+
+def test_a_service_started_after_envoy_is_warmed_up_when_it_comes(
+        envoy_factory, rate_limit_service, upstream, tmp_path):
+    cfg = config()
+    port = free_port()
+    e = envoy_factory(cfg, clusters=[grpc_cluster("rls", port)], upstream_port=upstream.port)
+    # Nobody listens yet: tries fail, a tick apart, and count as no error.
+    e.wait_value(lambda: e.stat("cluster.rls.upstream_cx_connect_fail"), lambda v: v >= 3,
+                 timeout=10.0)
+    assert e.rb("signin", "login", "attempts", "rls_errors") == 0
+    svc = rate_limit_service(rls_yaml(cfg, tmp_path), grpc_port=port)
+    done = e.wait_value(lambda: e.stat("cluster.rls.upstream_rq_200"), lambda v: v >= 2,
+                        timeout=10.0)
+    assert done >= 2, (done, svc.grpc_port)
+    no_panic(e)
