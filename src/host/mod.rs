@@ -75,10 +75,7 @@ struct Active {
 impl Context for Root {
     /// The warm-up call was answered: the only call a root context makes.
     fn on_http_call_response(&mut self, _: u32, headers: usize, _: usize, trailers: usize) {
-        let status = rls_status(headers, trailers);
-        if self.warm.answered(status) {
-            self.warm_up_gave_up(status);
-        }
+        self.warm_up_answered(rls_status(headers, trailers));
     }
 
     fn on_done(&mut self) -> bool {
@@ -190,12 +187,14 @@ impl Root {
     /// first sign-in (`pipeline::warm_up`): one call at a time, a tick
     /// apart, until one is answered.
     fn warm_up(&mut self, active: &Active) {
-        let Some(call) = warm_up::call(&active.limiter.plan) else {
-            return;
-        };
         if !self.warm.due() {
             return;
         }
+        let Some(call) = warm_up::call(&active.limiter.plan) else {
+            // No route calls the service: nothing to warm, at any tick.
+            self.warm = WarmUp::Done { answered: false };
+            return;
+        };
         if let Err(e) = dispatch_rls(&call) {
             log(
                 LogLevel::Debug,
@@ -204,16 +203,16 @@ impl Root {
                     call.cluster
                 ),
             );
-            if self
-                .warm
-                .answered(crate::rls::GrpcCode::Unavailable.number())
-            {
-                self.warm_up_gave_up(crate::rls::GrpcCode::Unavailable.number());
-            }
+            self.warm_up_answered(crate::rls::GrpcCode::Unavailable.number());
         }
     }
 
-    fn warm_up_gave_up(&self, status: u32) {
+    /// The warm-up call ended with `status`; a warning when that was the
+    /// last try.
+    fn warm_up_answered(&mut self, status: u32) {
+        if !self.warm.answered(status) {
+            return;
+        }
         let cluster = self
             .active
             .as_ref()

@@ -54,7 +54,8 @@ pub enum WarmUp {
     Waiting { tries: u32 },
     /// `tries` calls failed; the next tick tries again.
     Failed { tries: u32 },
-    /// Answered, or given up after [`TRIES`]: no more calls.
+    /// Answered, or not (given up after [`TRIES`], or nothing to warm):
+    /// no more calls.
     Done { answered: bool },
 }
 
