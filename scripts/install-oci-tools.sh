@@ -28,22 +28,8 @@ if [[ "${1:-}" != "--image-only" ]]; then
   wanted+=("crane:$CRANE" "registry:$REGISTRY")
 fi
 
+# shellcheck source=scripts/go-tool.sh
+. "$ROOT/scripts/go-tool.sh"
 for entry in "${wanted[@]}"; do
-  bin="${entry%%:*}"
-  module="${entry#*:}"
-  if [[ -x "$TOOLS/bin/$bin" ]]; then
-    echo "install-oci-tools: $TOOLS/bin/$bin already there"
-    continue
-  fi
-  if ! command -v go >/dev/null 2>&1; then
-    echo "install-oci-tools: go is required (Go >= 1.26.7) to build $module" >&2
-    exit 1
-  fi
-  mkdir -p "$TOOLS/bin" "$TOOLS/gopath" "$TOOLS/gocache"
-  echo "install-oci-tools: go install $module ($(go version))"
-  start=$(date +%s)
-  # -modcacherw: the module cache stays deletable (rm -rf .tools) without chmod.
-  GOBIN="$TOOLS/bin" GOPATH="$TOOLS/gopath" GOCACHE="$TOOLS/gocache" \
-    GOFLAGS=-modcacherw go install "$module"
-  echo "install-oci-tools: built $TOOLS/bin/$bin in $(( $(date +%s) - start ))s"
+  go_tool install-oci-tools "${entry%%:*}" "${entry#*:}" 1.26.7
 done

@@ -20,22 +20,9 @@ RATELIMIT_VERSION="v1.4.1-0.20260122083618-3fb702589d36"
 MODULE="github.com/envoyproxy/ratelimit/src/service_cmd"
 
 BIN="$TOOLS/bin/service_cmd"
-
-if [[ -x "$BIN" ]]; then
-  echo "install-ratelimit: $BIN already there"
-else
-  if ! command -v go >/dev/null 2>&1; then
-    echo "install-ratelimit: go is required (Go >= 1.25.6)" >&2
-    exit 1
-  fi
-  mkdir -p "$TOOLS/bin" "$TOOLS/gopath" "$TOOLS/gocache"
-  echo "install-ratelimit: go install $MODULE@$RATELIMIT_VERSION ($(go version))"
-  start=$(date +%s)
-  # -modcacherw: the module cache stays deletable (rm -rf .tools) without chmod.
-  GOBIN="$TOOLS/bin" GOPATH="$TOOLS/gopath" GOCACHE="$TOOLS/gocache" \
-    GOFLAGS=-modcacherw go install "$MODULE@$RATELIMIT_VERSION"
-  echo "install-ratelimit: built $BIN in $(( $(date +%s) - start ))s"
-fi
+# shellcheck source=scripts/go-tool.sh
+. "$ROOT/scripts/go-tool.sh"
+go_tool install-ratelimit service_cmd "$MODULE@$RATELIMIT_VERSION" 1.25.6
 
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
   echo "install-ratelimit: installing redis-server (apt-get)"
