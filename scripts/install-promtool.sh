@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs promtool, Prometheus's checker, for the tests of the alert rules
-# (envoy-demo/prometheus/ratebound-rules.yaml) and of the Grafana dashboard's
-# queries (tests/e2e/test_prometheus.py): Debian's package `prometheus`
-# provides /usr/bin/promtool. Idempotent: an existing promtool is kept.
+# Installs promtool, Prometheus's checker, and the Prometheus server, for the
+# tests of the alert rules (envoy-demo/prometheus/ratebound-rules.yaml) and of
+# the Grafana dashboard's queries (tests/e2e/test_prometheus.py: promtool
+# checks them, a real Prometheus scraping a real Envoy runs them): Debian's
+# package `prometheus` provides /usr/bin/promtool and /usr/bin/prometheus.
+# Idempotent: existing ones are kept.
 set -euo pipefail
 
-if command -v promtool >/dev/null 2>&1; then
-  echo "install-promtool: $(command -v promtool) already there ($(promtool --version 2>&1 | head -n1))"
+if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then
+  echo "install-promtool: $(command -v promtool) and $(command -v prometheus) already there ($(promtool --version 2>&1 | head -n1))"
   exit 0
 fi
 echo "install-promtool: installing Debian's prometheus package (apt-get) for promtool"
