@@ -24,8 +24,6 @@
 mod exchange;
 mod host;
 pub mod installation;
-#[cfg(test)]
-mod installation_tests;
 #[cfg(any(test, not(target_arch = "wasm32")))]
 pub mod mock;
 mod sources;

@@ -3,6 +3,9 @@
 #![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
+// Installation bounds through the whole pipeline.
+mod installation;
+
 use super::mock::{Filter, MockHost};
 use super::*;
 use crate::config::Per;

@@ -4,10 +4,10 @@
 #![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
-use super::mock::{Filter, MockHost};
-use super::*;
 use crate::count::limiter::Event;
 use crate::count::slots;
+use crate::pipeline::mock::{Filter, MockHost};
+use crate::pipeline::*;
 use crate::rls::proto;
 use prost::Message;
 
