@@ -45,27 +45,28 @@ pub fn call(plan: &Plan) -> Option<ServiceCall<'_>> {
 }
 
 /// Where a worker's warm-up stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WarmUp {
-    /// No call yet.
-    #[default]
-    Cold,
+    /// No call in flight; `tries` failed so far, and the next tick tries.
+    Idle { tries: u32 },
     /// A call is in flight; `tries` failed before it.
     Waiting { tries: u32 },
-    /// `tries` calls failed; the next tick tries again.
-    Failed { tries: u32 },
     /// Answered, or not (given up after [`TRIES`], or nothing to warm):
     /// no more calls.
     Done { answered: bool },
 }
 
+impl Default for WarmUp {
+    fn default() -> Self {
+        WarmUp::Idle { tries: 0 }
+    }
+}
+
 impl WarmUp {
     /// At a tick: whether to send the call now (and it is then in flight).
     pub fn due(&mut self) -> bool {
-        let tries = match *self {
-            WarmUp::Cold => 0,
-            WarmUp::Failed { tries } => tries,
-            WarmUp::Waiting { .. } | WarmUp::Done { .. } => return false,
+        let WarmUp::Idle { tries } = *self else {
+            return false;
         };
         *self = WarmUp::Waiting { tries };
         true
@@ -87,7 +88,7 @@ impl WarmUp {
             *self = WarmUp::Done { answered: false };
             return true;
         }
-        *self = WarmUp::Failed { tries };
+        *self = WarmUp::Idle { tries };
         false
     }
 }
