@@ -72,32 +72,15 @@ def no_panic(*envoys):
         assert "panicked" not in e.log(), e.log_tail(40)
 
 
-WARM_UP = "/up/warm-up"
-
-
-def with_warm_up(cfg: dict) -> dict:
-    """`cfg` and a route of its own whose installation bound the fixture
-    calls before a test starts: a worker's first call to the service opens
-    its HTTP/2 connection, which on a loaded machine can outlast a 100 ms
-    timeout (a 503 under `deny`). The test's own routes and stats are left
-    as they are."""
-    route = {"name": "warm_up", "match": {"path_prefix": WARM_UP},
-             "account": {"header": "x-warm-up"},
-             "bounds": [{"name": "calls", "per": "account", "scope": "installation",
-                         "limit": 1_000_000, "window": "PT1M"}]}
-    return {**cfg, "routes": [route, *cfg["routes"]]}
-
-
-def warm_up(port: int, in_a_row: int = 16, within_s: float = 20.0) -> None:
-    """Until `in_a_row` calls on new connections (so on every worker, but
-    with odds of 2^-15) are answered by the service in time."""
-    deadline = time.monotonic() + within_s
-    ok = 0
-    while ok < in_a_row:
-        status = request(port, WARM_UP, method="POST", headers={"x-warm-up": "w"})[0]
-        ok = ok + 1 if status == 200 else 0
-        assert status in (200, 503), status
-        assert time.monotonic() < deadline, f"the service never answered Envoy :{port} in time"
+def warmed(e) -> None:
+    """Waits for the filter's own warm-up (`pipeline::warm_up`): every
+    ticking root context, the workers' and the main thread's, has had its
+    call to the service answered, so no worker's first sign-in waits for a
+    connection (which on a loaded machine can outlast a 100 ms timeout)."""
+    contexts = e.concurrency + 1
+    answered = e.wait_value(lambda: e.stat("cluster.rls.upstream_rq_200"),
+                            lambda v: v >= contexts, timeout=10.0)
+    assert answered >= contexts, f"warm-up calls answered: {answered} of {contexts}"
 
 
 @pytest.fixture
@@ -107,13 +90,12 @@ def installation(envoy_factory, rate_limit_service, upstream, tmp_path):
     reaches the filter)."""
 
     def start(cfg: dict, n: int = 2, **kw):
-        cfg = with_warm_up(cfg)
         svc = rate_limit_service(rls_yaml(cfg, tmp_path))
         envoys = [envoy_factory(cfg, clusters=[grpc_cluster("rls", svc.grpc_port)],
                                 upstream_port=upstream.port, **kw)
                   for _ in range(n)]
         for e in envoys:
-            warm_up(e.port)
+            warmed(e)
         return svc, envoys
 
     return start
@@ -309,11 +291,10 @@ def test_form_and_header_sources(installation, envoy_factory, rate_limit_service
     assert login(form.port, body=b"username=K%61te&password=x", headers=h)[0] == 200
     assert login(form.port, body=b"password=y&username=kate", headers=h)[0] == 429
     cfg = config(limit=1, account={"header": "x-login"})
-    cfg = with_warm_up(cfg)
     svc = rate_limit_service(rls_yaml(cfg, tmp_path))
     hdr = envoy_factory(cfg, clusters=[grpc_cluster("rls", svc.grpc_port)],
                         upstream_port=upstream.port)
-    warm_up(hdr.port)
+    warmed(hdr)
     assert request(hdr.port, "/up/login", method="POST", headers={"x-login": "Liam"})[0] == 200
     assert request(hdr.port, "/up/login", method="POST", headers={"x-login": "liam"})[0] == 429
     no_panic(form, hdr)
