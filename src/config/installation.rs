@@ -12,6 +12,10 @@ use super::model::{AccountSource, BoundConfig, Config, Per, RouteConfig, Scope};
 use super::validate::{err, ConfigError};
 use crate::config::Access;
 
+/// A fleet bound's window holds at least this many syncs (docs/fleet.md:
+/// fewer admit several times the limit).
+pub const MIN_SYNCS_A_WINDOW: u64 = 10;
+
 /// A window the service keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Unit {
@@ -124,11 +128,15 @@ pub fn validate_bound(
         }
         return;
     }
+    let scope = b.scope.as_str();
     if c.rate_limit_service.is_none() {
         errors.push(err(
             format!("{at}.scope"),
-            "an installation bound is counted by the rate-limit service: add a top-level \
-             \"rate_limit_service\": {\"cluster\": \"<Envoy cluster, HTTP/2>\", \"domain\": \"<its domain>\"}",
+            format!(
+                "a{} {scope} bound is counted by the rate-limit service: add a top-level \
+                 \"rate_limit_service\": {{\"cluster\": \"<Envoy cluster, HTTP/2>\", \"domain\": \"<its domain>\"}}",
+                if b.scope == Scope::Installation { "n" } else { "" }
+            ),
         ));
     }
     if let Some(ms) = window_ms.filter(|ms| Unit::of_ms(*ms).is_none()) {
@@ -136,13 +144,36 @@ pub fn validate_bound(
         errors.push(err(
             format!("{at}.window"),
             format!(
-                "{:?} is not a window the rate-limit service keeps: installation bounds count \
-                 in fixed clock windows of PT1S, PT1M, PT1H or P1D; the nearest is {:?} \
+                "{:?} is not a window the rate-limit service keeps: {scope} bounds count \
+                 in its clock windows of PT1S, PT1M, PT1H or P1D; the nearest is {:?} \
                  (scale the limit to it)",
                 b.window,
                 near.window()
             ),
         ));
+    }
+    if b.scope == Scope::Fleet {
+        let sync_ms = c.rate_limit_service.as_ref().map_or(500, |s| s.sync_ms);
+        if let Some(ms) = window_ms.filter(|ms| *ms < MIN_SYNCS_A_WINDOW * sync_ms) {
+            errors.push(err(
+                format!("{at}.window"),
+                format!(
+                    "{:?} is too short for a fleet bound synced every {sync_ms} ms: the nodes \
+                     see each other's hits a sync or two late, which over a window under \
+                     {MIN_SYNCS_A_WINDOW} syncs admits up to 2-3x the limit (docs/fleet.md); \
+                     use a longer window, or lower \"rate_limit_service.sync_ms\" to {} or less",
+                    b.window,
+                    ms / MIN_SYNCS_A_WINDOW
+                ),
+            ));
+        }
+        if b.per == Per::Account {
+            errors.push(err(
+                format!("{at}.per"),
+                "\"account\" is counted per request by the rate-limit service: use \
+                 \"scope\": \"installation\"",
+            ));
+        }
     }
     if b.per == Per::Account && route.account.is_none() {
         errors.push(err(
@@ -225,16 +256,35 @@ pub fn validate_service(c: &Config, errors: &mut Vec<ConfigError>) {
             ),
         ));
     }
+    if !(100..=5_000).contains(&s.sync_ms) {
+        errors.push(err(
+            format!("{at}.sync_ms"),
+            format!(
+                "{} is out of range: fleet bounds sync every 100 to 5000 ms (500 by default)",
+                s.sync_ms
+            ),
+        ));
+    }
+    if !(1..=10_000).contains(&s.fleet_nodes) {
+        errors.push(err(
+            format!("{at}.fleet_nodes"),
+            format!(
+                "{} is out of range: assume 1 to 10000 nodes until the service has counted them",
+                s.fleet_nodes
+            ),
+        ));
+    }
     let used = c.routes.iter().any(|r| {
         r.bounds
             .iter()
             .chain(r.operations.iter().flat_map(|o| &o.bounds))
-            .any(|b| b.scope == Scope::Installation)
+            .any(|b| b.scope != Scope::Node)
     });
     if !used {
         errors.push(err(
             at,
-            "no bound says \"scope\": \"installation\": remove the block, or give a bound that scope",
+            "no bound says \"scope\": \"installation\" or \"fleet\": remove the block, or give \
+             a bound one of those scopes",
         ));
     }
 }

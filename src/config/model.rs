@@ -70,7 +70,8 @@ pub struct Config {
     /// Where caller identities come from (verified sources only).
     pub identity: Option<IdentityConfig>,
     /// The Envoy rate-limit service (envoyproxy/ratelimit over Redis) that
-    /// counts bounds of `"scope": "installation"`.
+    /// counts bounds of `"scope": "installation"` and reconciles those of
+    /// `"scope": "fleet"`.
     pub rate_limit_service: Option<RateLimitServiceConfig>,
     /// Routes in order: a request is counted by the first route that matches
     /// it, and by every bound of that route.
@@ -101,8 +102,9 @@ pub enum GrpcRefusal {
     Unavailable,
 }
 
-/// How installation bounds reach their counter: one `ShouldRateLimit` call
-/// (gRPC) per request that reaches them.
+/// How installation bounds reach their counter (one `ShouldRateLimit` call,
+/// gRPC, per request that reaches them) and fleet bounds their fleet's
+/// counts (calls in the background, every `sync_ms`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
@@ -120,6 +122,17 @@ pub struct RateLimitServiceConfig {
     /// What an unanswered call means: `deny` (503) or `allow`.
     #[serde(default)]
     pub on_error: ServiceOnError,
+    /// Fleet bounds: how often each node reconciles its counts with the
+    /// service, in the background.
+    #[serde(default = "default_sync_ms")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 100, max = 5_000)))]
+    pub sync_ms: u64,
+    /// Fleet bounds: the nodes assumed until the service has counted them
+    /// (a node that starts while the service is down decides alone at
+    /// `limit / fleet_nodes`).
+    #[serde(default = "default_fleet_nodes")]
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 10_000)))]
+    pub fleet_nodes: u32,
 }
 
 /// What a failed rate-limit service call (unreachable, timeout, error,
@@ -147,6 +160,26 @@ pub enum Scope {
     /// In the rate-limit service (Redis): one count for the installation,
     /// kept across restarts; fixed windows.
     Installation,
+    /// Decided in this Envoy's shared data against the whole fleet's count,
+    /// which each node reconciles with the rate-limit service every
+    /// `sync_ms` in the background: one budget, no call per request.
+    Fleet,
+}
+
+impl Scope {
+    /// Counted in this Envoy's shared data (node and fleet bounds): the
+    /// bound has a lane.
+    pub fn in_shared_data(self) -> bool {
+        self != Scope::Installation
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Node => "node",
+            Scope::Installation => "installation",
+            Scope::Fleet => "fleet",
+        }
+    }
 }
 
 /// Where a sign-in request names the account it tries.
@@ -439,9 +472,11 @@ pub struct BoundConfig {
     /// enforcement would have done.
     #[serde(default)]
     pub shadow: bool,
-    /// `node` (each Envoy counts on its own, sliding window) or
+    /// `node` (each Envoy counts on its own, sliding window),
     /// `installation` (the rate-limit service counts for all of them, fixed
-    /// window of `PT1S`, `PT1M`, `PT1H` or `P1D`).
+    /// window of `PT1S`, `PT1M`, `PT1H` or `P1D`) or `fleet` (one budget
+    /// for all of them, decided on each node from counts synced every
+    /// `sync_ms`; sliding window of `PT1S`, `PT1M`, `PT1H` or `P1D`).
     #[serde(default)]
     pub scope: Scope,
 }
@@ -496,6 +531,14 @@ impl Per {
             Per::Account => "account",
         }
     }
+}
+
+fn default_sync_ms() -> u64 {
+    500
+}
+
+fn default_fleet_nodes() -> u32 {
+    1
 }
 
 fn default_rls_timeout_ms() -> u64 {

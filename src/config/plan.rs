@@ -174,6 +174,9 @@ pub struct Bound {
     /// route's matching or to any of its bounds gives every bound of the
     /// route a new fingerprint, so its counters start again.
     pub fingerprint: u64,
+    /// A fleet bound: the `bound` descriptor value (`<route>.<name>`) its
+    /// counts are synced under with the rate-limit service.
+    pub fleet: Option<String>,
     /// Where and how it was written, for the console.
     pub written: Written,
 }
@@ -382,7 +385,7 @@ struct At<'a> {
     slot: usize,
 }
 
-fn compile_bound(b: &BoundConfig, at: At, route_fp: u64, all_shadow: bool) -> Bound {
+fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, all_shadow: bool) -> Bound {
     let own = bound_name(b, at.index);
     let (name, path) = match at.op {
         None => (
@@ -397,6 +400,7 @@ fn compile_bound(b: &BoundConfig, at: At, route_fp: u64, all_shadow: bool) -> Bo
             ),
         ),
     };
+    let fleet = (b.scope == Scope::Fleet).then(|| format!("{route}.{name}"));
     Bound {
         name,
         per: b.per,
@@ -408,7 +412,13 @@ fn compile_bound(b: &BoundConfig, at: At, route_fp: u64, all_shadow: bool) -> Bo
             // fallback (a minute) is never reached.
             window_ms: window_ms(&b.window).unwrap_or(60_000),
         },
-        fingerprint: stable_hash(&(route_fp, at.slot)),
+        // A fleet bound's entries are not a node bound's: the same bound
+        // turned fleet (or back) must not read the other's counters. Salted
+        // rather than hashed with the scope, so that no node bound's
+        // fingerprint (and count) changes with this release.
+        fingerprint: stable_hash(&(route_fp, at.slot))
+            ^ if fleet.is_some() { FLEET_SALT } else { 0 },
+        fleet,
         written: Written {
             path,
             operation: at.op.map(|(k, _)| k),
@@ -418,6 +428,9 @@ fn compile_bound(b: &BoundConfig, at: At, route_fp: u64, all_shadow: bool) -> Bo
         },
     }
 }
+
+/// See [`compile_bound`].
+const FLEET_SALT: u64 = 0x666c_6565_7400_0001;
 
 fn route_fingerprint(r: &RouteConfig, all_shadow: bool) -> u64 {
     let m = &r.matching;
@@ -513,7 +526,7 @@ impl Plan {
                     .iter()
                     .enumerate()
                     .filter(|(j, b)| {
-                        let node = b.scope == Scope::Node;
+                        let node = b.scope.in_shared_data();
                         if !node {
                             let at = At {
                                 route: i,
@@ -532,7 +545,7 @@ impl Plan {
                             index: j,
                             slot: j,
                         };
-                        compile_bound(b, at, route_fp, c.shadow)
+                        compile_bound(b, &r.name, at, route_fp, c.shadow)
                     })
                     .collect();
                 let phases =
@@ -546,7 +559,7 @@ impl Plan {
                     let name = operation_name(o, k);
                     let first = bounds.len();
                     for (j, b) in o.bounds.iter().enumerate() {
-                        if b.scope == Scope::Installation {
+                        if !b.scope.in_shared_data() {
                             let at = At {
                                 route: i,
                                 op: Some((k, &name)),
@@ -562,7 +575,7 @@ impl Plan {
                             index: j,
                             slot: bounds.len(),
                         };
-                        bounds.push(compile_bound(b, at, route_fp, c.shadow));
+                        bounds.push(compile_bound(b, &r.name, at, route_fp, c.shadow));
                     }
                     let (op_early, op_late) = phases(first..bounds.len(), &bounds);
                     // Validated; an unparsable template matches nothing.

@@ -132,14 +132,14 @@ fn validate(c: &Config) -> Vec<ConfigError> {
     errors
 }
 
-/// Node bounds of every route and operation: (keyed per caller, per
-/// route). Installation bounds keep nothing in shared data.
+/// Node and fleet bounds of every route and operation: (keyed per caller,
+/// per route). Installation bounds keep nothing in shared data.
 pub fn bound_kinds(c: &Config) -> (usize, usize) {
     let bounds = c.routes.iter().flat_map(|r| {
         r.bounds
             .iter()
             .chain(r.operations.iter().flat_map(|o| &o.bounds))
-            .filter(|b| b.scope == Scope::Node)
+            .filter(|b| b.scope.in_shared_data())
     });
     let singles = bounds.clone().filter(|b| b.per == Per::Route).count();
     (bounds.count() - singles, singles)

@@ -7,7 +7,7 @@
 use crate::config::installation::InstallationBound;
 use crate::config::plan::{Bound, Plan, Route};
 use crate::config::Per;
-use crate::console::warnings::{warnings, Counters, Level, Warning};
+use crate::console::warnings::{warnings_at, Counters, Level, Warning};
 use crate::console::words;
 use serde::Serialize;
 
@@ -147,7 +147,12 @@ pub struct BoundRow {
 
 /// Explains a compiled configuration.
 pub fn explain(plan: &Plan, nodes: Option<u32>) -> Explanation {
-    let mut all = warnings(plan, nodes);
+    explain_at(plan, nodes, None)
+}
+
+/// [`explain`], fleet bounds' figures for nodes admitting `rate` a second.
+pub fn explain_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Explanation {
+    let mut all = warnings_at(plan, nodes, rate);
     let mut summary = Summary {
         routes: plan.routes.len(),
         ..Summary::default()

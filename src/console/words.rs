@@ -196,6 +196,68 @@ fn per_node_keyed(limit: u64, window_ms: u64, key: &str, nodes: Option<u32>) -> 
     }
 }
 
+/// A fleet bound's reading: one budget, how it is kept, and how far over
+/// it may go. The figure is the one the simulation measured (docs/fleet.md:
+/// about 2 × (nodes − 1) × per-node rate × sync_ms held in 51 of 60 runs
+/// under overload; the estimate's own error comes on top), not a proof.
+/// `admitted` is what each node admits a second; by default its even
+/// share of the limit.
+pub fn fleet(
+    bound: &crate::config::plan::Bound,
+    cluster: &str,
+    sync_ms: u64,
+    nodes: Option<u32>,
+    admitted: Option<u32>,
+) -> String {
+    let (limit, ms) = (u64::from(bound.rate.limit), bound.rate.window_ms);
+    let key = match bound.written.operation {
+        None => per(bound.per).to_string(),
+        Some(_) => per_operation(bound.per),
+    };
+    let head = format!(
+        "fleet: one budget of {} {key} for all nodes together, decided on each node from the \
+         counts it reconciles with the rate-limit service `{cluster}` every {sync_ms} ms (no \
+         call per request); it may go over by up to about 2 × (nodes − 1) × each node's \
+         admissions a second × {sync_ms} ms, plus the sliding estimate's own error \
+         (measured, docs/fleet.md)",
+        rate(limit, ms)
+    );
+    let Some(n) = nodes else {
+        return format!(
+            "{head}; give --nodes (and --rate) for the figure. Without the service each node \
+             admits limit / nodes alone"
+        );
+    };
+    let n64 = u64::from(n.max(1));
+    let per_node = admitted.map_or(
+        limit as f64 * 1_000.0 / ms.max(1) as f64 / n64 as f64,
+        f64::from,
+    );
+    let over = 2.0 * (n64 - 1) as f64 * per_node * sync_ms as f64 / 1_000.0;
+    let share = (limit / n64).max(1);
+    let nodes_words = if n == 1 {
+        "1 node".to_string()
+    } else {
+        format!("{n} nodes")
+    };
+    format!(
+        "{head}; on {nodes_words} admitting {} a second each: about {} over. Without the \
+         service each node admits {} alone",
+        decimal(per_node),
+        decimal(over.ceil()),
+        rate(share, ms)
+    )
+}
+
+/// A figure with at most one decimal.
+fn decimal(x: f64) -> String {
+    if (x - x.round()).abs() < 0.05 {
+        format!("{}", x.round() as u64)
+    } else {
+        format!("{x:.1}")
+    }
+}
+
 /// Which requests a route takes, in words.
 pub fn matching(m: &MatchConfig) -> String {
     let mut parts = Vec::new();

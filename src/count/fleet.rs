@@ -110,7 +110,15 @@ pub struct Sent {
     pub from_cur: u32,
     /// Admitted in `win − 1` (carried), before weighting.
     pub from_prev: u32,
+    /// When it was taken: a sync whose call never ended (its context went
+    /// away with a reload) is given up [`LOST_MS`] later.
+    pub at_ms: u64,
 }
+
+/// A sync still in flight this long after it was taken is taken for lost
+/// (its caller is gone: every call has a timeout of at most 10 s) and its
+/// hits are sent again.
+pub const LOST_MS: u64 = 15_000;
 
 /// What a fleet bound says about one more request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,9 +233,15 @@ impl FleetCounts {
     }
 
     /// Takes every unsent hit for a sync at `now`; `None` while a sync is
-    /// in flight. A sync with 0 hits is still worth sending: it reads the
-    /// fleet count.
+    /// in flight (one in flight for [`LOST_MS`] is failed first). A sync
+    /// with 0 hits is still worth sending: it reads the fleet count.
     pub fn take_unsynced(&mut self, rate: Rate, now_ms: u64) -> Option<Sent> {
+        if let Some(lost) = self
+            .pending
+            .filter(|p| now_ms.saturating_sub(p.at_ms) >= LOST_MS)
+        {
+            let _ = self.sync_failed(rate, lost, now_ms);
+        }
         *self = self.at(rate.window_of(now_ms));
         if self.pending.is_some() {
             return None;
@@ -239,6 +253,7 @@ impl FleetCounts {
             win: self.win,
             from_cur: self.unsynced,
             from_prev: self.carried,
+            at_ms: now_ms,
         };
         self.unsynced = 0;
         self.carried = 0;
@@ -371,6 +386,124 @@ impl FleetRate {
                 alone: true,
             },
         }
+    }
+}
+
+/// A node's fleet record in shared data, one per configuration instance:
+/// which root context syncs (a lease every context may claim when it
+/// runs out: one syncing thread per node, not per worker) and how many
+/// nodes the service last counted.
+///
+/// Nodes are counted with a heartbeat key in the service: each node adds 1
+/// to it once per clock minute, and reads it with every sync. Early in a
+/// minute few nodes have added theirs, so the count is the larger of this
+/// minute's and the last one seen of the minute before; a node gone is
+/// still counted for up to two minutes (its peers then take a smaller
+/// share alone, never a larger one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Record {
+    /// The syncing context's id, and when its lease ends.
+    pub owner: u64,
+    pub until_ms: u64,
+    /// The heartbeat's clock minute and its counts: this minute's as last
+    /// read, and the minute before's.
+    pub minute: u64,
+    pub cur: u32,
+    pub prev: u32,
+    /// The minute this node last added its 1 (0: never).
+    pub beat: u64,
+}
+
+/// The heartbeat's window: the service's minute.
+pub const BEAT_MS: u64 = 60_000;
+
+impl Record {
+    const BYTES: usize = 8 * 4 + 4 * 2;
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(Self::BYTES);
+        for n in [self.owner, self.until_ms, self.minute, self.beat] {
+            v.extend_from_slice(&n.to_le_bytes());
+        }
+        v.extend_from_slice(&self.cur.to_le_bytes());
+        v.extend_from_slice(&self.prev.to_le_bytes());
+        v
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Record> {
+        if b.len() != Self::BYTES {
+            return None;
+        }
+        let u64_at = |i: usize| {
+            b.get(i..i + 8)
+                .and_then(|s| s.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        let u32_at = |i: usize| {
+            b.get(i..i + 4)
+                .and_then(|s| s.try_into().ok())
+                .map(u32::from_le_bytes)
+        };
+        Some(Record {
+            owner: u64_at(0)?,
+            until_ms: u64_at(8)?,
+            minute: u64_at(16)?,
+            beat: u64_at(24)?,
+            cur: u32_at(32)?,
+            prev: u32_at(36)?,
+        })
+    }
+
+    /// `me` holds the lease at `now` or may take it; the record with the
+    /// lease renewed for `lease_ms`, or `None` when another holds it.
+    pub fn claim(self, me: u64, now_ms: u64, lease_ms: u64) -> Option<Record> {
+        (self.owner == me || self.until_ms <= now_ms).then_some(Record {
+            owner: me,
+            until_ms: now_ms.saturating_add(lease_ms),
+            ..self
+        })
+    }
+
+    /// Whether this node's 1 for the minute of `now` is still to be added.
+    pub fn beat_due(&self, now_ms: u64) -> bool {
+        self.beat != now_ms / BEAT_MS
+    }
+
+    /// The heartbeat was answered: `count` nodes have added theirs in the
+    /// minute `sent_ms` was in (`added`: this node's was among them).
+    pub fn heard(self, sent_ms: u64, count: u32, added: bool) -> Record {
+        let minute = sent_ms / BEAT_MS;
+        let mut r = self;
+        if minute == r.minute.saturating_add(1) {
+            r.prev = r.cur;
+            r.cur = 0;
+        } else if minute != r.minute {
+            if minute < r.minute {
+                return r;
+            }
+            r.prev = 0;
+            r.cur = 0;
+        }
+        r.minute = minute;
+        r.cur = r.cur.max(count);
+        if added {
+            r.beat = minute;
+        }
+        r
+    }
+
+    /// The nodes last counted, if the count is recent (this minute's or
+    /// the last one's).
+    pub fn nodes(&self, now_ms: u64) -> Option<u32> {
+        let minute = now_ms / BEAT_MS;
+        let n = if minute == self.minute {
+            self.cur.max(self.prev)
+        } else if minute == self.minute.saturating_add(1) {
+            self.cur
+        } else {
+            0
+        };
+        (n > 0).then_some(n)
     }
 }
 
@@ -523,6 +656,10 @@ mod tests {
         let mut s = FleetCounts::default();
         let sync = s.take_unsynced(b.rate, 10_000).unwrap();
         assert_eq!(s.take_unsynced(b.rate, 10_100), None);
+        // A sync whose call never ends is given up, and the key syncs again.
+        let mut lost = s;
+        let again = lost.take_unsynced(b.rate, 10_000 + LOST_MS).unwrap();
+        assert_eq!(again.at_ms, 10_000 + LOST_MS);
         let mut lost = FleetCounts::default();
         assert_eq!(lost.apply_answer(b.rate, sync, 3, 10_010), Err(NotPending));
         assert_eq!(lost.sync_failed(b.rate, sync, 10_010), Err(NotPending));
@@ -596,6 +733,36 @@ mod tests {
             Ok(Placed::Dropped)
         );
         assert!(t.expired(20));
+    }
+
+    #[test]
+    fn one_context_holds_the_lease_until_it_runs_out() {
+        let r = Record::default().claim(1, 1_000, 3_000).unwrap();
+        assert_eq!(r.claim(2, 3_999, 3_000), None);
+        assert_eq!(r.claim(1, 3_999, 3_000).unwrap().until_ms, 6_999);
+        assert_eq!(r.claim(2, 4_000, 3_000).unwrap().owner, 2);
+        assert_eq!(Record::decode(&r.encode()), Some(r));
+        assert_eq!(Record::decode(&r.encode()[1..]), None);
+    }
+
+    #[test]
+    fn nodes_are_the_larger_of_this_minutes_count_and_the_last_ones() {
+        let m = 10 * BEAT_MS;
+        let r = Record::default();
+        assert_eq!(r.nodes(m), None, "never heard");
+        assert!(r.beat_due(m));
+        let r = r.heard(m + 1_000, 3, true);
+        assert!(!r.beat_due(m + 2_000));
+        assert_eq!(r.nodes(m + 2_000), Some(3));
+        // Next minute: only this node has added its 1 so far.
+        let r = r.heard(m + BEAT_MS + 100, 1, true);
+        assert_eq!(r.nodes(m + BEAT_MS + 200), Some(3));
+        // A node gone: this minute's count is all the next minute knows.
+        let r = r.heard(m + BEAT_MS + 30_000, 2, false);
+        assert_eq!(r.nodes(m + 2 * BEAT_MS + 1), Some(2));
+        assert_eq!(r.nodes(m + 3 * BEAT_MS), None, "too old");
+        // An answer from before the record's minute changes nothing.
+        assert_eq!(r.heard(m, 9, true), r);
     }
 
     #[test]

@@ -8,12 +8,13 @@
 
 use crate::config::plan::{Bound, Plan};
 use crate::config::Per;
+use crate::count::fleet_lane::{self, Fleet};
 use crate::count::refusals::Refusals;
 use crate::count::slots::{self, Committed, Lane, Prepared};
 use crate::count::store::{Store, StoreError, CAS_RETRIES};
 use crate::count::window::{Quota, Verdict};
 use crate::count::write_memory::{Remembering, WriteMemory};
-use crate::identity::address::network;
+use crate::identity::address::{network, Prefixes};
 use crate::identity::Identity;
 use siphasher::sip::SipHasher13;
 use smallvec::{smallvec, SmallVec};
@@ -30,6 +31,32 @@ pub struct Limiter {
     refusals: RefCell<Refusals>,
     /// This worker's last writes (see `write_memory`).
     writes: RefCell<WriteMemory>,
+    /// Fleet bounds: how this node decides them.
+    pub fleet: Option<FleetKeys>,
+    /// Fleet decisions made alone since the last [`Limiter::take_alone`].
+    alone: std::cell::Cell<u64>,
+}
+
+/// What every node of the fleet shares to decide fleet bounds, from the
+/// configuration.
+#[derive(Debug, Clone)]
+pub struct FleetKeys {
+    /// Hashing keys every node derives alike (from the service's domain):
+    /// the key a caller is synced under.
+    pub seed: [u64; 2],
+    /// This instance's fleet record in shared data (`pipeline::fleet_sync`).
+    pub record_key: String,
+    pub fleet: Fleet,
+    /// The node count assumed before the service counted them.
+    pub nodes: u32,
+}
+
+/// A caller's keys for one bound: this node's, and for a fleet bound the
+/// fleet's (0 otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Keys {
+    node: u64,
+    fleet: u64,
 }
 
 /// Who is calling, as far as the checked bounds need to know.
@@ -113,10 +140,51 @@ enum Outcome {
 pub struct Pending {
     route: usize,
     op: Option<usize>,
-    prepared: SmallVec<[(usize, u64, Prepared); 4]>,
+    prepared: SmallVec<[(usize, Keys, Prepared); 4]>,
     /// Shadow bounds that would have refused: not counted, not refusing.
     shadowed: Vec<(usize, Quota)>,
     errors: Vec<StoreError>,
+}
+
+/// A caller's key for a bound keyed `per`, hashed with `seed`.
+fn key_with(seed: [u64; 2], prefixes: Prefixes, per: Per, caller: &Caller) -> u64 {
+    let id = caller.identity;
+    let value = match per {
+        Per::Route | Per::Address => None,
+        Per::User => id.and_then(|i| i.user.as_deref()),
+        Per::Org => id.and_then(|i| i.org.as_deref()),
+        // Installation bounds only (validated): never counted here.
+        Per::Account => None,
+        Per::Token => id.and_then(|i| i.token.as_deref()),
+    };
+    let mut h = SipHasher13::new_with_keys(seed[0], seed[1]);
+    h.write(per.as_str().as_bytes());
+    match value {
+        Some(v) => {
+            h.write_u8(1);
+            h.write(v.as_bytes());
+        }
+        None => {
+            h.write_u8(0);
+            network(caller.address, prefixes).hash_into(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// The shared-data key of an instance's fleet record.
+pub fn fleet_record_key(instance: &str) -> String {
+    format!("ratebound:fleet:{instance}")
+}
+
+/// The nodes a fleet bound is shared by, as the sync last counted them
+/// (the configured guess until then, or when the record cannot be read).
+fn fleet_nodes<S: Store + ?Sized>(store: &S, f: &FleetKeys, now_ms: u64) -> u32 {
+    store
+        .get(&f.record_key)
+        .ok()
+        .and_then(|(v, _)| crate::count::fleet::Record::decode(v.as_deref()?))
+        .map_or(f.nodes, |r| r.nodes(now_ms).unwrap_or(f.nodes))
 }
 
 /// Each bound of `plan` on the lane `lane` gives it, asked in plan order
@@ -152,13 +220,70 @@ impl Limiter {
     }
 
     pub fn new(plan: Plan, lanes: Vec<Vec<Lane>>, seed: [u64; 2]) -> Limiter {
+        let fleet = plan
+            .routes
+            .iter()
+            .any(|r| r.bounds.iter().any(|b| b.fleet.is_some()))
+            .then_some(plan.service.as_ref())
+            .flatten()
+            .map(|s| {
+                let (a, b) = crate::rls::service_keys(&s.domain);
+                FleetKeys {
+                    seed: [a, b],
+                    record_key: fleet_record_key(&plan.instance),
+                    fleet: Fleet {
+                        stale_ms: 3 * s.sync_ms + s.timeout_ms,
+                    },
+                    nodes: s.fleet_nodes,
+                }
+            });
         Limiter {
             plan,
             lanes,
             seed,
             refusals: RefCell::default(),
             writes: RefCell::default(),
+            fleet,
+            alone: std::cell::Cell::new(0),
         }
+    }
+
+    /// Fleet decisions made alone (without a fresh answer from the service)
+    /// since the last call.
+    pub fn take_alone(&self) -> u64 {
+        self.alone.replace(0)
+    }
+
+    /// A caller's keys for `bound`.
+    fn keys(&self, bound: &Bound, caller: &Caller) -> Keys {
+        Keys {
+            node: self.caller_key(bound.per, caller),
+            fleet: match (&bound.fleet, &self.fleet) {
+                (Some(_), Some(f)) if bound.per != Per::Route => {
+                    key_with(f.seed, self.plan.client_address, bound.per, caller)
+                }
+                _ => 0,
+            },
+        }
+    }
+
+    /// Reads and decides one more request at one bound, nothing written.
+    fn read<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        lane: &Lane,
+        keys: Keys,
+        now_ms: u64,
+    ) -> Result<Prepared, StoreError> {
+        let Some(f) = self.fleet.as_ref().filter(|_| lane.fleet) else {
+            return slots::prepare(store, lane, keys.node, now_ms);
+        };
+        let nodes = || fleet_nodes(store, f, now_ms);
+        let d = fleet_lane::prepare(store, lane, f.fleet, keys.node, keys.fleet, &nodes, now_ms)?;
+        if d.alone {
+            self.alone.set(self.alone.get() + 1);
+        }
+        Ok(d.prepared)
     }
 
     /// The key a caller is counted under for a bound of kind `per`, keyed
@@ -168,29 +293,10 @@ impl Limiter {
     /// address is keyed by its network (`address::network`: IPv6 per /64
     /// by default).
     pub fn caller_key(&self, per: Per, caller: &Caller) -> u64 {
-        let id = caller.identity;
-        let value = match per {
-            Per::Route => return 0,
-            Per::Address => None,
-            Per::User => id.and_then(|i| i.user.as_deref()),
-            Per::Org => id.and_then(|i| i.org.as_deref()),
-            // Installation bounds only (validated): never counted here.
-            Per::Account => None,
-            Per::Token => id.and_then(|i| i.token.as_deref()),
-        };
-        let mut h = SipHasher13::new_with_keys(self.seed[0], self.seed[1]);
-        h.write(per.as_str().as_bytes());
-        match value {
-            Some(v) => {
-                h.write_u8(1);
-                h.write(v.as_bytes());
-            }
-            None => {
-                h.write_u8(0);
-                network(caller.address, self.plan.client_address).hash_into(&mut h);
-            }
+        if per == Per::Route {
+            return 0;
         }
-        h.finish()
+        key_with(self.seed, self.plan.client_address, per, caller)
     }
 
     fn remembering<'a, S: Store + ?Sized>(
@@ -264,7 +370,8 @@ impl Limiter {
             let (Some(bound), Some(lane)) = (r.bounds.get(i), lanes.get(i)) else {
                 continue;
             };
-            let key = self.caller_key(bound.per, caller);
+            let keys = self.keys(bound, caller);
+            let key = keys.node;
             let standing = (!bound.shadow)
                 .then(|| {
                     self.refusals
@@ -276,7 +383,7 @@ impl Limiter {
             if let Some(quota) = standing {
                 return Some(pending.refused(i, quota, false));
             }
-            match slots::prepare(store, lane, key, now_ms) {
+            match self.read(store, lane, keys, now_ms) {
                 Ok(p) => {
                     if let Verdict::Refuse { quota } = p.verdict {
                         if bound.shadow {
@@ -292,7 +399,7 @@ impl Limiter {
                         }
                         return Some(pending.refused(i, quota, p.overflow));
                     }
-                    pending.prepared.push((i, key, p));
+                    pending.prepared.push((i, keys, p));
                 }
                 Err(e) => pending.errors.push(e),
             }
@@ -317,7 +424,8 @@ impl Limiter {
         };
         let mut shadowed = pending.shadowed;
         let mut done: SmallVec<[_; 4]> = SmallVec::new();
-        for (i, key, mut p) in pending.prepared {
+        for (i, keys, mut p) in pending.prepared {
+            let key = keys.node;
             let Some(lane) = lanes.get(i) else { continue };
             // Decided in the loop; none after every attempt means contention.
             let mut outcome = None;
@@ -327,7 +435,7 @@ impl Limiter {
                         outcome = Some(Outcome::Recorded(u));
                         break;
                     }
-                    Ok(Committed::Stale) => match slots::prepare(store, lane, key, now_ms) {
+                    Ok(Committed::Stale) => match self.read(store, lane, keys, now_ms) {
                         Ok(fresh) => {
                             let shadow = route.bounds.get(i).is_some_and(|b| b.shadow);
                             if let (Verdict::Refuse { quota }, true) = (fresh.verdict, shadow) {
@@ -424,12 +532,12 @@ impl Limiter {
             return None;
         };
         let mut refused = None;
-        for (i, key, p) in &mut pending.prepared {
+        for (i, keys, p) in &mut pending.prepared {
             let (Some(bound), Some(lane)) = (r.bounds.get(*i), lanes.get(*i)) else {
                 continue;
             };
             // On an error the commit meets the same error and reports it.
-            let Ok(fresh) = slots::prepare(store, lane, *key, now_ms) else {
+            let Ok(fresh) = self.read(store, lane, *keys, now_ms) else {
                 continue;
             };
             if let (Verdict::Refuse { quota }, false) = (fresh.verdict, bound.shadow) {

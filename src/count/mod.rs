@@ -7,11 +7,13 @@
 //! - [`limiter`]: every bound of a route, read then committed;
 //! - [`write_memory`] and [`refusals`]: what a worker remembers to skip reads;
 //! - [`fleet`]: fleet bounds, the synced fleet count plus this node's hits;
+//! - [`fleet_lane`]: where a fleet bound's counts live, and what a sync takes;
 //! - [`fleet_sim`]: a simulated fleet and service, to measure fleet bounds;
 //! - [`accuracy`]: how far the estimate is from an exact log (tests, example).
 
 pub mod accuracy;
 pub mod fleet;
+pub mod fleet_lane;
 pub mod fleet_sim;
 pub mod lanes;
 pub mod limiter;

@@ -50,6 +50,8 @@ pub struct Lane {
     pub rate: Rate,
     /// None for `per: route` (one counter, no buckets).
     pub table: Option<Table>,
+    /// A fleet bound's: its values hold `fleet_lane` entries.
+    pub fleet: bool,
     prefix: String,
     single_key: String,
     meta_key: String,
@@ -58,7 +60,7 @@ pub struct Lane {
 /// A bucket's key, written on the stack: a lane keeps no string per bucket
 /// (1,250 of them per bound in every VM would be megabytes). A prefix too
 /// long for the stack (never one of the filter's `rb:{lane}`) goes to the heap.
-enum BucketKey {
+pub(crate) enum BucketKey {
     Stack { buf: [u8; 40], len: usize },
     Heap(String),
 }
@@ -96,7 +98,7 @@ impl BucketKey {
         }
     }
 
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             BucketKey::Stack { buf, len } => buf
                 .get(..*len)
@@ -112,7 +114,10 @@ impl Lane {
     /// size when the bound is keyed on a caller (one counter for `per: route`).
     pub fn for_bound(bound: &Bound, prefix: &str, tag: u32, table: Table) -> Lane {
         let table = (bound.per != Per::Route).then_some(table);
-        Lane::new(prefix, tag, bound.rate, table)
+        Lane {
+            fleet: bound.fleet.is_some(),
+            ..Lane::new(prefix, tag, bound.rate, table)
+        }
     }
 
     pub fn new(prefix: &str, tag: u32, rate: Rate, table: Option<Table>) -> Lane {
@@ -120,6 +125,7 @@ impl Lane {
             tag,
             rate,
             table,
+            fleet: false,
             prefix: prefix.to_string(),
             single_key: format!("{prefix}:o"),
             meta_key: format!("{prefix}:m"),
@@ -128,6 +134,16 @@ impl Lane {
 
     fn buckets(&self) -> usize {
         self.table.map_or(0, |t| t.buckets)
+    }
+
+    /// Its buckets (0 for `per: route`).
+    pub fn bucket_count(&self) -> usize {
+        self.buckets()
+    }
+
+    /// The route's counter, or a keyed lane's overflow counter.
+    pub fn single_key(&self) -> &str {
+        &self.single_key
     }
 
     /// Every key this lane uses, so they can be created ahead of use; the
@@ -168,11 +184,11 @@ impl Lane {
         }
     }
 
-    fn bucket_key(&self, i: usize) -> BucketKey {
+    pub(crate) fn bucket_key(&self, i: usize) -> BucketKey {
         BucketKey::new(&self.prefix, i)
     }
 
-    fn buckets_of(&self, caller: u64) -> (usize, usize) {
+    pub(crate) fn buckets_of(&self, caller: u64) -> (usize, usize) {
         let n = self.buckets().max(1) as u64;
         let a = caller % n;
         let mut b = (caller.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15) % n;
@@ -276,6 +292,20 @@ fn encode_bucket(tag: u32, entries: &[Entry]) -> Vec<u8> {
 
 // ---- the decision for one bound ----
 
+/// The tracked count and its cas token.
+pub(crate) fn tracked_with<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+) -> Result<(u32, Option<u32>), StoreError> {
+    let (v, cas) = store.get(&lane.meta_key)?;
+    Ok((decode_live(lane.tag, v.as_deref()), cas))
+}
+
+/// The tracked count's value for `live` callers.
+pub(crate) fn encode_live_for(lane: &Lane, live: u32) -> Vec<u8> {
+    encode_live(lane.tag, live)
+}
+
 /// Where a request was (or would be) counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Place {
@@ -296,6 +326,28 @@ pub struct Prepared {
     /// The write takes a free position: the tracked count must grow first
     /// (the grown count and the cas it was read with).
     reserve: Option<(Vec<u8>, Option<u32>)>,
+}
+
+impl Prepared {
+    /// A decision another kind of entry made (`fleet_lane`), to be
+    /// committed as this module's.
+    pub(crate) fn new(
+        verdict: Verdict,
+        overflow: bool,
+        place: Place,
+        value: Vec<u8>,
+        cas: Option<u32>,
+        reserve: Option<(Vec<u8>, Option<u32>)>,
+    ) -> Prepared {
+        Prepared {
+            verdict,
+            overflow,
+            place,
+            value,
+            cas,
+            reserve,
+        }
+    }
 }
 
 /// What committing a prepared write did.
@@ -322,6 +374,9 @@ pub fn prepare<S: Store + ?Sized>(
     caller: u64,
     now_ms: u64,
 ) -> Result<Prepared, StoreError> {
+    if lane.fleet {
+        return Err(StoreError::Invalid("a fleet lane is decided by fleet_lane"));
+    }
     let Some(table) = lane.table else {
         return prepare_single(store, lane, now_ms, false);
     };
@@ -492,13 +547,13 @@ fn admit_new(
 }
 
 /// The key of a place: the lane's single counter or one of its buckets.
-enum PlaceKey<'a> {
+pub(crate) enum PlaceKey<'a> {
     Single(&'a str),
     Bucket(BucketKey),
 }
 
 impl PlaceKey<'_> {
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             PlaceKey::Single(k) => k,
             PlaceKey::Bucket(b) => b.as_str(),
@@ -507,7 +562,7 @@ impl PlaceKey<'_> {
 }
 
 impl Lane {
-    fn key(&self, place: Place) -> PlaceKey<'_> {
+    pub(crate) fn key_of(&self, place: Place) -> PlaceKey<'_> {
         match place {
             Place::Single => PlaceKey::Single(&self.single_key),
             Place::Bucket(i) => PlaceKey::Bucket(self.bucket_key(i)),
@@ -534,13 +589,13 @@ pub fn commit<S: Store + ?Sized>(
         if !store.set(&lane.meta_key, grown, *meta_cas)? {
             return Ok(Committed::Stale);
         }
-        if !store.set(lane.key(p.place).as_str(), &p.value, p.cas)? {
+        if !store.set(lane.key_of(p.place).as_str(), &p.value, p.cas)? {
             release(store, lane, 1)?;
             return Ok(Committed::Stale);
         }
         return Ok(Committed::Done(undo));
     }
-    if store.set(lane.key(p.place).as_str(), &p.value, p.cas)? {
+    if store.set(lane.key_of(p.place).as_str(), &p.value, p.cas)? {
         Ok(Committed::Done(undo))
     } else {
         Ok(Committed::Stale)
@@ -549,6 +604,9 @@ pub fn commit<S: Store + ?Sized>(
 
 /// Takes back one request recorded by [`commit`] (a later bound refused).
 pub fn undo<S: Store + ?Sized>(store: &S, lane: &Lane, u: Undo) -> Result<(), StoreError> {
+    if lane.fleet {
+        return crate::count::fleet_lane::undo(store, lane, u.place, u.caller, u.win);
+    }
     let take_back = |c: &mut Counts| {
         if c.win == u.win && c.cur > 0 {
             c.cur -= 1;
@@ -560,7 +618,7 @@ pub fn undo<S: Store + ?Sized>(store: &S, lane: &Lane, u: Undo) -> Result<(), St
             false
         }
     };
-    update(store, lane.key(u.place).as_str(), |v| match u.place {
+    update(store, lane.key_of(u.place).as_str(), |v| match u.place {
         Place::Single => {
             let mut c = decode_counts(lane.tag, v);
             (take_back(&mut c).then(|| encode_counts(lane.tag, c)), ())
@@ -598,6 +656,9 @@ pub fn sweep<S: Store + ?Sized>(
     let mut removed = 0u32;
     for i in range.filter(|i| *i < lane.buckets()) {
         removed += update(store, lane.bucket_key(i).as_str(), |v| {
+            if lane.fleet {
+                return crate::count::fleet_lane::sweep_value(lane.tag, v, win);
+            }
             let mut entries = decode_bucket(lane.tag, v);
             let before = entries.len();
             entries.retain(|e| !e.counts.expired(win));

@@ -4,7 +4,10 @@
 //! `jwt_cache_hits`, `store_reads_saved` and `store_stale_guesses` (see
 //! `write_memory`). Installation bounds have `allowed`, `refused`,
 //! `would_refuse`, `rls_calls` and `rls_errors`, and the instance a
-//! histogram `rls_latency_ms` of the rate-limit service's answers.
+//! histogram `rls_latency_ms` of the rate-limit service's answers. With
+//! fleet bounds, the instance has `fleet_sync_calls`, `fleet_sync_errors`
+//! (calls that gave no counts), `fleet_alone` (decisions made without a
+//! fresh fleet count) and the gauge `fleet_nodes` (nodes last counted).
 //! Names are `ratebound.<instance>.<route>.<bound>.<stat>` (Envoy shows
 //! them under `wasmcustom.`); their number is fixed by the configuration,
 //! never by the traffic.
@@ -47,6 +50,14 @@ pub struct Metrics {
     store_reads_saved: Option<usize>,
     store_stale_guesses: Option<usize>,
     rls_latency: Option<u32>,
+    fleet: Option<FleetIds>,
+}
+
+struct FleetIds {
+    sync_calls: Option<usize>,
+    sync_errors: Option<usize>,
+    alone: Option<usize>,
+    nodes: Option<u32>,
 }
 
 impl Metrics {
@@ -103,6 +114,16 @@ impl Metrics {
         let jwt_cache_hits = counter(format!("{base}.jwt_cache_hits"));
         let store_reads_saved = counter(format!("{base}.store_reads_saved"));
         let store_stale_guesses = counter(format!("{base}.store_stale_guesses"));
+        let has_fleet = plan
+            .routes
+            .iter()
+            .any(|r| r.bounds.iter().any(|b| b.fleet.is_some()));
+        let fleet = has_fleet.then(|| FleetIds {
+            sync_calls: counter(format!("{base}.fleet_sync_calls")),
+            sync_errors: counter(format!("{base}.fleet_sync_errors")),
+            alone: counter(format!("{base}.fleet_alone")),
+            nodes: hostcalls::define_metric(MetricType::Gauge, &format!("{base}.fleet_nodes")).ok(),
+        });
         let rls_latency = plan.service.as_ref().and_then(|_| {
             hostcalls::define_metric(MetricType::Histogram, &format!("{base}.rls_latency_ms")).ok()
         });
@@ -117,6 +138,35 @@ impl Metrics {
             store_reads_saved,
             store_stale_guesses,
             rls_latency,
+            fleet,
+        }
+    }
+
+    /// A fleet sync call sent.
+    pub fn fleet_sync_sent(&self) {
+        if let Some(f) = &self.fleet {
+            self.inc(f.sync_calls);
+        }
+    }
+
+    /// A fleet sync call that gave no counts.
+    pub fn fleet_sync_failed(&self) {
+        if let Some(f) = &self.fleet {
+            self.inc(f.sync_errors);
+        }
+    }
+
+    /// Fleet decisions made alone (`Limiter::take_alone`).
+    pub fn fleet_alone(&self, n: u64) {
+        if let Some(f) = &self.fleet {
+            self.add(f.alone, n);
+        }
+    }
+
+    /// The nodes the fleet record last counted.
+    pub fn fleet_nodes(&self, n: u32) {
+        if let Some(id) = self.fleet.as_ref().and_then(|f| f.nodes) {
+            let _ = hostcalls::record_metric(id, u64::from(n));
         }
     }
 

@@ -12,6 +12,7 @@ use crate::count::limiter::{lanes_for, BoundEvent, Limiter};
 use crate::count::slots::{self, Lane, Table};
 use crate::count::store::{Store, StoreError};
 use crate::identity::cache::IdentityCache;
+use crate::pipeline::fleet_sync::{self, Batch, Settled};
 use crate::pipeline::installation::ServiceCall;
 use crate::pipeline::warm_up::{self, WarmUp};
 use crate::pipeline::{Exchange, Host, Level, LocalReply, SessionCall, Stat, Step, Waits, Worker};
@@ -22,6 +23,7 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType};
 use shared::{log, map_value, now_ms, request_header, SharedData};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -36,13 +38,12 @@ proxy_wasm::main! {{
             .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
         log(LogLevel::Critical, &format!("ratebound panicked{at}"));
     }));
-    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::new()) });
 }}
 
 /// Buckets swept per caller table per tick: a full sweep every 5 s.
 const SWEEP_CHUNK: usize = 256;
 
-#[derive(Default)]
 struct Root {
     active: Option<Rc<Active>>,
     /// The configuration's bytes, to register it again if the directory
@@ -54,6 +55,15 @@ struct Root {
     joined: bool,
     /// This worker's connection to the rate-limit service.
     warm: WarmUp,
+    /// This context's id in the fleet record's lease (random).
+    me: u64,
+    /// Fleet sync calls in flight, by token.
+    syncs: HashMap<u32, Batch>,
+    /// When the last 1 s housekeeping and the last fleet sync ran.
+    housekept_ms: u64,
+    synced_ms: u64,
+    /// The fleet sync failed at its last call (logged once until it answers).
+    sync_failing: bool,
 }
 
 /// A configuration in force: the limiter, its stats, the session cache.
@@ -73,9 +83,13 @@ struct Active {
 }
 
 impl Context for Root {
-    /// The warm-up call was answered: the only call a root context makes.
-    fn on_http_call_response(&mut self, _: u32, headers: usize, _: usize, trailers: usize) {
-        self.warm_up_answered(rls_status(headers, trailers));
+    /// A fleet sync's call, or the warm-up call, was answered.
+    fn on_http_call_response(&mut self, token: u32, headers: usize, body: usize, trailers: usize) {
+        let status = rls_status(headers, trailers);
+        match self.syncs.remove(&token) {
+            Some(batch) => self.synced(&batch, status, body),
+            None => self.warm_up_answered(status),
+        }
     }
 
     fn on_done(&mut self) -> bool {
@@ -125,8 +139,13 @@ impl RootContext for Root {
                         p.routes.iter().map(|r| r.bounds.len()).sum::<usize>()
                     ),
                 );
+                // Fleet bounds sync every `sync_ms`; the rest runs each second.
+                let tick_ms = match (&active.limiter.fleet, &p.service) {
+                    (Some(_), Some(s)) => s.sync_ms.min(HOUSEKEEPING_MS),
+                    _ => HOUSEKEEPING_MS,
+                };
                 self.active = Some(Rc::new(active));
-                let _ = hostcalls::set_tick_period(Duration::from_secs(1));
+                let _ = hostcalls::set_tick_period(Duration::from_millis(tick_ms));
                 true
             }
             Err(errors) => {
@@ -145,11 +164,19 @@ impl RootContext for Root {
         let Some(active) = self.active.clone() else {
             return;
         };
+        let now = now_ms();
+        if self.current {
+            self.fleet_sync(&active, now);
+        }
+        if now.saturating_sub(self.housekept_ms) < HOUSEKEEPING_MS - TICK_SLACK_MS {
+            return;
+        }
+        self.housekept_ms = now;
+        active.metrics.fleet_alone(active.limiter.take_alone());
         active
             .metrics
             .write_memory(active.limiter.take_memory_counts());
         active.metrics.flush();
-        let now = now_ms();
         match lanes::beat(&SharedData, active.gen, !self.joined, now) {
             Ok(Some(beat)) => {
                 self.joined = true;
@@ -182,7 +209,122 @@ impl RootContext for Root {
     }
 }
 
+/// The period of everything but the fleet sync.
+const HOUSEKEEPING_MS: u64 = 1_000;
+/// Ticks come a little early or late: a tick this close to the period
+/// counts as a whole one.
+const TICK_SLACK_MS: u64 = 50;
+
 impl Root {
+    fn new() -> Root {
+        Root {
+            active: None,
+            bytes: Vec::new(),
+            current: false,
+            joined: false,
+            warm: WarmUp::default(),
+            me: fresh_seed()[0] | 1,
+            syncs: HashMap::new(),
+            housekept_ms: 0,
+            synced_ms: 0,
+            sync_failing: false,
+        }
+    }
+
+    /// Every `sync_ms`, if this context holds the node's lease: sends every
+    /// fleet key's unsent hits to the rate-limit service (`fleet_sync`).
+    fn fleet_sync(&mut self, active: &Active, now: u64) {
+        let (Some(_), Some(service)) = (&active.limiter.fleet, &active.limiter.plan.service) else {
+            return;
+        };
+        if now.saturating_sub(self.synced_ms) < service.sync_ms.saturating_sub(TICK_SLACK_MS) {
+            return;
+        }
+        let store = SharedData;
+        let record = match fleet_sync::claim(&store, &active.limiter, self.me, now) {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                active.metrics.store_error();
+                log(LogLevel::Warn, &format!("ratebound fleet record: {e}"));
+                return;
+            }
+        };
+        self.synced_ms = now;
+        if let Some(n) = record.nodes(now) {
+            active.metrics.fleet_nodes(n);
+        }
+        let (batches, errors) = fleet_sync::collect(&store, &active.limiter, &record, now);
+        for e in errors {
+            active.metrics.store_error();
+            log(LogLevel::Warn, &format!("ratebound fleet sync: {e}"));
+        }
+        for batch in batches {
+            let Some(call) = batch.call(&active.limiter.plan) else {
+                continue;
+            };
+            active.metrics.fleet_sync_sent();
+            match dispatch_rls(&call) {
+                Ok(token) => {
+                    self.syncs.insert(token, batch);
+                }
+                Err(e) => {
+                    log(
+                        LogLevel::Debug,
+                        &format!(
+                            "ratebound: fleet sync call to {:?} not sent: {e}",
+                            call.cluster
+                        ),
+                    );
+                    self.synced(&batch, crate::rls::GrpcCode::Unavailable.number(), 0);
+                }
+            }
+        }
+    }
+
+    /// A sync call ended with `status` and a body of `body` bytes.
+    fn synced(&mut self, batch: &Batch, status: u32, body: usize) {
+        let Some(active) = self.active.clone() else {
+            return;
+        };
+        let framed = (status == 0)
+            .then(|| hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body).ok())
+            .flatten()
+            .flatten();
+        let message = framed.as_deref().and_then(|f| crate::rls::unframe(f).ok());
+        let (settled, errors) = fleet_sync::settle(
+            &SharedData,
+            &active.limiter,
+            batch,
+            status,
+            message,
+            now_ms(),
+        );
+        for e in errors {
+            active.metrics.store_error();
+            log(LogLevel::Warn, &format!("ratebound fleet sync: {e}"));
+        }
+        match settled {
+            Settled::Answered => {
+                if std::mem::take(&mut self.sync_failing) {
+                    log(LogLevel::Info, "ratebound: fleet sync answered again");
+                }
+            }
+            Settled::Failed(e) => {
+                active.metrics.fleet_sync_failed();
+                if !std::mem::replace(&mut self.sync_failing, true) {
+                    log(
+                        LogLevel::Warn,
+                        &format!(
+                            "ratebound: fleet sync failed ({e}); fleet bounds decide alone at \
+                             limit / nodes until the service answers"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
     /// Opens this worker's connection to the rate-limit service before its
     /// first sign-in (`pipeline::warm_up`): one call at a time, a tick
     /// apart, until one is answered.
@@ -509,7 +651,7 @@ impl Host for Envoy<'_> {
     }
 
     fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String> {
-        dispatch_rls(call)
+        dispatch_rls(call).map(|_| ())
     }
 
     fn service_body(&self, size: usize) -> Option<Vec<u8>> {
@@ -566,7 +708,7 @@ impl Host for Envoy<'_> {
 /// the raw import's answer never reaches this context (the SDK routes only
 /// calls its own wrapper registered). Envoy's HTTP call returns only
 /// statuses the SDK maps (docs/envoy-host.md).
-fn dispatch_rls(call: &ServiceCall) -> Result<(), String> {
+fn dispatch_rls(call: &ServiceCall) -> Result<u32, String> {
     let timeout = format!("{}m", call.timeout_ms);
     let path = format!("/{}/{}", crate::rls::SERVICE, crate::rls::METHOD);
     hostcalls::dispatch_http_call(
@@ -583,7 +725,6 @@ fn dispatch_rls(call: &ServiceCall) -> Result<(), String> {
         vec![],
         Duration::from_millis(call.timeout_ms),
     )
-    .map(|_| ())
     .map_err(|s| format!("{s:?}"))
 }
 

@@ -58,14 +58,6 @@ pub fn stat_index(route: &Route, i: usize) -> usize {
     route.bounds.len() + i
 }
 
-/// The service's hashing keys, from its domain.
-fn keys(domain: &str) -> (u64, u64) {
-    let mut h = SipHasher13::new_with_keys(0x7261_7465, 0x0062_6f75_6e64);
-    h.write(domain.as_bytes());
-    let k = h.finish128();
-    (k.h1, k.h2)
-}
-
 /// The descriptor value a caller is counted under for a bound keyed `per`.
 fn caller_value(
     keys: (u64, u64),
@@ -121,7 +113,7 @@ impl<'p> Worker<'p> {
         let plan = &self.limiter.plan;
         let service: &'p RateLimitServiceConfig = plan.service.as_ref()?;
         let route = plan.routes.get(ready.pending.route())?;
-        let keys = keys(&service.domain);
+        let keys = rls::service_keys(&service.domain);
         let bounds: SmallVec<[&InstallationBound; 2]> = ready
             .bounds
             .iter()
@@ -344,7 +336,7 @@ mod tests {
 
     #[test]
     fn caller_values_never_collide_across_kinds_or_fallbacks() {
-        let k = keys("shop");
+        let k = rls::service_keys("shop");
         let p = Prefixes::default();
         let alice = caller_value(k, Per::Account, Some("alice"), "10.0.0.1", p);
         assert_eq!(
@@ -361,7 +353,13 @@ mod tests {
         assert_ne!(fallback, caller_value(k, Per::Account, None, "10.0.0.2", p));
         assert_ne!(
             alice,
-            caller_value(keys("other"), Per::Account, Some("alice"), "", p)
+            caller_value(
+                rls::service_keys("other"),
+                Per::Account,
+                Some("alice"),
+                "",
+                p
+            )
         );
         assert!(!alice.contains("alice"));
     }

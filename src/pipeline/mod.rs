@@ -8,7 +8,7 @@
 //!   they come to: [`Decision`], or [`Begun`] naming what to wait for);
 //! - [`installation`]: the last step, the rate-limit service's call and
 //!   answer; [`warm_up`]: each worker's connection to it, opened before
-//!   its first sign-in;
+//!   its first sign-in; [`fleet_sync`]: fleet bounds' background sync;
 //! - `exchange`: one request across Envoy's callbacks ([`Exchange`]);
 //! - `host`: the [`Host`] seam; `sources`: identity from the request.
 //!
@@ -22,6 +22,7 @@
 #![deny(clippy::indexing_slicing)]
 
 mod exchange;
+pub mod fleet_sync;
 mod host;
 pub mod installation;
 #[cfg(any(test, not(target_arch = "wasm32")))]

@@ -26,6 +26,18 @@ pub const METHOD: &str = "ShouldRateLimit";
 
 pub use crate::config::installation::Unit;
 
+/// Hashing keys every Envoy of an installation derives alike from the
+/// service's domain: the keys callers are sent to the service under (never
+/// a per-node secret, or the nodes would not agree on a caller's key).
+pub fn service_keys(domain: &str) -> (u64, u64) {
+    use siphasher::sip128::{Hasher128, SipHasher13};
+    use std::hash::Hasher;
+    let mut h = SipHasher13::new_with_keys(0x7261_7465, 0x0062_6f75_6e64);
+    h.write(domain.as_bytes());
+    let k = h.finish128();
+    (k.h1, k.h2)
+}
+
 /// A unit as `envoy.type.v3.RateLimitUnit` numbers it.
 fn wire(u: Unit) -> i32 {
     match u {
@@ -418,6 +430,9 @@ pub enum RlsError {
     OverLimitWithoutDescriptor,
     /// A descriptor over its limit without the limit.
     MissingLimit { descriptor: usize },
+    /// A descriptor sent with a limit override came back without a limit:
+    /// the domain is not in the service's configuration.
+    NoLimit { descriptor: usize },
     /// A descriptor over its limit without the time until its window ends.
     MissingReset { descriptor: usize },
 }
@@ -434,6 +449,7 @@ impl fmt::Display for RlsError {
             RlsError::StatusCount { sent, got } => write!(f, "the rate-limit service answered {got} descriptor statuses for {sent} descriptors"),
             RlsError::OverLimitWithoutDescriptor => f.write_str("the rate-limit service answered OVER_LIMIT but no descriptor is over its limit"),
             RlsError::MissingLimit { descriptor } => write!(f, "the rate-limit service answered OVER_LIMIT for descriptor {descriptor} without its limit"),
+            RlsError::NoLimit { descriptor } => write!(f, "the rate-limit service applied no limit to descriptor {descriptor}: is the domain in its configuration (`ratebound rls-config`)?"),
             RlsError::MissingReset { descriptor } => write!(f, "the rate-limit service answered OVER_LIMIT for descriptor {descriptor} without the time until its window ends"),
         }
     }

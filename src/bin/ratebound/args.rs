@@ -143,9 +143,18 @@ pub struct Explain {
     /// How many Envoy nodes run the configuration: counters are per node
     #[arg(long, value_name = "N", value_parser = nodes)]
     pub nodes: Option<u32>,
+    /// Requests each node admits a second, for fleet bounds' figure (by
+    /// default each node's even share of the limit)
+    #[arg(long, value_name = "R", value_parser = rate)]
+    pub rate: Option<u32>,
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+fn rate(v: &str) -> Result<u32, String> {
+    v.parse::<u32>()
+        .map_err(|_| "give the requests each node admits a second, a whole number".to_string())
 }
 
 #[derive(Debug, Default, PartialEq, Eq, Args)]
@@ -246,10 +255,11 @@ mod tests {
             }))
         );
         assert_eq!(
-            p(&["explain", "-", "--format=json", "--nodes=2"]).ok(),
+            p(&["explain", "-", "--format=json", "--nodes=2", "--rate", "40"]).ok(),
             Some(Command::Explain(Explain {
                 file: "-".into(),
                 nodes: Some(2),
+                rate: Some(40),
                 format: Format::Json
             }))
         );

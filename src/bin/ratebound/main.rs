@@ -95,6 +95,7 @@ fn run(command: Command) -> u8 {
         Command::Explain(args::Explain {
             file,
             nodes,
+            rate,
             format,
         }) => match load(&file, format) {
             Err(code) => code,
@@ -103,7 +104,7 @@ fn run(command: Command) -> u8 {
                 let mut texts = Vec::new();
                 let mut jsons = Vec::new();
                 for (doc, config) in &loaded.configs {
-                    let e = explain::explain(&Plan::compile(config), nodes);
+                    let e = explain::explain_at(&Plan::compile(config), nodes, rate);
                     if many {
                         texts.push(format!("== {}\n", name(&file, doc)));
                     }

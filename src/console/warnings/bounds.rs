@@ -109,12 +109,21 @@ pub(super) fn unreachable(route: &Route, op: Option<&Operation>, bound: &Bound) 
     ))
 }
 
-/// Every bound's cluster reading: its figure is per Envoy node.
-pub(super) fn per_node(route: &Route, bound: &Bound, nodes: Option<u32>) -> Warning {
+/// A node bound's cluster reading: its figure is per Envoy node (a fleet
+/// bound has its own reading).
+pub(super) fn per_node(route: &Route, bound: &Bound, nodes: Option<u32>) -> Option<Warning> {
+    if bound.fleet.is_some() {
+        return None;
+    }
     let (limit, ms) = (u64::from(bound.rate.limit), bound.rate.window_ms);
     let message = match bound.written.operation {
         None => words::per_node(limit, ms, bound.per, nodes),
         Some(_) => words::per_node_operation(limit, ms, bound.per, nodes),
     };
-    about_bound(Code::PerNode, route, bound, message)
+    Some(about_bound(Code::PerNode, route, bound, message))
+}
+
+/// A note about `bound`.
+pub(super) fn about(code: Code, route: &Route, bound: &Bound, message: String) -> Warning {
+    about_bound(code, route, bound, message)
 }

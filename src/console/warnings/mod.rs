@@ -57,6 +57,8 @@ pub enum Code {
     UnreachableOperation,
     /// An installation bound's reading (the counterpart of `PerNode`).
     Installation,
+    /// A fleet bound's reading: one budget, and how far over it may go.
+    Fleet,
     /// A configuration with no routes: the filter counts and refuses nothing.
     NoRoutes,
 }
@@ -73,13 +75,14 @@ impl Code {
             Code::LooseOperationBound => "loose-operation-bound",
             Code::UnreachableOperation => "unreachable-operation",
             Code::Installation => "installation",
+            Code::Fleet => "fleet",
             Code::NoRoutes => "no-routes",
         }
     }
 
     pub fn level(self) -> Level {
         match self {
-            Code::PerNode | Code::Installation => Level::Note,
+            Code::PerNode | Code::Installation | Code::Fleet => Level::Note,
             _ => Level::Warning,
         }
     }
@@ -128,6 +131,12 @@ impl fmt::Display for Warning {
 /// Every warning and note about a compiled configuration. `nodes` is how
 /// many Envoy nodes run it, when known.
 pub fn warnings(plan: &Plan, nodes: Option<u32>) -> Vec<Warning> {
+    warnings_at(plan, nodes, None)
+}
+
+/// [`warnings`], with fleet bounds' figures for nodes admitting `rate`
+/// requests a second each.
+pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Warning> {
     let mut out = check(&plan.routes, nodes);
     if plan.routes.is_empty() {
         out.push(Warning {
@@ -141,8 +150,16 @@ pub fn warnings(plan: &Plan, nodes: Option<u32>) -> Vec<Warning> {
                 .into(),
         });
     }
-    // Installation bounds: the per-node reading does not apply; theirs does.
+    // Installation and fleet bounds: the per-node reading does not apply;
+    // theirs does.
     let cluster = plan.service.as_ref().map_or("", |s| s.cluster.as_str());
+    let sync_ms = plan.service.as_ref().map_or(500, |s| s.sync_ms);
+    for route in &plan.routes {
+        for b in route.bounds.iter().filter(|b| b.fleet.is_some()) {
+            let message = crate::console::words::fleet(b, cluster, sync_ms, nodes, rate);
+            out.push(bounds::about(Code::Fleet, route, b, message));
+        }
+    }
     for route in &plan.routes {
         for b in &route.installation {
             out.push(Warning {
@@ -170,14 +187,14 @@ pub fn check(routes: &[Route], nodes: Option<u32>) -> Vec<Warning> {
         out.extend(counters::many_counters(route));
         for bound in route.own_bounds() {
             out.extend(bounds::unreachable(route, None, bound));
-            out.push(bounds::per_node(route, bound, nodes));
+            out.extend(bounds::per_node(route, bound, nodes));
         }
         for op in &route.operations {
             out.extend(operations::unreachable_operation(route, op));
             for bound in route.operation_bounds(op) {
                 out.extend(bounds::loose_operation_bound(route, op, bound));
                 out.extend(bounds::unreachable(route, Some(op), bound));
-                out.push(bounds::per_node(route, bound, nodes));
+                out.extend(bounds::per_node(route, bound, nodes));
             }
         }
     }

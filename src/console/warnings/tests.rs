@@ -17,6 +17,7 @@ fn b(index: usize, per: Per, limit: u32, window_ms: u64) -> Bound {
         rate: Rate { limit, window_ms },
         shadow: false,
         fingerprint: 0,
+        fleet: None,
         written: Written {
             path: format!("$.routes[0].bounds[{index}]"),
             operation: None,

@@ -3,7 +3,8 @@
 #![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
-// Installation bounds through the whole pipeline.
+// Installation and fleet bounds through the whole pipeline.
+mod fleet;
 mod installation;
 
 use super::mock::{Filter, MockHost};

@@ -1,0 +1,575 @@
+//! Where a fleet bound's counts live: a [`Lane`] like a node bound's (the
+//! same keys, buckets, cap and overflow counter), whose entries are whole
+//! [`FleetCounts`] instead of two-window counts, each with the key the
+//! fleet knows the caller by.
+//!
+//! The request path ([`prepare`]) reads and decides as a node bound does,
+//! from shared data only. The sync ([`take`], then [`settle`] with the
+//! service's answer) takes every tracked key's unsent hits and puts the
+//! fleet's counts back, with compare-and-swap: requests and the sync write
+//! the same values.
+//!
+//! An entry is decoded whole (92 bytes): the node path's in-place rewrite
+//! of one entry is not done here.
+
+use crate::count::fleet::{FleetCounts, FleetRate, FleetVerdict, Sent};
+use crate::count::slots::{encode_live_for, tracked_with, Lane, Place, Prepared};
+use crate::count::store::{update, Store, StoreError};
+use crate::count::window::{Counts, Rate, Verdict};
+
+/// A fleet entry: the caller (this node's key), the fleet's key, the counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Entry {
+    pub caller: u64,
+    pub fleet_id: u64,
+    pub counts: FleetCounts,
+}
+
+const ENTRY: usize = 92;
+const PENDING: u32 = 1;
+const ANSWERED: u32 = 2;
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_le_bytes)
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    b.get(at..at + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+fn decode_entry(e: &[u8]) -> Entry {
+    let flags = u32_at(e, 88);
+    Entry {
+        caller: u64_at(e, 0),
+        fleet_id: u64_at(e, 8),
+        counts: FleetCounts {
+            win: u64_at(e, 16),
+            prev: u32_at(e, 24),
+            cur: u32_at(e, 28),
+            unsynced: u32_at(e, 32),
+            carried: u32_at(e, 36),
+            unplaced: u32_at(e, 40),
+            own_cur: u32_at(e, 44),
+            own_prev: u32_at(e, 48),
+            answered_ms: (flags & ANSWERED != 0).then(|| u64_at(e, 52)),
+            pending: (flags & PENDING != 0).then(|| Sent {
+                hits: u32_at(e, 60),
+                from_cur: u32_at(e, 64),
+                from_prev: u32_at(e, 68),
+                win: u64_at(e, 72),
+                at_ms: u64_at(e, 80),
+            }),
+        },
+    }
+}
+
+fn encode_entry(v: &mut Vec<u8>, e: &Entry) {
+    let c = &e.counts;
+    let p = c.pending.unwrap_or(Sent {
+        hits: 0,
+        from_cur: 0,
+        from_prev: 0,
+        win: 0,
+        at_ms: 0,
+    });
+    let flags = if c.pending.is_some() { PENDING } else { 0 }
+        | if c.answered_ms.is_some() { ANSWERED } else { 0 };
+    v.extend_from_slice(&e.caller.to_le_bytes());
+    v.extend_from_slice(&e.fleet_id.to_le_bytes());
+    v.extend_from_slice(&c.win.to_le_bytes());
+    for n in [
+        c.prev, c.cur, c.unsynced, c.carried, c.unplaced, c.own_cur, c.own_prev,
+    ] {
+        v.extend_from_slice(&n.to_le_bytes());
+    }
+    v.extend_from_slice(&c.answered_ms.unwrap_or(0).to_le_bytes());
+    for n in [p.hits, p.from_cur, p.from_prev] {
+        v.extend_from_slice(&n.to_le_bytes());
+    }
+    v.extend_from_slice(&p.win.to_le_bytes());
+    v.extend_from_slice(&p.at_ms.to_le_bytes());
+    v.extend_from_slice(&flags.to_le_bytes());
+}
+
+/// A value's entries, if it carries `tag` (another tag: another bound's,
+/// read as empty).
+pub fn decode(tag: u32, value: Option<&[u8]>) -> Vec<Entry> {
+    match value {
+        Some(v) if v.len() >= 4 && u32_at(v, 0) == tag && (v.len() - 4) % ENTRY == 0 => v
+            .get(4..)
+            .unwrap_or_default()
+            .chunks_exact(ENTRY)
+            .map(decode_entry)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+pub fn encode(tag: u32, entries: &[Entry]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + entries.len() * ENTRY);
+    v.extend_from_slice(&tag.to_le_bytes());
+    for e in entries {
+        encode_entry(&mut v, e);
+    }
+    v
+}
+
+/// How a fleet bound decides on this node.
+#[derive(Debug, Clone, Copy)]
+pub struct Fleet {
+    /// An answer older than this no longer vouches for the fleet's counts.
+    pub stale_ms: u64,
+}
+
+/// The two-window counts a verdict carries for [`commit`](super::slots::commit)
+/// and undo: only the window is read from them.
+fn verdict_of(v: &FleetVerdict) -> Verdict {
+    match *v {
+        FleetVerdict::Admit { state, quota, .. } => Verdict::Admit {
+            counts: Counts {
+                win: state.win,
+                cur: state.own_cur,
+                prev: state.own_prev,
+            },
+            quota,
+        },
+        FleetVerdict::Refuse { quota, .. } => Verdict::Refuse { quota },
+    }
+}
+
+/// What [`prepare`] decided, and whether it decided alone (no fresh answer).
+pub struct Decided {
+    pub prepared: Prepared,
+    pub alone: bool,
+}
+
+/// Reads the entry `caller` is counted in and decides one more request;
+/// nothing is written. `nodes` is asked only when the node decides alone.
+pub fn prepare<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    fleet: Fleet,
+    caller: u64,
+    fleet_id: u64,
+    nodes: &dyn Fn() -> u32,
+    now_ms: u64,
+) -> Result<Decided, StoreError> {
+    let decide = |counts: FleetCounts| {
+        let mut rate = FleetRate {
+            rate: lane.rate,
+            nodes: 1,
+            stale_ms: fleet.stale_ms,
+        };
+        if !counts.fresh(now_ms, fleet.stale_ms) {
+            rate.nodes = nodes();
+        }
+        rate.decide(counts, now_ms)
+    };
+    let prepared = |place, entries: &mut Vec<Entry>, pos: usize, cas, reserve, overflow| {
+        let e = entries.get_mut(pos)?;
+        let v = decide(e.counts);
+        let alone = matches!(
+            v,
+            FleetVerdict::Admit { alone: true, .. } | FleetVerdict::Refuse { alone: true, .. }
+        );
+        let value = match v {
+            FleetVerdict::Admit { state, .. } => {
+                e.counts = state;
+                encode(lane.tag, entries)
+            }
+            FleetVerdict::Refuse { .. } => Vec::new(),
+        };
+        Some(Decided {
+            prepared: Prepared::new(verdict_of(&v), overflow, place, value, cas, reserve),
+            alone,
+        })
+    };
+    let single = |overflow| -> Result<Decided, StoreError> {
+        let (v, cas) = store.get(lane.single_key())?;
+        let mut entries = decode(lane.tag, v.as_deref());
+        entries.truncate(1);
+        if entries.is_empty() {
+            entries.push(Entry::default());
+        }
+        prepared(Place::Single, &mut entries, 0, cas, None, overflow)
+            .ok_or(StoreError::Invalid("fleet counter"))
+    };
+    let Some(table) = lane.table else {
+        return single(false);
+    };
+    let (a, b) = lane.buckets_of(caller);
+    let mut read = Vec::with_capacity(2);
+    for i in [a, b] {
+        let (v, cas) = store.get(lane.bucket_key(i).as_str())?;
+        let mut entries = decode(lane.tag, v.as_deref());
+        if let Some(pos) = entries.iter().position(|e| e.caller == caller) {
+            return prepared(Place::Bucket(i), &mut entries, pos, cas, None, false)
+                .ok_or(StoreError::Invalid("fleet entry"));
+        }
+        read.push((i, entries, cas));
+    }
+    // A new caller: as in `slots::prepare`, an expired entry is reclaimed,
+    // else a free position taken if the cap allows; past it, the overflow.
+    let win = lane.rate.window_of(now_ms);
+    let mut live: Option<(u32, Option<u32>)> = None;
+    for (i, mut entries, cas) in read {
+        let fresh = Entry {
+            caller,
+            fleet_id,
+            counts: FleetCounts::default(),
+        };
+        if let Some(pos) = entries.iter().position(|e| e.counts.expired(win)) {
+            if let Some(e) = entries.get_mut(pos) {
+                *e = fresh;
+            }
+            return prepared(Place::Bucket(i), &mut entries, pos, cas, None, false)
+                .ok_or(StoreError::Invalid("fleet entry"));
+        }
+        if entries.len() < table.per_bucket {
+            let (n, meta_cas) = match live {
+                Some(m) => m,
+                None => *live.insert(tracked_with(store, lane)?),
+            };
+            if n < table.cap {
+                entries.push(fresh);
+                let pos = entries.len() - 1;
+                let reserve = Some((encode_live_for(lane, n + 1), meta_cas));
+                return prepared(Place::Bucket(i), &mut entries, pos, cas, reserve, false)
+                    .ok_or(StoreError::Invalid("fleet entry"));
+            }
+        }
+    }
+    single(true)
+}
+
+/// Takes back one admission [`prepare`] recorded (a later bound refused).
+pub fn undo<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    place: Place,
+    caller: u64,
+    win: u64,
+) -> Result<(), StoreError> {
+    let take_back = |c: &mut FleetCounts| {
+        let s = c.at(win);
+        if s.win == win && s.unsynced > 0 && s.own_cur > 0 {
+            *c = FleetCounts {
+                unsynced: s.unsynced - 1,
+                own_cur: s.own_cur - 1,
+                ..s
+            };
+            true
+        } else {
+            // Already taken by a sync: the over-count stays (never under).
+            false
+        }
+    };
+    update(store, lane.key_of(place).as_str(), |v| {
+        let mut entries = decode(lane.tag, v);
+        let changed = entries
+            .iter_mut()
+            .find(|e| place == Place::Single || e.caller == caller)
+            .is_some_and(|e| take_back(&mut e.counts));
+        (changed.then(|| encode(lane.tag, &entries)), ())
+    })
+}
+
+/// Removes expired entries from one bucket's value: (what to write, how
+/// many were removed).
+pub fn sweep_value(tag: u32, value: Option<&[u8]>, win: u64) -> (Option<Vec<u8>>, u32) {
+    let mut entries = decode(tag, value);
+    let before = entries.len();
+    entries.retain(|e| !e.counts.expired(win));
+    let gone = (before - entries.len()) as u32;
+    ((gone > 0).then(|| encode(tag, &entries)), gone)
+}
+
+/// One key's part of a sync: where its entry is and what was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    pub place: Place,
+    pub caller: u64,
+    /// The fleet's key (0 for the route's or the overflow counter).
+    pub fleet_id: u64,
+    pub sent: Sent,
+}
+
+/// Takes the unsent hits of every key the lane tracks, at `now`, for a
+/// sync: keys that still weigh are synced with 0 hits too (the other
+/// nodes' hits are seen only that way). A key with a sync in flight is
+/// skipped. Bounded by the lane: its buckets and its single counter.
+pub fn take<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    now_ms: u64,
+) -> Result<Vec<Taken>, StoreError> {
+    let rate = lane.rate;
+    let win = rate.window_of(now_ms);
+    let mut all = Vec::new();
+    let mut places = vec![Place::Single];
+    if lane.table.is_some() && tracked_with(store, lane)?.0 > 0 {
+        places.extend((0..lane.bucket_count()).map(Place::Bucket));
+    }
+    for place in places {
+        let taken = update(store, lane.key_of(place).as_str(), |v| {
+            take_from(lane.tag, rate, place, v, win, now_ms)
+        })?;
+        all.extend(taken);
+    }
+    Ok(all)
+}
+
+fn take_from(
+    tag: u32,
+    rate: Rate,
+    place: Place,
+    value: Option<&[u8]>,
+    win: u64,
+    now_ms: u64,
+) -> (Option<Vec<u8>>, Vec<Taken>) {
+    let mut entries = decode(tag, value);
+    let mut taken = Vec::new();
+    for e in entries.iter_mut().filter(|e| !e.counts.expired(win)) {
+        if let Some(sent) = e.counts.take_unsynced(rate, now_ms) {
+            taken.push(Taken {
+                place,
+                caller: e.caller,
+                fleet_id: e.fleet_id,
+                sent,
+            });
+        }
+    }
+    ((!taken.is_empty()).then(|| encode(tag, &entries)), taken)
+}
+
+/// Puts a sync's outcome back: for each key, the fleet's count from the
+/// answer (`Some`), or `None` when the call failed (its hits are sent
+/// again). Keys are settled bucket by bucket, one write each.
+pub fn settle<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    outcome: &[(Taken, Option<u32>)],
+    now_ms: u64,
+) -> Result<(), StoreError> {
+    let mut places: Vec<Place> = outcome.iter().map(|(t, _)| t.place).collect();
+    places.sort_unstable_by_key(|p| match p {
+        Place::Single => 0,
+        Place::Bucket(i) => i + 1,
+    });
+    places.dedup();
+    for place in places {
+        update(store, lane.key_of(place).as_str(), |v| {
+            let mut entries = decode(lane.tag, v);
+            let mut changed = false;
+            for (t, count) in outcome.iter().filter(|(t, _)| t.place == place) {
+                let Some(e) = entries
+                    .iter_mut()
+                    .find(|e| place == Place::Single || e.caller == t.caller)
+                else {
+                    continue;
+                };
+                let done = match count {
+                    Some(n) => e.counts.apply_answer(lane.rate, t.sent, *n, now_ms).is_ok(),
+                    None => e.counts.sync_failed(lane.rate, t.sent, now_ms).is_ok(),
+                };
+                changed |= done;
+            }
+            (changed.then(|| encode(lane.tag, &entries)), ())
+        })?;
+    }
+    Ok(())
+}
+
+/// The entry `caller` holds (tests and inspection).
+pub fn peek<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    caller: u64,
+) -> Result<Option<Entry>, StoreError> {
+    if lane.table.is_none() {
+        let v = store.get(lane.single_key())?.0;
+        return Ok(decode(lane.tag, v.as_deref()).first().copied());
+    }
+    let (a, b) = lane.buckets_of(caller);
+    for i in [a, b] {
+        let v = store.get(lane.bucket_key(i).as_str())?.0;
+        if let Some(e) = decode(lane.tag, v.as_deref())
+            .into_iter()
+            .find(|e| e.caller == caller)
+        {
+            return Ok(Some(e));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::count::slots::{commit, Committed, Table};
+    use crate::count::store::MemStore;
+
+    const SMALL: Table = Table {
+        buckets: 4,
+        per_bucket: 2,
+        cap: 4,
+    };
+
+    fn lane(limit: u32, table: Option<Table>) -> Lane {
+        Lane::new(
+            "t",
+            7,
+            Rate {
+                limit,
+                window_ms: 60_000,
+            },
+            table,
+        )
+    }
+
+    const FLEET: Fleet = Fleet { stale_ms: 2_000 };
+
+    /// Decides and commits one request; true when admitted.
+    fn hit(s: &MemStore, l: &Lane, caller: u64, nodes: u32, now: u64) -> bool {
+        let d = prepare(s, l, FLEET, caller, caller ^ 1, &|| nodes, now).unwrap();
+        if !d.prepared.verdict.admits() {
+            return false;
+        }
+        matches!(
+            commit(s, l, caller, &d.prepared).unwrap(),
+            Committed::Done(_)
+        )
+    }
+
+    #[test]
+    fn an_entry_round_trips_through_its_bytes() {
+        let e = Entry {
+            caller: 1,
+            fleet_id: 2,
+            counts: FleetCounts {
+                win: 3,
+                prev: 4,
+                cur: 5,
+                unsynced: 6,
+                carried: 7,
+                unplaced: 8,
+                own_cur: 9,
+                own_prev: 10,
+                answered_ms: Some(11),
+                pending: Some(Sent {
+                    hits: 12,
+                    from_cur: 13,
+                    from_prev: 14,
+                    win: 15,
+                    at_ms: 16,
+                }),
+            },
+        };
+        let bytes = encode(9, &[e, Entry::default()]);
+        assert_eq!(bytes.len(), 4 + 2 * ENTRY);
+        assert_eq!(decode(9, Some(&bytes)), vec![e, Entry::default()]);
+        assert_eq!(decode(8, Some(&bytes)), vec![], "another bound's");
+        assert_eq!(decode(9, Some(&bytes[..20])), vec![], "cut short");
+    }
+
+    #[test]
+    fn alone_a_new_key_takes_its_share_then_the_fleet_count_decides() {
+        let s = MemStore::new();
+        let l = lane(30, Some(SMALL));
+        let now = 600_000;
+        let admitted = (0..20).filter(|_| hit(&s, &l, 42, 3, now)).count();
+        assert_eq!(admitted, 10, "30 / 3 nodes, alone");
+        // The sync sends the 10 and the service says 25 in the fleet.
+        let taken = take(&s, &l, now + 100).unwrap();
+        assert_eq!(taken.len(), 1);
+        assert_eq!((taken[0].sent.hits, taken[0].fleet_id), (10, 43));
+        assert!(take(&s, &l, now + 150).unwrap().is_empty(), "in flight");
+        settle(&s, &l, &[(taken[0], Some(25))], now + 110).unwrap();
+        let more = (0..20).filter(|_| hit(&s, &l, 42, 3, now + 200)).count();
+        assert_eq!(more, 5, "30 − 25");
+        let e = peek(&s, &l, 42).unwrap().unwrap();
+        assert_eq!((e.counts.cur, e.counts.unsynced), (25, 5));
+    }
+
+    #[test]
+    fn a_failed_sync_puts_the_hits_back_and_a_refusal_writes_nothing() {
+        let s = MemStore::new();
+        let l = lane(2, None);
+        let now = 600_000;
+        assert!(hit(&s, &l, 0, 1, now));
+        let taken = take(&s, &l, now + 1).unwrap();
+        settle(&s, &l, &[(taken[0], None)], now + 2).unwrap();
+        let e = peek(&s, &l, 0).unwrap().unwrap();
+        assert_eq!((e.counts.unsynced, e.counts.pending), (1, None));
+        assert!(hit(&s, &l, 0, 1, now + 3));
+        let writes = s.writes();
+        assert!(!hit(&s, &l, 0, 1, now + 4));
+        assert_eq!(s.writes(), writes);
+    }
+
+    #[test]
+    fn the_cap_holds_and_extra_callers_share_the_overflow_counter() {
+        let s = MemStore::new();
+        let l = lane(100, Some(SMALL));
+        l.create_keys(&s).unwrap();
+        for c in 0..10u64 {
+            assert!(hit(&s, &l, c * 7_919, 1, 600_000));
+        }
+        assert_eq!(tracked_with(&s, &l).unwrap().0, 4);
+        let over = peek(&s, &l, u64::MAX).unwrap();
+        assert!(over.is_none());
+        let single = decode(l.tag, s.get(l.single_key()).unwrap().0.as_deref());
+        assert_eq!(single[0].counts.own_cur, 6);
+        // Every tracked key and the overflow counter are synced.
+        assert_eq!(take(&s, &l, 600_100).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn undo_takes_back_an_unsynced_admission_only() {
+        let s = MemStore::new();
+        let l = lane(10, Some(SMALL));
+        let now = 600_000;
+        let d = prepare(&s, &l, FLEET, 5, 6, &|| 1, now).unwrap();
+        let Committed::Done(_) = commit(&s, &l, 5, &d.prepared).unwrap() else {
+            panic!()
+        };
+        let place = take(&s, &l, now).unwrap()[0].place;
+        assert!(hit(&s, &l, 5, 1, now));
+        undo(&s, &l, place, 5, 10).unwrap();
+        let e = peek(&s, &l, 5).unwrap().unwrap();
+        assert_eq!((e.counts.unsynced, e.counts.own_cur), (0, 1));
+        undo(&s, &l, place, 5, 10).unwrap();
+        let e = peek(&s, &l, 5).unwrap().unwrap();
+        assert_eq!(e.counts.own_cur, 1, "the synced hit stays counted");
+    }
+
+    #[test]
+    fn expired_keys_are_swept_and_not_synced() {
+        let s = MemStore::new();
+        let l = lane(10, Some(SMALL));
+        l.create_keys(&s).unwrap();
+        assert!(hit(&s, &l, 5, 1, 600_000));
+        let taken = take(&s, &l, 600_001).unwrap();
+        settle(&s, &l, &[(taken[0], Some(1))], 600_002).unwrap();
+        let again = take(&s, &l, 660_500).unwrap();
+        assert_eq!(again.len(), 1, "still weighs in the next window");
+        settle(&s, &l, &[(again[0], Some(0))], 660_501).unwrap();
+        let key = l.bucket_key(taken[0].place_index()).as_str().to_string();
+        let v = s.get(&key).unwrap().0;
+        assert_eq!(sweep_value(l.tag, v.as_deref(), 11).1, 0);
+        assert_eq!(sweep_value(l.tag, v.as_deref(), 12).1, 1);
+        assert!(take(&s, &l, 720_000).unwrap().is_empty(), "expired");
+    }
+
+    impl Taken {
+        fn place_index(&self) -> usize {
+            match self.place {
+                Place::Bucket(i) => i,
+                Place::Single => usize::MAX,
+            }
+        }
+    }
+}

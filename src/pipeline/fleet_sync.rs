@@ -1,0 +1,307 @@
+//! The background half of fleet bounds: every `sync_ms`, one root context
+//! per node (it holds the lease in the node's [`Record`]) takes the unsent
+//! hits of every key its fleet lanes track ([`fleet_lane::take`]), sends
+//! them to the rate-limit service in `ShouldRateLimit` calls of at most
+//! [`MAX_DESCRIPTORS`], and puts each answer's fleet count back
+//! ([`settle`]). No request waits for any of it.
+//!
+//! Each key is a descriptor `[("bound", "<route>.<bound>"), (<per>,
+//! "f<fleet key>")]` (`per: route`: the bound alone; a keyed lane's
+//! overflow counter: `(<per>, "overflow")`), with `hits_addend` the hits
+//! this node admitted since its last sync (0 reads) and a limit override of
+//! [`WIDE`] × the limit, so that counts above the limit are read (the
+//! override is not part of the service's key). The first call of a sync
+//! carries the heartbeat descriptor the nodes are counted with.
+
+use crate::config::installation::Unit;
+use crate::config::plan::Plan;
+use crate::count::fleet::Record;
+use crate::count::fleet_lane::{self, Taken};
+use crate::count::limiter::Limiter;
+use crate::count::slots::Place;
+use crate::count::store::{update, Store, StoreError};
+use crate::rls::{self, DescriptorSpec, GrpcCode, Override, RlsError};
+
+use super::installation::ServiceCall;
+
+/// Descriptors per call: the real service answered 200 in one piece
+/// (docs/fleet.md).
+pub const MAX_DESCRIPTORS: usize = 200;
+
+/// The override is this multiple of the limit: a count up to it is read
+/// as it is (above the limit, a node needs no more than that to refuse).
+pub const WIDE: u32 = 4;
+
+/// The heartbeat's override: far more nodes than any fleet has.
+const BEAT_LIMIT: u32 = 1_000_000;
+
+/// One call of a sync, and what its answer is for.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// An encoded `RateLimitRequest`.
+    pub message: Vec<u8>,
+    /// Each key's descriptor, in order after the heartbeat if there is one:
+    /// its route, its bound and what was taken.
+    items: Vec<(usize, usize, Taken)>,
+    /// The heartbeat was the first descriptor, adding this node's 1 or not.
+    heartbeat: Option<bool>,
+    pub sent_ms: u64,
+}
+
+impl Batch {
+    /// Keys it carries (the heartbeat not counted).
+    pub fn keys(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Hits it sends.
+    pub fn hits(&self) -> u64 {
+        self.items
+            .iter()
+            .map(|(_, _, t)| u64::from(t.sent.hits))
+            .sum()
+    }
+
+    /// As the host sends it.
+    pub fn call<'p>(&self, plan: &'p Plan) -> Option<ServiceCall<'p>> {
+        let service = plan.service.as_ref()?;
+        Some(ServiceCall {
+            cluster: &service.cluster,
+            timeout_ms: service.timeout_ms,
+            message: self.message.clone(),
+        })
+    }
+}
+
+/// The heartbeat descriptor of an instance.
+fn heartbeat_of(instance: &str) -> [(&'static str, &str); 2] {
+    [("ratebound", "nodes"), ("instance", instance)]
+}
+
+/// How long a lease holds: three ticks of a sync, and at least the 1 s
+/// tick, so a live holder renews it well before it runs out.
+pub fn lease_ms(sync_ms: u64) -> u64 {
+    3 * sync_ms.max(1_000)
+}
+
+/// Claims (or renews) the sync for `me` at `now`: `Some(record)` when this
+/// context is the node's syncing one.
+pub fn claim<S: Store + ?Sized>(
+    store: &S,
+    limiter: &Limiter,
+    me: u64,
+    now_ms: u64,
+) -> Result<Option<Record>, StoreError> {
+    let (Some(f), Some(service)) = (&limiter.fleet, &limiter.plan.service) else {
+        return Ok(None);
+    };
+    update(store, &f.record_key, |v| {
+        let r = v.and_then(Record::decode).unwrap_or_default();
+        match r.claim(me, now_ms, lease_ms(service.sync_ms)) {
+            Some(mine) => (Some(mine.encode()), Some(mine)),
+            None => (None, None),
+        }
+    })
+}
+
+/// Takes every fleet lane's unsent hits at `now` and cuts them into calls.
+/// Call only as the lease holder ([`claim`]). A lane the store fails for
+/// is skipped (its error returned beside the calls).
+pub fn collect<S: Store + ?Sized>(
+    store: &S,
+    limiter: &Limiter,
+    record: &Record,
+    now_ms: u64,
+) -> (Vec<Batch>, Vec<StoreError>) {
+    let mut errors = Vec::new();
+    let Some(service) = &limiter.plan.service else {
+        return (Vec::new(), errors);
+    };
+    let mut items = Vec::new();
+    for (r, route) in limiter.plan.routes.iter().enumerate() {
+        for (b, bound) in route.bounds.iter().enumerate() {
+            let Some(lane) = limiter
+                .lanes
+                .get(r)
+                .and_then(|l| l.get(b))
+                .filter(|_| bound.fleet.is_some())
+            else {
+                continue;
+            };
+            match fleet_lane::take(store, lane, now_ms) {
+                Ok(taken) => items.extend(taken.into_iter().map(|t| (r, b, t))),
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    let beat = record.beat_due(now_ms);
+    let mut batches = Vec::new();
+    let mut rest = items.as_slice();
+    let mut first = true;
+    while first || !rest.is_empty() {
+        let room = MAX_DESCRIPTORS - usize::from(first);
+        let (these, more) = rest.split_at(room.min(rest.len()));
+        rest = more;
+        let heartbeat = first.then_some(beat);
+        first = false;
+        batches.push(Batch {
+            message: encode(limiter, &service.domain, these, heartbeat),
+            items: these.to_vec(),
+            heartbeat,
+            sent_ms: now_ms,
+        });
+    }
+    (batches, errors)
+}
+
+/// A key's descriptor value: the fleet's key, or the overflow counter.
+fn key_value(t: &Taken) -> String {
+    match t.place {
+        Place::Single => "overflow".to_string(),
+        Place::Bucket(_) => format!("f{:016x}", t.fleet_id),
+    }
+}
+
+fn encode(
+    limiter: &Limiter,
+    domain: &str,
+    items: &[(usize, usize, Taken)],
+    heartbeat: Option<bool>,
+) -> Vec<u8> {
+    let plan = &limiter.plan;
+    let beat_entries = heartbeat.map(|_| heartbeat_of(&plan.instance));
+    let owned: Vec<_> = items
+        .iter()
+        .filter_map(|(r, b, t)| {
+            let bound = plan.routes.get(*r)?.bounds.get(*b)?;
+            let descriptor = bound.fleet.as_deref()?;
+            let keyed = limiter.lanes.get(*r)?.get(*b)?.table.is_some();
+            let unit = Unit::of_ms(bound.rate.window_ms)?;
+            Some((
+                descriptor,
+                keyed.then(|| (bound.per.as_str(), key_value(t))),
+                bound,
+                unit,
+                t,
+            ))
+        })
+        .collect();
+    let entries: Vec<Vec<(&str, &str)>> = owned
+        .iter()
+        .map(|(d, key, _, _, _)| {
+            let mut e = vec![("bound", *d)];
+            if let Some((per, v)) = key {
+                e.push((*per, v.as_str()));
+            }
+            e
+        })
+        .collect();
+    let mut specs = Vec::with_capacity(owned.len() + 1);
+    if let (Some(added), Some(e)) = (heartbeat, &beat_entries) {
+        specs.push(DescriptorSpec {
+            entries: e,
+            limit: Some(Override {
+                requests_per_unit: BEAT_LIMIT,
+                unit: Unit::Minute,
+            }),
+            hits_addend: u64::from(added),
+        });
+    }
+    for ((_, _, bound, unit, t), e) in owned.iter().zip(&entries) {
+        specs.push(DescriptorSpec {
+            entries: e,
+            limit: Some(Override {
+                requests_per_unit: bound.rate.limit.saturating_mul(WIDE),
+                unit: *unit,
+            }),
+            hits_addend: u64::from(t.sent.hits),
+        });
+    }
+    rls::encode_request(domain, &specs)
+}
+
+/// How an answer was taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// Every key's fleet count was put back.
+    Answered,
+    /// The call failed: every key's hits are sent again with the next sync.
+    Failed(RlsError),
+}
+
+/// Puts a call's answer back (`grpc_status` and the unframed `body`), or
+/// its failure, at `now`.
+pub fn settle<S: Store + ?Sized>(
+    store: &S,
+    limiter: &Limiter,
+    batch: &Batch,
+    grpc_status: u32,
+    body: Option<&[u8]>,
+    now_ms: u64,
+) -> (Settled, Vec<StoreError>) {
+    let counts = counts_of(batch, grpc_status, body);
+    let skip = usize::from(batch.heartbeat.is_some());
+    let mut errors = Vec::new();
+    let count = |i: usize| counts.as_ref().ok().and_then(|c| c.get(i).copied());
+    if let (Some(added), Some(f), Some(n)) = (batch.heartbeat, &limiter.fleet, count(0)) {
+        let heard = update(store, &f.record_key, |v| {
+            let r = v.and_then(Record::decode).unwrap_or_default();
+            (Some(r.heard(batch.sent_ms, n, added).encode()), ())
+        });
+        errors.extend(heard.err());
+    }
+    // Lane by lane, in the order taken (a lane's keys are together).
+    let mut at = 0;
+    while let Some((r, b, _)) = batch.items.get(at) {
+        let end = batch
+            .items
+            .iter()
+            .skip(at)
+            .position(|(r2, b2, _)| (r2, b2) != (r, b))
+            .map_or(batch.items.len(), |n| at + n);
+        let outcome: Vec<(Taken, Option<u32>)> = batch
+            .items
+            .get(at..end)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(|(k, (_, _, t))| (*t, count(skip + at + k)))
+            .collect();
+        if let Some(lane) = limiter.lanes.get(*r).and_then(|l| l.get(*b)) {
+            errors.extend(fleet_lane::settle(store, lane, &outcome, now_ms).err());
+        }
+        at = end;
+    }
+    let settled = match counts {
+        Ok(_) => Settled::Answered,
+        Err(e) => Settled::Failed(e),
+    };
+    (settled, errors)
+}
+
+/// Each descriptor's count after the call (`limit − remaining`), or why the
+/// call gave none. A descriptor without a limit (the domain is not in the
+/// service's configuration) fails the call: nothing was counted.
+fn counts_of(batch: &Batch, grpc_status: u32, body: Option<&[u8]>) -> Result<Vec<u32>, RlsError> {
+    if grpc_status != 0 {
+        return Err(RlsError::Grpc(GrpcCode::from_wire(grpc_status)));
+    }
+    let answer = rls::decode_answer(body.ok_or(RlsError::NoBody)?)?;
+    let sent = batch.items.len() + usize::from(batch.heartbeat.is_some());
+    if answer.statuses.len() != sent {
+        return Err(RlsError::StatusCount {
+            sent,
+            got: answer.statuses.len(),
+        });
+    }
+    answer
+        .statuses
+        .iter()
+        .enumerate()
+        .map(|(descriptor, s)| {
+            s.limit
+                .map(|l| l.requests_per_unit.saturating_sub(s.remaining))
+                .ok_or(RlsError::NoLimit { descriptor })
+        })
+        .collect()
+}

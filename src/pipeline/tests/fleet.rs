@@ -1,0 +1,313 @@
+//! Fleet bounds through the whole pipeline, natively: several nodes (each a
+//! filter over its own store), the sync of `fleet_sync` between them and a
+//! service that counts as envoyproxy/ratelimit does (fixed clock windows,
+//! every hit added, the override's limit answered).
+#![cfg(test)]
+#![allow(clippy::indexing_slicing)]
+
+use crate::pipeline::fleet_sync::{self, Settled, MAX_DESCRIPTORS};
+use crate::pipeline::mock::{Filter, MockHost};
+use crate::rls::proto;
+use prost::Message;
+use std::collections::HashMap;
+
+const T0: u64 = 600_000;
+
+fn config(limit: u32, per: &str) -> String {
+    format!(
+        r#"{{"instance":"api",
+        "rate_limit_service":{{"cluster":"rls","domain":"api","sync_ms":200,"fleet_nodes":3}},
+        "routes":[{{"name":"api","bounds":[
+          {{"name":"fleet","per":"{per}","limit":{limit},"window":"PT1M","scope":"fleet"}}]}}]}}"#
+    )
+}
+
+/// envoyproxy/ratelimit in miniature: a count per descriptor and clock
+/// window of its unit, every call's hits added.
+#[derive(Default)]
+struct Service {
+    counts: HashMap<(String, u64), u64>,
+    /// Hits added to bounds' keys (not the heartbeat), and descriptors per
+    /// call.
+    added: u64,
+    calls: Vec<usize>,
+    down: bool,
+}
+
+impl Service {
+    /// The answer to a call at `now`: gRPC status and message.
+    fn answer(&mut self, message: &[u8], now: u64) -> (u32, Vec<u8>) {
+        if self.down {
+            return (14, Vec::new());
+        }
+        let req = proto::RateLimitRequest::decode(message).unwrap();
+        self.calls.push(req.descriptors.len());
+        let statuses = req
+            .descriptors
+            .iter()
+            .map(|d| {
+                let limit = d.limit.clone().unwrap();
+                let unit_ms = [0, 1_000, 60_000, 3_600_000, 86_400_000][limit.unit as usize];
+                let key: Vec<String> = d
+                    .entries
+                    .iter()
+                    .map(|e| format!("{}={}", e.key, e.value))
+                    .collect();
+                let hits = d.hits_addend.clone().unwrap().value;
+                if d.entries[0].key == "bound" {
+                    self.added += hits;
+                }
+                let n = self
+                    .counts
+                    .entry((key.join(","), now / unit_ms))
+                    .or_default();
+                *n += hits;
+                let over = *n > u64::from(limit.requests_per_unit);
+                proto::DescriptorStatus {
+                    code: if over { 2 } else { 1 },
+                    current_limit: Some(proto::RateLimit {
+                        requests_per_unit: limit.requests_per_unit,
+                        unit: limit.unit,
+                        name: String::new(),
+                    }),
+                    limit_remaining: u32::try_from(
+                        u64::from(limit.requests_per_unit).saturating_sub(*n),
+                    )
+                    .unwrap(),
+                    duration_until_reset: None,
+                }
+            })
+            .collect();
+        let answer = proto::RateLimitResponse {
+            overall_code: 1,
+            statuses,
+        };
+        (0, answer.encode_to_vec())
+    }
+}
+
+struct Node {
+    host: MockHost,
+    filter: Filter,
+    me: u64,
+}
+
+impl Node {
+    fn new(json: &str, me: u64) -> Node {
+        let host = MockHost::new(T0);
+        let filter = Filter::new(&host.store, json).unwrap();
+        Node { host, filter, me }
+    }
+
+    /// One request from `address`: admitted?
+    fn hit(&mut self, address: &str, now: u64) -> bool {
+        self.host.now = now;
+        self.host.request_headers.clear();
+        self.host.replies.clear();
+        self.host.properties.insert(
+            "source.address".into(),
+            format!("{address}:5000").into_bytes(),
+        );
+        self.filter.request(&mut self.host);
+        self.host.replies.is_empty()
+    }
+
+    /// One sync with `service`, answered at once; the calls it made.
+    fn sync(&mut self, service: &mut Service, now: u64) -> Vec<Settled> {
+        let lim = &self.filter.limiter;
+        let Some(record) = fleet_sync::claim(&self.host.store, lim, self.me, now).unwrap() else {
+            return Vec::new();
+        };
+        let (batches, errors) = fleet_sync::collect(&self.host.store, lim, &record, now);
+        assert!(errors.is_empty(), "{errors:?}");
+        batches
+            .iter()
+            .map(|b| {
+                let (status, body) = service.answer(&b.message, now);
+                let (settled, errors) =
+                    fleet_sync::settle(&self.host.store, lim, b, status, Some(&body), now + 2);
+                assert!(errors.is_empty(), "{errors:?}");
+                settled
+            })
+            .collect()
+    }
+}
+
+fn fleet(n: u64, json: &str) -> Vec<Node> {
+    (0..n).map(|i| Node::new(json, 100 + i)).collect()
+}
+
+/// Sends `per_node` requests from `address` to every node over `span_ms`
+/// from `start`, syncing every 200 ms; admitted per node.
+fn run(
+    nodes: &mut [Node],
+    service: &mut Service,
+    address: &str,
+    per_node: u64,
+    start: u64,
+    span_ms: u64,
+) -> Vec<u64> {
+    let mut admitted = vec![0; nodes.len()];
+    let mut next_sync = start;
+    for k in 0..per_node {
+        let now = start + k * span_ms / per_node;
+        while next_sync <= now {
+            for n in nodes.iter_mut() {
+                n.sync(service, next_sync);
+            }
+            next_sync += 200;
+        }
+        for (i, n) in nodes.iter_mut().enumerate() {
+            if n.hit(address, now + i as u64) {
+                admitted[i] += 1;
+            }
+        }
+    }
+    admitted
+}
+
+#[test]
+fn three_nodes_share_one_budget_not_three() {
+    let mut nodes = fleet(3, &config(300, "address"));
+    let mut service = Service::default();
+    // 1,200 requests a node in 20 s: 12 × the fleet's budget.
+    let admitted = run(&mut nodes, &mut service, "10.0.0.1", 1_200, T0, 20_000);
+    let total: u64 = admitted.iter().sum();
+    assert!((300..=330).contains(&total), "{admitted:?}");
+    // Refused requests are never sent: the service saw what was admitted.
+    assert!(service.added <= total, "{} > {total}", service.added);
+    assert!(service.calls.iter().all(|&n| n <= MAX_DESCRIPTORS));
+}
+
+#[test]
+fn one_node_alone_with_the_load_may_use_the_whole_budget() {
+    let mut nodes = fleet(3, &config(300, "address"));
+    let mut service = Service::default();
+    let mut admitted = 0;
+    for k in 0..1_200u64 {
+        let now = T0 + k * 10;
+        if k % 20 == 0 {
+            for n in nodes.iter_mut() {
+                n.sync(&mut service, now);
+            }
+        }
+        admitted += u64::from(nodes[0].hit("10.0.0.2", now));
+    }
+    assert!((285..=300).contains(&admitted), "{admitted}");
+}
+
+#[test]
+fn without_the_service_each_node_takes_its_share_then_converges() {
+    let mut nodes = fleet(3, &config(300, "address"));
+    let mut service = Service::default();
+    // The nodes learn there are three of them.
+    for n in nodes.iter_mut() {
+        n.sync(&mut service, T0);
+    }
+    for n in nodes.iter_mut() {
+        n.sync(&mut service, T0 + 200);
+    }
+    service.down = true;
+    let admitted = run(&mut nodes, &mut service, "10.0.0.3", 300, T0 + 400, 6_000);
+    assert_eq!(admitted, vec![100, 100, 100], "300 / 3 nodes, each alone");
+    assert!(nodes[0].filter.limiter.take_alone() > 0);
+    // Back: the hits admitted alone are sent, and the fleet refuses.
+    service.down = false;
+    for n in nodes.iter_mut() {
+        assert_eq!(n.sync(&mut service, T0 + 7_000), vec![Settled::Answered]);
+    }
+    assert_eq!(service.added, 300);
+    let more = run(&mut nodes, &mut service, "10.0.0.3", 50, T0 + 7_400, 1_000);
+    assert_eq!(more, vec![0, 0, 0]);
+}
+
+#[test]
+fn a_failed_sync_sends_its_hits_again() {
+    let mut nodes = fleet(1, &config(300, "address"));
+    let mut service = Service::default();
+    let node = &mut nodes[0];
+    node.sync(&mut service, T0);
+    for k in 0..5 {
+        assert!(node.hit("10.0.0.4", T0 + 10 + k));
+    }
+    service.down = true;
+    assert!(matches!(
+        node.sync(&mut service, T0 + 200)[..],
+        [Settled::Failed(_)]
+    ));
+    service.down = false;
+    node.sync(&mut service, T0 + 400);
+    assert_eq!(service.added, 5);
+}
+
+#[test]
+fn one_context_per_node_syncs() {
+    let json = config(10, "route");
+    let host = MockHost::new(T0);
+    let a = Filter::new(&host.store, &json).unwrap();
+    let b = Filter::new(&host.store, &json).unwrap();
+    let claim = |f: &Filter, me, now| {
+        fleet_sync::claim(&host.store, &f.limiter, me, now)
+            .unwrap()
+            .is_some()
+    };
+    assert!(claim(&a, 1, T0));
+    assert!(!claim(&b, 2, T0 + 1_000));
+    assert!(claim(&a, 1, T0 + 2_000), "renewed");
+    let lease = fleet_sync::lease_ms(200);
+    assert!(claim(&b, 2, T0 + 2_000 + lease), "ran out: taken over");
+    assert!(!claim(&a, 1, T0 + 2_001 + lease));
+}
+
+#[test]
+fn ten_thousand_callers_are_cut_into_bounded_calls() {
+    let mut nodes = fleet(1, &config(5, "address"));
+    let mut service = Service::default();
+    let node = &mut nodes[0];
+    // The mock's tables track 32 callers; the rest share the overflow.
+    for i in 0..1_000u32 {
+        node.hit(&format!("10.{}.{}.1", i / 250, i % 250), T0 + u64::from(i));
+    }
+    let tracked =
+        crate::count::slots::tracked(&node.host.store, &node.filter.limiter.lanes[0][0]).unwrap();
+    node.sync(&mut service, T0 + 2_000);
+    let keys: usize = service.calls.iter().sum();
+    // Every tracked key, the overflow counter and the heartbeat.
+    assert_eq!(keys, tracked as usize + 2, "{:?}", service.calls);
+    assert!(service.calls.iter().all(|&n| n <= MAX_DESCRIPTORS));
+    // The callers past the cap share one counter and one limit: alone
+    // before any answer, 5 / 3 nodes of it.
+    let overflow = service
+        .counts
+        .iter()
+        .find(|((k, _), _)| k.ends_with("address=overflow"))
+        .map(|(_, n)| *n)
+        .unwrap();
+    assert_eq!(overflow, 1);
+}
+
+#[test]
+fn a_service_without_the_domain_is_a_failed_sync() {
+    let mut nodes = fleet(1, &config(5, "route"));
+    let node = &mut nodes[0];
+    assert!(node.hit("10.0.0.5", T0));
+    let lim = &node.filter.limiter;
+    let record = fleet_sync::claim(&node.host.store, lim, 1, T0 + 1)
+        .unwrap()
+        .unwrap();
+    let (batches, _) = fleet_sync::collect(&node.host.store, lim, &record, T0 + 1);
+    let none = proto::RateLimitResponse {
+        overall_code: 1,
+        statuses: vec![proto::DescriptorStatus::default(); 2],
+    }
+    .encode_to_vec();
+    let (settled, _) =
+        fleet_sync::settle(&node.host.store, lim, &batches[0], 0, Some(&none), T0 + 2);
+    assert!(
+        matches!(
+            settled,
+            Settled::Failed(crate::rls::RlsError::NoLimit { .. })
+        ),
+        "{settled:?}"
+    );
+}
