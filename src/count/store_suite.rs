@@ -318,11 +318,55 @@ impl<S: Store + ?Sized> Store for RaceOnce<'_, S> {
     }
 }
 
+/// A fleet key through its whole cycle: alone it takes its share, a sync
+/// takes exactly what it admitted, the fleet's answer then decides, a
+/// failed sync puts its hits back.
+fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    use crate::count::fleet_lane::{self, Fleet};
+    let mut l = lane(s, &format!("{p}:f"), 6, Some(small()))?;
+    l.fleet = true;
+    let fleet = Fleet { stale_ms: 2_000 };
+    let t = 4_000_000;
+    let hit = |now: u64| -> Result<bool, String> {
+        let d = fleet_lane::prepare(s, &l, fleet, 42, 43, &|| 2, now).map_err(e)?;
+        if !d.prepared.verdict.admits() {
+            return Ok(false);
+        }
+        match slots::commit(s, &l, 42, &d.prepared).map_err(e)? {
+            slots::Committed::Done(_) => Ok(true),
+            slots::Committed::Stale => Err("unexpected contention".into()),
+        }
+    };
+    let mut admitted = 0;
+    for i in 0..10 {
+        admitted += u32::from(hit(t + i)?);
+    }
+    expect_eq!(admitted, 3);
+    let taken = fleet_lane::take(s, &l, t + 100).map_err(e)?;
+    expect_eq!(
+        taken.iter().map(|x| x.sent.hits).collect::<Vec<_>>(),
+        vec![3]
+    );
+    let first = *taken.first().ok_or("nothing taken")?;
+    fleet_lane::settle(s, &l, &[(first, Some(5))], t + 101).map_err(e)?;
+    expect_eq!(hit(t + 200)?, true);
+    expect_eq!(hit(t + 201)?, false);
+    let again = fleet_lane::take(s, &l, t + 300).map_err(e)?;
+    let second = *again.first().ok_or("nothing taken")?;
+    expect_eq!(second.sent.hits, 1);
+    fleet_lane::settle(s, &l, &[(second, None)], t + 301).map_err(e)?;
+    let back = fleet_lane::peek(s, &l, 42)
+        .map_err(e)?
+        .map(|x| x.counts.unsynced);
+    expect_eq!(back, Some(1));
+    Ok(())
+}
+
 type Test<S> = (&'static str, fn(&S, &str) -> Check);
 
 /// Runs every check; `prefix` keeps this run's keys apart from others.
 pub fn run<S: Store>(store: &S, prefix: &str) -> Vec<(&'static str, Check)> {
-    let tests: [Test<S>; 8] = [
+    let tests: [Test<S>; 9] = [
         (
             "absent_keys_read_empty_and_any_set_creates",
             absent_keys_read_empty_and_any_set_creates,
@@ -348,6 +392,10 @@ pub fn run<S: Store>(store: &S, prefix: &str) -> Vec<(&'static str, Check)> {
         (
             "a_late_refusal_takes_back_earlier_bounds",
             a_late_refusal_takes_back_earlier_bounds,
+        ),
+        (
+            "a_fleet_key_syncs_exactly_what_it_admitted",
+            a_fleet_key_syncs_exactly_what_it_admitted,
         ),
     ];
     tests
