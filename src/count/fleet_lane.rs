@@ -9,8 +9,8 @@
 //! fleet's counts back, with compare-and-swap: requests and the sync write
 //! the same values.
 //!
-//! An entry is decoded whole (92 bytes): the node path's in-place rewrite
-//! of one entry is not done here.
+//! A known caller's entry (92 bytes) is decoded and rewritten in place in
+//! the bucket's bytes, as the node path does.
 
 use crate::count::fleet::{FleetCounts, FleetRate, FleetVerdict, Sent};
 use crate::count::slots::{encode_live_for, tracked_with, Lane, Place, Prepared};
@@ -66,7 +66,7 @@ fn decode_entry(e: &[u8]) -> Entry {
     }
 }
 
-fn encode_entry(v: &mut Vec<u8>, e: &Entry) {
+fn encode_entry(e: &Entry) -> [u8; ENTRY] {
     let c = &e.counts;
     let p = c.pending.unwrap_or(Sent {
         hits: 0,
@@ -77,42 +77,61 @@ fn encode_entry(v: &mut Vec<u8>, e: &Entry) {
     });
     let flags = if c.pending.is_some() { PENDING } else { 0 }
         | if c.answered_ms.is_some() { ANSWERED } else { 0 };
-    v.extend_from_slice(&e.caller.to_le_bytes());
-    v.extend_from_slice(&e.fleet_id.to_le_bytes());
-    v.extend_from_slice(&c.win.to_le_bytes());
+    let mut out = [0u8; ENTRY];
+    let mut at = 0;
+    let mut put = |bytes: &[u8]| {
+        if let Some(to) = out.get_mut(at..at + bytes.len()) {
+            to.copy_from_slice(bytes);
+        }
+        at += bytes.len();
+    };
+    put(&e.caller.to_le_bytes());
+    put(&e.fleet_id.to_le_bytes());
+    put(&c.win.to_le_bytes());
     for n in [
         c.prev, c.cur, c.unsynced, c.carried, c.unplaced, c.own_cur, c.own_prev,
     ] {
-        v.extend_from_slice(&n.to_le_bytes());
+        put(&n.to_le_bytes());
     }
-    v.extend_from_slice(&c.answered_ms.unwrap_or(0).to_le_bytes());
+    put(&c.answered_ms.unwrap_or(0).to_le_bytes());
     for n in [p.hits, p.from_cur, p.from_prev] {
-        v.extend_from_slice(&n.to_le_bytes());
+        put(&n.to_le_bytes());
     }
-    v.extend_from_slice(&p.win.to_le_bytes());
-    v.extend_from_slice(&p.at_ms.to_le_bytes());
-    v.extend_from_slice(&flags.to_le_bytes());
+    put(&p.win.to_le_bytes());
+    put(&p.at_ms.to_le_bytes());
+    put(&flags.to_le_bytes());
+    out
 }
 
-/// A value's entries, if it carries `tag` (another tag: another bound's,
-/// read as empty).
+/// A value's entries' bytes, if it carries `tag` (another tag: another
+/// bound's, read as empty) and whole entries.
+fn entries_of(tag: u32, value: &[u8]) -> Option<&[u8]> {
+    let rest = value.get(4..)?;
+    (u32_at(value, 0) == tag && rest.len().is_multiple_of(ENTRY)).then_some(rest)
+}
+
+/// Where `caller`'s entry starts in a value carrying `tag`, if it has one.
+fn find(tag: u32, value: &[u8], caller: u64) -> Option<usize> {
+    let rest = entries_of(tag, value)?;
+    (0..rest.len())
+        .step_by(ENTRY)
+        .find(|at| u64_at(rest, *at) == caller)
+        .map(|at| at + 4)
+}
+
+/// A value's entries (none if it is another bound's).
 pub fn decode(tag: u32, value: Option<&[u8]>) -> Vec<Entry> {
-    match value {
-        Some(v) if v.len() >= 4 && u32_at(v, 0) == tag && (v.len() - 4) % ENTRY == 0 => v
-            .get(4..)
-            .unwrap_or_default()
-            .chunks_exact(ENTRY)
-            .map(decode_entry)
-            .collect(),
-        _ => Vec::new(),
-    }
+    value
+        .and_then(|v| entries_of(tag, v))
+        .map(|b| b.chunks_exact(ENTRY).map(decode_entry).collect())
+        .unwrap_or_default()
 }
 
 pub fn encode(tag: u32, entries: &[Entry]) -> Vec<u8> {
     let mut v = Vec::with_capacity(4 + entries.len() * ENTRY);
     v.extend_from_slice(&tag.to_le_bytes());
     for e in entries {
-        encode_entry(&mut v, e);
+        v.extend_from_slice(&encode_entry(e));
     }
     v
 }
@@ -138,6 +157,13 @@ fn verdict_of(v: &FleetVerdict) -> Verdict {
         },
         FleetVerdict::Refuse { quota, .. } => Verdict::Refuse { quota },
     }
+}
+
+fn alone(v: &FleetVerdict) -> bool {
+    matches!(
+        v,
+        FleetVerdict::Admit { alone: true, .. } | FleetVerdict::Refuse { alone: true, .. }
+    )
 }
 
 /// What [`prepare`] decided, and whether it decided alone (no fresh answer).
@@ -171,10 +197,7 @@ pub fn prepare<S: Store + ?Sized>(
     let prepared = |place, entries: &mut Vec<Entry>, pos: usize, cas, reserve, overflow| {
         let e = entries.get_mut(pos)?;
         let v = decide(e.counts);
-        let alone = matches!(
-            v,
-            FleetVerdict::Admit { alone: true, .. } | FleetVerdict::Refuse { alone: true, .. }
-        );
+        let alone = alone(&v);
         let value = match v {
             FleetVerdict::Admit { state, .. } => {
                 e.counts = state;
@@ -201,15 +224,60 @@ pub fn prepare<S: Store + ?Sized>(
         return single(false);
     };
     let (a, b) = lane.buckets_of(caller);
+    // The common path: the caller's entry is decoded and rewritten in the
+    // bytes just read, the rest of the bucket left as it is.
+    let found =
+        |i: usize, v: Option<Vec<u8>>, cas: Option<u32>| -> Result<Decided, Option<Vec<u8>>> {
+            let Some(at) = v.as_deref().and_then(|b| find(lane.tag, b, caller)) else {
+                return Err(v);
+            };
+            let mut v = v.unwrap_or_default();
+            let e = decode_entry(v.get(at..at + ENTRY).unwrap_or_default());
+            let verdict = decide(e.counts);
+            let value = match verdict {
+                FleetVerdict::Admit { state, .. } => {
+                    let bytes = encode_entry(&Entry { counts: state, ..e });
+                    if let Some(to) = v.get_mut(at..at + ENTRY) {
+                        to.copy_from_slice(&bytes);
+                    }
+                    v
+                }
+                FleetVerdict::Refuse { .. } => Vec::new(),
+            };
+            Ok(Decided {
+                alone: alone(&verdict),
+                prepared: Prepared::new(
+                    verdict_of(&verdict),
+                    false,
+                    Place::Bucket(i),
+                    value,
+                    cas,
+                    None,
+                ),
+            })
+        };
+    // This worker's memory of its last write serves an admission, which
+    // the write's cas then checks (the sync writes the same buckets); a
+    // refusal or an absent caller is read for real.
+    let (first, recalled) = store.recall(lane.bucket_key(a).as_str())?;
+    let mut first = Some(first);
+    if recalled {
+        if let Some(Ok(d)) = first.take().map(|(v, cas)| found(a, v, cas)) {
+            if d.prepared.verdict.admits() {
+                return Ok(d);
+            }
+        }
+    }
     let mut read = Vec::with_capacity(2);
     for i in [a, b] {
-        let (v, cas) = store.get(lane.bucket_key(i).as_str())?;
-        let mut entries = decode(lane.tag, v.as_deref());
-        if let Some(pos) = entries.iter().position(|e| e.caller == caller) {
-            return prepared(Place::Bucket(i), &mut entries, pos, cas, None, false)
-                .ok_or(StoreError::Invalid("fleet entry"));
+        let (v, cas) = match (i == a).then(|| first.take()).flatten() {
+            Some(kept) => kept,
+            None => store.get(lane.bucket_key(i).as_str())?,
+        };
+        match found(i, v, cas) {
+            Ok(d) => return Ok(d),
+            Err(v) => read.push((i, decode(lane.tag, v.as_deref()), cas)),
         }
-        read.push((i, entries, cas));
     }
     // A new caller: as in `slots::prepare`, an expired entry is reclaimed,
     // else a free position taken if the cap allows; past it, the overflow.
