@@ -311,3 +311,66 @@ fn a_service_without_the_domain_is_a_failed_sync() {
         "{settled:?}"
     );
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A request from address `addr` to node `node`.
+        Hit { node: usize, addr: u8 },
+        /// Node `node` syncs.
+        Sync { node: usize },
+        /// The service goes down or comes back.
+        Toggle,
+        /// Time passes.
+        Wait { ms: u64 },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0..3usize, 0..4u8).prop_map(|(node, addr)| Op::Hit { node, addr }),
+            3 => (0..3usize).prop_map(|node| Op::Sync { node }),
+            1 => Just(Op::Toggle),
+            2 => (1..400u64).prop_map(|ms| Op::Wait { ms }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Whatever the interleaving of requests, syncs and outages within
+        /// one window, every admitted hit reaches the service exactly once
+        /// (a failed sync sends its hits again, an answered one never), and
+        /// nothing refused is ever sent.
+        #[test]
+        fn every_admitted_hit_is_sent_exactly_once(ops in proptest::collection::vec(op(), 1..300)) {
+            let mut nodes = fleet(3, &config(20, "address"));
+            let mut service = Service::default();
+            let mut now = T0;
+            let mut admitted = 0u64;
+            for op in ops {
+                match op {
+                    Op::Hit { node, addr } => {
+                        admitted += u64::from(nodes[node].hit(&format!("10.0.1.{addr}"), now));
+                    }
+                    Op::Sync { node } => {
+                        nodes[node].sync(&mut service, now);
+                    }
+                    Op::Toggle => service.down = !service.down,
+                    Op::Wait { ms } => now = (now + ms).min(T0 + 50_000),
+                }
+                prop_assert!(service.added <= admitted);
+            }
+            service.down = false;
+            // The service back: two syncs a node settle everything.
+            for round in 0..2 {
+                for n in nodes.iter_mut() {
+                    n.sync(&mut service, now + 1 + round);
+                }
+            }
+            prop_assert_eq!(service.added, admitted);
+        }
+    }
+}
