@@ -57,8 +57,9 @@ struct Root {
     warm: WarmUp,
     /// This context's id in the fleet record's lease (random).
     me: u64,
-    /// Fleet sync calls in flight, by token.
-    syncs: HashMap<u32, Batch>,
+    /// Fleet sync calls in flight, by token, with the configuration that
+    /// made them (a reload may come before the answer).
+    syncs: HashMap<u32, (Rc<Active>, Batch)>,
     /// When the last 1 s housekeeping and the last fleet sync ran.
     housekept_ms: u64,
     synced_ms: u64,
@@ -87,7 +88,7 @@ impl Context for Root {
     fn on_http_call_response(&mut self, token: u32, headers: usize, body: usize, trailers: usize) {
         let status = rls_status(headers, trailers);
         match self.syncs.remove(&token) {
-            Some(batch) => self.synced(&batch, status, body),
+            Some((active, batch)) => self.synced(&active, &batch, status, body),
             None => self.warm_up_answered(status),
         }
     }
@@ -233,7 +234,7 @@ impl Root {
 
     /// Every `sync_ms`, if this context holds the node's lease: sends every
     /// fleet key's unsent hits to the rate-limit service (`fleet_sync`).
-    fn fleet_sync(&mut self, active: &Active, now: u64) {
+    fn fleet_sync(&mut self, active: &Rc<Active>, now: u64) {
         let (Some(_), Some(service)) = (&active.limiter.fleet, &active.limiter.plan.service) else {
             return;
         };
@@ -266,7 +267,7 @@ impl Root {
             active.metrics.fleet_sync_sent();
             match dispatch_rls(&call) {
                 Ok(token) => {
-                    self.syncs.insert(token, batch);
+                    self.syncs.insert(token, (Rc::clone(active), batch));
                 }
                 Err(e) => {
                     log(
@@ -276,17 +277,19 @@ impl Root {
                             call.cluster
                         ),
                     );
-                    self.synced(&batch, crate::rls::GrpcCode::Unavailable.number(), 0);
+                    self.synced(
+                        active,
+                        &batch,
+                        crate::rls::GrpcCode::Unavailable.number(),
+                        0,
+                    );
                 }
             }
         }
     }
 
     /// A sync call ended with `status` and a body of `body` bytes.
-    fn synced(&mut self, batch: &Batch, status: u32, body: usize) {
-        let Some(active) = self.active.clone() else {
-            return;
-        };
+    fn synced(&mut self, active: &Active, batch: &Batch, status: u32, body: usize) {
         let framed = (status == 0)
             .then(|| hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body).ok())
             .flatten()
