@@ -293,6 +293,48 @@ pub fn validate_service(c: &Config, errors: &mut Vec<ConfigError>) {
 mod tests {
     use super::*;
 
+    /// The errors of a one-bound configuration, as "path: message".
+    fn errors(service: &str, bound: &str) -> Vec<String> {
+        let json = format!(
+            r#"{{"rate_limit_service":{{"cluster":"rls","domain":"d"{service}}},
+            "routes":[{{"name":"r","bounds":[{bound}]}}]}}"#
+        );
+        match crate::config::parse(json.as_bytes()) {
+            Ok(_) => Vec::new(),
+            Err(es) => es.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn fleet_bounds_take_the_services_windows_at_least_ten_syncs_long() {
+        let fleet = |window: &str| {
+            format!(r#"{{"per":"address","limit":5,"window":"{window}","scope":"fleet"}}"#)
+        };
+        assert_eq!(errors("", &fleet("PT1M")), Vec::<String>::new());
+        let e = errors("", &fleet("PT30S"));
+        assert!(
+            e[0].contains("$.routes[0].bounds[0].window") && e[0].contains("PT1M"),
+            "{e:?}"
+        );
+        let e = errors(r#","sync_ms":200"#, &fleet("PT1S"));
+        assert!(
+            e[0].contains("too short") && e[0].contains("100 or less"),
+            "{e:?}"
+        );
+        assert_eq!(
+            errors(r#","sync_ms":100"#, &fleet("PT1S")),
+            Vec::<String>::new()
+        );
+        let e = errors(r#","sync_ms":50"#, &fleet("PT1H"));
+        assert!(e[0].contains("$.rate_limit_service.sync_ms"), "{e:?}");
+        let e = errors(r#","fleet_nodes":0"#, &fleet("PT1H"));
+        assert!(e[0].contains("$.rate_limit_service.fleet_nodes"), "{e:?}");
+        let account = r#"{"per":"account","limit":5,"window":"PT1M","scope":"fleet"}"#;
+        assert!(errors("", account)
+            .iter()
+            .any(|e| e.contains("use \"scope\": \"installation\"")));
+    }
+
     #[test]
     fn nearest_unit_by_ratio() {
         assert_eq!(Unit::nearest(30_000), Unit::Minute);

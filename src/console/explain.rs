@@ -43,6 +43,8 @@ pub struct Summary {
     pub operation_bounds: usize,
     pub warnings: usize,
     pub notes: usize,
+    /// Bounds counted on each node on its own (not installation or fleet).
+    pub node_bounds: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -164,6 +166,7 @@ pub fn explain_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Explana
         summary.operation_bounds += r.installation.len() - installation_own;
         summary.operations += r.operations.len();
         summary.operation_bounds += r.bounds.len() - own;
+        summary.node_bounds += r.bounds.iter().filter(|b| b.fleet.is_none()).count();
     }
     for w in &all {
         match w.level {

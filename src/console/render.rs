@@ -11,9 +11,11 @@ const WIDTH: usize = 100;
 pub fn text(e: &Explanation) -> String {
     let mut out = String::new();
     let nodes = match e.nodes {
-        Some(1) => "on 1 node".to_string(),
-        Some(n) => format!("on {n} nodes"),
-        None => "counted per Envoy node".to_string(),
+        Some(1) => " (on 1 node)".to_string(),
+        Some(n) => format!(" (on {n} nodes)"),
+        None if e.summary.node_bounds > 0 => " (counted per Envoy node)".to_string(),
+        // Installation and fleet bounds only: no count is per node.
+        None => String::new(),
     };
     let operations = if e.summary.operations == 0 {
         String::new()
@@ -26,7 +28,7 @@ pub fn text(e: &Explanation) -> String {
     };
     let _ = writeln!(
         out,
-        "ratebound configuration {:?}: {}, {}{operations} ({nodes})",
+        "ratebound configuration {:?}: {}, {}{operations}{nodes}",
         e.instance,
         plural(e.summary.routes, "route"),
         plural(e.summary.bounds, "bound"),
