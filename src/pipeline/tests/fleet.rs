@@ -312,6 +312,8 @@ fn a_service_without_the_domain_is_a_failed_sync() {
     );
 }
 
+// proptest builds natively only (the lib's tests also run as wasm).
+#[cfg(not(target_arch = "wasm32"))]
 mod properties {
     use super::*;
     use proptest::prelude::*;
