@@ -47,6 +47,26 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGHUP, handler)
 
 
+def start_run(name: str, out: str, tag: str, needs: tuple[Path, ...], built_by: str):
+    """The prelude of a bench run: SIGTERM handled, the results folder, a
+    timestamp (and tag) naming this run, its work folder under bench/.work.
+    Returns (out_dir, stamp, work), or None when a file in `needs` is
+    missing (said on stderr: `built_by` builds it)."""
+    import datetime as dt
+
+    exit_on_sigterm()
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + (f"-{tag}" if tag else "")
+    work = BENCH / ".work" / (f"{name}-{stamp}" if name else stamp)
+    work.mkdir(parents=True, exist_ok=True)
+    for f in needs:
+        if not f.exists():
+            print(f"{name or 'run'}: {f} is missing ({built_by} builds it)", file=sys.stderr)
+            return None
+    return out_dir, stamp, work
+
+
 def describe_module() -> str:
     """One line naming what is measured: the commit and the module's hash."""
     import hashlib

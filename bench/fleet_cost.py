@@ -34,7 +34,6 @@ stopped by the PID this script started.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import json
 import os
@@ -49,7 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib as bl  # noqa: E402
 import run  # noqa: E402 - run_wrk, med_min_max, envoy_version, sh
-import signin  # noqa: E402 - PinnedRedis, PinnedService, rls_yaml
+import signin  # noqa: E402 - PinnedRedis, PinnedService
 
 import engines  # noqa: E402 - tests/e2e, on sys.path through benchlib
 from launcher import grpc_cluster  # noqa: E402
@@ -316,17 +315,12 @@ def main() -> int:
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
 
-    bl.exit_on_sigterm()
     t_start = time.monotonic()
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + (f"-{args.tag}" if args.tag else "")
-    work = bl.BENCH / ".work" / f"fleet-cost-{stamp}"
-    work.mkdir(parents=True, exist_ok=True)
-    for f in (bl.RATEBOUND_WASM, CLI, engines.SERVICE_CMD):
-        if not f.exists():
-            print(f"fleet_cost: {f} is missing (bench/fleet_cost.sh builds and installs it)", file=sys.stderr)
-            return 2
+    run = bl.start_run("fleet-cost", args.out, args.tag, (bl.RATEBOUND_WASM, CLI, engines.SERVICE_CMD),
+                       "bench/fleet_cost.sh")
+    if run is None:
+        return 2
+    out_dir, stamp, work = run
     script = work / "fleet_cost.lua"
     script.write_text(LUA)
 
@@ -366,7 +360,7 @@ def main() -> int:
     redis = svc = None
     try:
         redis = signin.PinnedRedis(work, args.redis_aof, HELPER_CPU)
-        yaml = signin.rls_yaml(fleet_config("yaml", "fleet"), work)
+        yaml = engines.rls_yaml(fleet_config("yaml", "fleet"), work)
         if DOMAIN not in yaml:
             raise RuntimeError(f"ratebound rls-config: no domain {DOMAIN} in\n{yaml}")
         svc = signin.PinnedService(redis, yaml, work, HELPER_CPU)

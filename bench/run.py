@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import hashlib
 import json
 import os
@@ -526,18 +525,11 @@ def main() -> int:
         print(f"run: wrote {png}")
         return 0
 
-    bl.exit_on_sigterm()
     t0 = time.monotonic()
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + (f"-{args.tag}" if args.tag else "")
-    work = bl.BENCH / ".work" / stamp
-    work.mkdir(parents=True, exist_ok=True)
-
-    for f in (bl.RATEBOUND_WASM, bl.NOOP_WASM):
-        if not f.exists():
-            print(f"run: {f} is missing (bench/run.sh builds it)", file=sys.stderr)
-            return 2
+    run = bl.start_run("", args.out, args.tag, (bl.RATEBOUND_WASM, bl.NOOP_WASM), "bench/run.sh")
+    if run is None:
+        return 2
+    out_dir, stamp, work = run
 
     jwks, token = bl.make_jwt()
     variants = build_variants(jwks, token)

@@ -31,7 +31,6 @@ Results: bench/results/signin-<timestamp>.{md,json}.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import json
 import os
@@ -161,15 +160,6 @@ def buffer_filter() -> dict:
             "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
                              "max_request_bytes": 65536}}
 
-
-def rls_yaml(cfg: dict, work: Path) -> str:
-    """The service's configuration, from the CLI (as the e2e tests do)."""
-    f = work / "signin-filter.json"
-    f.write_text(json.dumps(cfg))
-    out = subprocess.run([str(CLI), "rls-config", str(f)], capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        raise RuntimeError(f"ratebound rls-config failed: {out.stderr}")
-    return out.stdout
 
 
 def post_login(port: int, user: str = "sanity") -> int:
@@ -403,17 +393,12 @@ def main() -> int:
     if args.rewrite:
         return rewrite(Path(args.rewrite))
 
-    bl.exit_on_sigterm()
     t0 = time.monotonic()
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S") + (f"-{args.tag}" if args.tag else "")
-    work = bl.BENCH / ".work" / f"signin-{stamp}"
-    work.mkdir(parents=True, exist_ok=True)
-    for f in (bl.RATEBOUND_WASM, CLI, engines.SERVICE_CMD):
-        if not f.exists():
-            print(f"signin: {f} is missing (bench/signin.sh builds and installs it)", file=sys.stderr)
-            return 2
+    run = bl.start_run("signin", args.out, args.tag, (bl.RATEBOUND_WASM, CLI, engines.SERVICE_CMD),
+                       "bench/signin.sh")
+    if run is None:
+        return 2
+    out_dir, stamp, work = run
     os.environ["SIGNIN_ACCOUNTS"] = str(args.accounts)  # read by bench/signin.lua
 
     variants = build_variants()
@@ -449,7 +434,7 @@ def main() -> int:
     redis = svc = upstream = None
     try:
         redis = PinnedRedis(work, args.redis_aof, HELPER_CPU)
-        svc = PinnedService(redis, rls_yaml(signin_config("x", {"json": "username"}), work),
+        svc = PinnedService(redis, engines.rls_yaml(signin_config("x", {"json": "username"}), work),
                             work, HELPER_CPU)
         upstream = bl.bench_envoy("upstream", [buffer_filter()], work, cpu=HELPER_CPU).start(wait=False)
         if (why := bl.wait_ready(upstream)):

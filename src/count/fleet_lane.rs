@@ -13,7 +13,7 @@
 //! the bucket's bytes, as the node path does.
 
 use crate::count::fleet::{FleetCounts, FleetRate, FleetVerdict, Sent};
-use crate::count::slots::{encode_live_for, tracked_with, Lane, Place, Prepared};
+use crate::count::slots::{encode_live_for, tracked_with, u32_at, u64_at, Lane, Place, Prepared};
 use crate::count::store::{update, Store, StoreError};
 use crate::count::window::{Counts, Rate, Verdict};
 
@@ -28,17 +28,6 @@ pub struct Entry {
 const ENTRY: usize = 92;
 const PENDING: u32 = 1;
 const ANSWERED: u32 = 2;
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u32::from_le_bytes)
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    b.get(at..at + 8)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
-}
 
 fn decode_entry(e: &[u8]) -> Entry {
     let flags = u32_at(e, 88);

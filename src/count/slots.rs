@@ -210,12 +210,12 @@ struct Entry {
 }
 
 // Callers check lengths first; a short slice reads as 0, never a panic.
-fn u32_at(b: &[u8], at: usize) -> u32 {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
     b.get(at..at + 4)
         .and_then(|s| s.try_into().ok())
         .map_or(0, u32::from_le_bytes)
 }
-fn u64_at(b: &[u8], at: usize) -> u64 {
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
     b.get(at..at + 8)
         .and_then(|s| s.try_into().ok())
         .map_or(0, u64::from_le_bytes)

@@ -5,8 +5,9 @@
 //! `write_memory`). Installation bounds have `allowed`, `refused`,
 //! `would_refuse`, `rls_calls` and `rls_errors`, and the instance a
 //! histogram `rls_latency_ms` of the rate-limit service's answers. With
-//! fleet bounds, the instance has `fleet_sync_calls`, `fleet_sync_errors`
-//! (calls that gave no counts), `fleet_alone` (decisions made without a
+//! fleet bounds, the instance has `fleet_sync_calls`, `fleet_sync_keys`
+//! (keys sent: with the calls, how fast the service takes a sync),
+//! `fleet_sync_errors` (calls that gave no counts), `fleet_alone` (decisions made without a
 //! fresh fleet count) and the gauge `fleet_nodes` (nodes last counted).
 //! Names are `ratebound.<instance>.<route>.<bound>.<stat>` (Envoy shows
 //! them under `wasmcustom.`); their number is fixed by the configuration,
@@ -55,6 +56,7 @@ pub struct Metrics {
 
 struct FleetIds {
     sync_calls: Option<usize>,
+    sync_keys: Option<usize>,
     sync_errors: Option<usize>,
     alone: Option<usize>,
     nodes: Option<u32>,
@@ -120,6 +122,7 @@ impl Metrics {
             .any(|r| r.bounds.iter().any(|b| b.fleet.is_some()));
         let fleet = has_fleet.then(|| FleetIds {
             sync_calls: counter(format!("{base}.fleet_sync_calls")),
+            sync_keys: counter(format!("{base}.fleet_sync_keys")),
             sync_errors: counter(format!("{base}.fleet_sync_errors")),
             alone: counter(format!("{base}.fleet_alone")),
             nodes: hostcalls::define_metric(MetricType::Gauge, &format!("{base}.fleet_nodes")).ok(),
@@ -142,10 +145,11 @@ impl Metrics {
         }
     }
 
-    /// A fleet sync call sent.
-    pub fn fleet_sync_sent(&self) {
+    /// A fleet sync call sent, with `keys` keys.
+    pub fn fleet_sync_sent(&self, keys: usize) {
         if let Some(f) = &self.fleet {
             self.inc(f.sync_calls);
+            self.add(f.sync_keys, keys as u64);
         }
     }
 

@@ -264,7 +264,7 @@ impl Root {
             let Some(call) = batch.call(&active.limiter.plan) else {
                 continue;
             };
-            active.metrics.fleet_sync_sent();
+            active.metrics.fleet_sync_sent(batch.keys());
             match dispatch_rls(&call) {
                 Ok(token) => {
                     self.syncs.insert(token, (Rc::clone(active), batch));

@@ -54,14 +54,6 @@ impl Batch {
         self.items.len()
     }
 
-    /// Hits it sends.
-    pub fn hits(&self) -> u64 {
-        self.items
-            .iter()
-            .map(|(_, _, t)| u64::from(t.sent.hits))
-            .sum()
-    }
-
     /// As the host sends it.
     pub fn call<'p>(&self, plan: &'p Plan) -> Option<ServiceCall<'p>> {
         let service = plan.service.as_ref()?;

@@ -23,10 +23,26 @@ from harness import ROOT, free_port
 SERVICE_CMD = ROOT / ".tools" / "bin" / "service_cmd"
 INSTALL_HINT = "run scripts/install-ratelimit.sh"
 
+CLI = ROOT / "dist" / "ratebound"
+
 READY_TIMEOUT = 20.0  # seconds for Redis or the service to answer
 STOP_TIMEOUT = 5.0  # seconds between SIGTERM and SIGKILL
 
 SHOULD_RATE_LIMIT = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
+def rls_yaml(cfg: dict, folder: Path) -> str:
+    """The service's configuration for a filter configuration, from the CLI
+    (`ratebound rls-config`), so the two cannot drift."""
+    import json
+
+    f = folder / "rls-filter.json"
+    f.write_text(json.dumps(cfg))
+    out = subprocess.run([str(CLI), "rls-config", str(f)], capture_output=True, text=True,
+                         timeout=30)
+    if out.returncode != 0:
+        raise EngineError(f"ratebound rls-config failed: {out.stderr}")
+    return out.stdout
+
 
 # RateLimitResponse.Code
 UNKNOWN, OK, OVER_LIMIT = 0, 1, 2

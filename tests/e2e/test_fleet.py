@@ -23,18 +23,16 @@ fleet's estimate is just its count. Every loop is bounded in count and time.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import subprocess
 import time
 import urllib.parse
 
 import pytest
 
-from harness import ROOT, _one, addr, note_request, raise_fd_limit
+from harness import _one, addr, note_request, raise_fd_limit
+from engines import rls_yaml
 from launcher import grpc_cluster
 
-CLI = ROOT / "dist" / "ratebound"
 
 INSTANCE = "fleet"
 DOMAIN = "fleet"
@@ -89,16 +87,6 @@ def config(scope: str = "fleet", *, limit: int = LIMIT, sync_ms: int = SYNC_MS,
                                              "window": "PT1M", "scope": "fleet"}]})
     return cfg
 
-
-def rls_yaml(cfg: dict, tmp_path) -> str:
-    """The service's configuration, from the CLI (so the two cannot drift)."""
-    f = tmp_path / "fleet-filter.json"
-    f.write_text(json.dumps(cfg))
-    out = subprocess.run([str(CLI), "rls-config", str(f)], capture_output=True, text=True,
-                         timeout=30)
-    assert out.returncode == 0, out.stderr
-    assert DOMAIN in out.stdout, out.stdout
-    return out.stdout
 
 
 # --------------------------------------------------------------------------
@@ -506,6 +494,7 @@ def test_sync_calls_follow_sync_ms_not_requests_and_refusals_stay_home(fleet, re
     src = addr(0, base=64)
     calls0 = [rls_calls(e) for e in envoys]
     sync0 = [inst(e, "fleet_sync_calls") for e in envoys]
+    keys0 = [inst(e, "fleet_sync_keys") for e in envoys]
     incrby0 = redis.commandstats().get("incrby", 0)
     t0 = time.monotonic()
     # 1000 requests in 10 s to one node (100 a second): 300 admitted, the rest refused.
@@ -516,12 +505,13 @@ def test_sync_calls_follow_sync_ms_not_requests_and_refusals_stay_home(fleet, re
     no_errors(res)
     admitted = count(res)
     sync = [inst(e, "fleet_sync_calls") - s for e, s in zip(envoys, sync0)]
+    keys = [inst(e, "fleet_sync_keys") - k for e, k in zip(envoys, keys0)]
     per_s = [round(c / secs, 2) for c in calls]
     expect = 1000 / SYNC_MS
     time.sleep(3 * SYNC_S + 0.5)
     hits = redis_hits(redis, start)
     report("sync traffic", seconds=round(secs, 1), requests=len(res), admitted=admitted,
-           rls_calls_per_s=per_s, fleet_sync_calls=sync,
+           rls_calls_per_s=per_s, fleet_sync_calls=sync, fleet_sync_keys=keys,
            incrby=redis.commandstats().get("incrby", 0) - incrby0, redis_hits=hits)
     # The busy node: one call every sync_ms (its key and the heartbeat in
     # one), whatever its 100 requests a second; one syncing root context of
@@ -535,6 +525,11 @@ def test_sync_calls_follow_sync_ms_not_requests_and_refusals_stay_home(fleet, re
     # they agree within a second's calls).
     for c, s in zip(calls, sync):
         assert abs(c - s) <= 2 * expect + 3, (calls, sync)
+    # The busy node sends its one key with every sync from its first
+    # request on (a second's syncs before it); the idle ones never saw it
+    # and send the heartbeat alone.
+    assert sync[0] - 2 * expect <= keys[0] <= sync[0], (keys, sync)
+    assert keys[1:] == [0, 0], keys
     # Refused requests never reach the service: what it counted is exactly
     # what was admitted, 700 refusals notwithstanding.
     assert count(res, 429) >= 600

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import threading
 import time
 import uuid
@@ -13,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from harness import ROOT, free_port, request
+from harness import free_port, request
+from engines import rls_yaml
 from launcher import grpc_cluster
 
-CLI = ROOT / "dist" / "ratebound"
 RL = ("ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "retry-after")
 
 
@@ -40,15 +39,6 @@ def config(*, on_error="deny", account=None, limit=5, window="PT1M", node_limit=
         ],
     }
 
-
-def rls_yaml(cfg: dict, tmp_path) -> str:
-    """The service's configuration, from the CLI (so the two cannot drift)."""
-    f = tmp_path / "filter.json"
-    f.write_text(json.dumps(cfg))
-    out = subprocess.run([str(CLI), "rls-config", str(f)], capture_output=True, text=True,
-                         timeout=30)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 def login(port, account=None, src="127.0.0.1", body=None, headers=None, timeout=10.0):
