@@ -316,11 +316,11 @@ def main() -> int:
     args = ap.parse_args()
 
     t_start = time.monotonic()
-    run = bl.start_run("fleet-cost", args.out, args.tag, (bl.RATEBOUND_WASM, CLI, engines.SERVICE_CMD),
+    started = bl.start_run("fleet-cost", args.out, args.tag, (bl.RATEBOUND_WASM, CLI, engines.SERVICE_CMD),
                        "bench/fleet_cost.sh")
-    if run is None:
+    if started is None:
         return 2
-    out_dir, stamp, work = run
+    out_dir, stamp, work = started
     script = work / "fleet_cost.lua"
     script.write_text(LUA)
 

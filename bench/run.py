@@ -526,10 +526,10 @@ def main() -> int:
         return 0
 
     t0 = time.monotonic()
-    run = bl.start_run("", args.out, args.tag, (bl.RATEBOUND_WASM, bl.NOOP_WASM), "bench/run.sh")
-    if run is None:
+    started = bl.start_run("", args.out, args.tag, (bl.RATEBOUND_WASM, bl.NOOP_WASM), "bench/run.sh")
+    if started is None:
         return 2
-    out_dir, stamp, work = run
+    out_dir, stamp, work = started
 
     jwks, token = bl.make_jwt()
     variants = build_variants(jwks, token)

@@ -394,11 +394,11 @@ def main() -> int:
         return rewrite(Path(args.rewrite))
 
     t0 = time.monotonic()
-    run = bl.start_run("signin", args.out, args.tag, (bl.RATEBOUND_WASM, CLI, engines.SERVICE_CMD),
+    started = bl.start_run("signin", args.out, args.tag, (bl.RATEBOUND_WASM, CLI, engines.SERVICE_CMD),
                        "bench/signin.sh")
-    if run is None:
+    if started is None:
         return 2
-    out_dir, stamp, work = run
+    out_dir, stamp, work = started
     os.environ["SIGNIN_ACCOUNTS"] = str(args.accounts)  # read by bench/signin.lua
 
     variants = build_variants()
