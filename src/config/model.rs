@@ -135,6 +135,15 @@ pub struct RateLimitServiceConfig {
     pub fleet_nodes: u32,
 }
 
+impl RateLimitServiceConfig {
+    /// How long a fleet sync's call may take: no request waits for it, so
+    /// up to a sync period (a batch of 200 keys can outlast a request's
+    /// `timeout_ms` on a loaded service), and never less than `timeout_ms`.
+    pub fn sync_timeout_ms(&self) -> u64 {
+        self.sync_ms.max(self.timeout_ms)
+    }
+}
+
 /// What a failed rate-limit service call (unreachable, timeout, error,
 /// UNKNOWN) means for the request.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]

@@ -232,7 +232,7 @@ impl Limiter {
                     seed: [a, b],
                     record_key: fleet_record_key(&plan.instance),
                     fleet: Fleet {
-                        stale_ms: 3 * s.sync_ms + s.timeout_ms,
+                        stale_ms: 3 * s.sync_ms + s.sync_timeout_ms(),
                     },
                     nodes: s.fleet_nodes,
                 }

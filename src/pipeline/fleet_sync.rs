@@ -59,7 +59,7 @@ impl Batch {
         let service = plan.service.as_ref()?;
         Some(ServiceCall {
             cluster: &service.cluster,
-            timeout_ms: service.timeout_ms,
+            timeout_ms: service.sync_timeout_ms(),
             message: self.message.clone(),
         })
     }
