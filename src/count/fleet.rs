@@ -402,8 +402,11 @@ impl FleetRate {
 /// share alone, never a larger one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Record {
-    /// The syncing context's id, and when its lease ends.
+    /// The syncing context's id, its configuration's generation (a newer
+    /// configuration takes the lease at once: the superseded one only
+    /// serves connections that drain), and when its lease ends.
     pub owner: u64,
+    pub gen: u64,
     pub until_ms: u64,
     /// The heartbeat's clock minute and its counts: this minute's as last
     /// read, and the minute before's.
@@ -418,11 +421,11 @@ pub struct Record {
 pub const BEAT_MS: u64 = 60_000;
 
 impl Record {
-    const BYTES: usize = 8 * 4 + 4 * 2;
+    const BYTES: usize = 8 * 5 + 4 * 2;
 
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(Self::BYTES);
-        for n in [self.owner, self.until_ms, self.minute, self.beat] {
+        for n in [self.owner, self.until_ms, self.minute, self.beat, self.gen] {
             v.extend_from_slice(&n.to_le_bytes());
         }
         v.extend_from_slice(&self.cur.to_le_bytes());
@@ -449,16 +452,21 @@ impl Record {
             until_ms: u64_at(8)?,
             minute: u64_at(16)?,
             beat: u64_at(24)?,
-            cur: u32_at(32)?,
-            prev: u32_at(36)?,
+            gen: u64_at(32)?,
+            cur: u32_at(40)?,
+            prev: u32_at(44)?,
         })
     }
 
-    /// `me` holds the lease at `now` or may take it; the record with the
-    /// lease renewed for `lease_ms`, or `None` when another holds it.
-    pub fn claim(self, me: u64, now_ms: u64, lease_ms: u64) -> Option<Record> {
-        (self.owner == me || self.until_ms <= now_ms).then_some(Record {
+    /// `me`, of configuration generation `gen`, holds the lease at `now`
+    /// or may take it (it ran out, or `gen` is newer than the holder's);
+    /// the record with the lease renewed for `lease_ms`, or `None` when
+    /// another holds it.
+    pub fn claim(self, me: u64, gen: u64, now_ms: u64, lease_ms: u64) -> Option<Record> {
+        let mine = self.owner == me && self.gen == gen;
+        (mine || self.until_ms <= now_ms || gen > self.gen).then_some(Record {
             owner: me,
+            gen,
             until_ms: now_ms.saturating_add(lease_ms),
             ..self
         })
@@ -737,10 +745,14 @@ mod tests {
 
     #[test]
     fn one_context_holds_the_lease_until_it_runs_out() {
-        let r = Record::default().claim(1, 1_000, 3_000).unwrap();
-        assert_eq!(r.claim(2, 3_999, 3_000), None);
-        assert_eq!(r.claim(1, 3_999, 3_000).unwrap().until_ms, 6_999);
-        assert_eq!(r.claim(2, 4_000, 3_000).unwrap().owner, 2);
+        let r = Record::default().claim(1, 5, 1_000, 3_000).unwrap();
+        assert_eq!(r.claim(2, 5, 3_999, 3_000), None);
+        assert_eq!(r.claim(1, 5, 3_999, 3_000).unwrap().until_ms, 6_999);
+        assert_eq!(r.claim(2, 5, 4_000, 3_000).unwrap().owner, 2);
+        // A newer configuration takes it at once; the older cannot take it back.
+        let newer = r.claim(3, 6, 1_001, 3_000).unwrap();
+        assert_eq!((newer.owner, newer.gen), (3, 6));
+        assert_eq!(newer.claim(1, 5, 1_002, 3_000), None);
         assert_eq!(Record::decode(&r.encode()), Some(r));
         assert_eq!(Record::decode(&r.encode()[1..]), None);
     }

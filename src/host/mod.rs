@@ -242,7 +242,7 @@ impl Root {
             return;
         }
         let store = SharedData;
-        let record = match fleet_sync::claim(&store, &active.limiter, self.me, now) {
+        let record = match fleet_sync::claim(&store, &active.limiter, (self.me, active.gen), now) {
             Ok(Some(r)) => r,
             Ok(None) => return,
             Err(e) => {

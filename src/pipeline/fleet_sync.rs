@@ -76,12 +76,13 @@ pub fn lease_ms(sync_ms: u64) -> u64 {
     3 * sync_ms.max(1_000)
 }
 
-/// Claims (or renews) the sync for `me` at `now`: `Some(record)` when this
+/// Claims (or renews) the sync for `me`, a root context whose
+/// configuration is generation `gen`, at `now`: `Some(record)` when this
 /// context is the node's syncing one.
 pub fn claim<S: Store + ?Sized>(
     store: &S,
     limiter: &Limiter,
-    me: u64,
+    (me, gen): (u64, u64),
     now_ms: u64,
 ) -> Result<Option<Record>, StoreError> {
     let (Some(f), Some(service)) = (&limiter.fleet, &limiter.plan.service) else {
@@ -89,7 +90,7 @@ pub fn claim<S: Store + ?Sized>(
     };
     update(store, &f.record_key, |v| {
         let r = v.and_then(Record::decode).unwrap_or_default();
-        match r.claim(me, now_ms, lease_ms(service.sync_ms)) {
+        match r.claim(me, gen, now_ms, lease_ms(service.sync_ms)) {
             Some(mine) => (Some(mine.encode()), Some(mine)),
             None => (None, None),
         }

@@ -23,6 +23,7 @@ fleet's estimate is just its count. Every loop is bounded in count and time.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 import urllib.parse
@@ -594,4 +595,43 @@ def test_envoy_refuses_fleet_bounds_the_service_cannot_count(envoy_factory, upst
     assert e.reload(with_bound("PT1S", 100)) == "success"
     assert e.reload(with_bound("PT1H", 5000)) == "success"
     assert get(e, addr(0, base=66)) == 200
+    no_panic(e)
+
+
+# --------------------------------------------------------------------------
+# 8. A reload: the new configuration's contexts take the sync at once
+# --------------------------------------------------------------------------
+def test_a_reload_keeps_the_fleet_count_and_the_sync(fleet):
+    """A configuration pushed through LDS (here: one more route, the fleet
+    bound unchanged) keeps the bound's lane and its fleet counts, and its
+    root contexts take the node's sync lease from the superseded ones at
+    their first tick: the sync goes on, and no request decides alone."""
+    cfg = config()
+    _, envoys = fleet(cfg, n=1, nodes=1)
+    (e,) = envoys
+    start = room_in_minute(20)
+    src = addr(0, base=67)
+    first = paced(envoys, 200, 2.0, src)
+    assert count(first) == 200
+    time.sleep(3 * SYNC_S)
+    alone0 = inst(e, "fleet_alone")
+    cfg2 = json.loads(json.dumps(cfg))
+    cfg2["routes"].append({"name": "other", "match": {"path_prefix": "/other"},
+                           "bounds": [{"name": "b", "per": "address", "limit": 5,
+                                       "window": "PT1M"}]})
+    assert e.reload(cfg2) == "success"
+    calls0 = rls_calls(e)
+    t0 = time.monotonic()
+    second = paced(envoys, 200, 4.0, src)
+    secs = time.monotonic() - t0
+    calls = rls_calls(e) - calls0
+    same_minute(start)
+    no_errors(second)
+    alone = inst(e, "fleet_alone") - alone0
+    report("reload", admitted_before=200, admitted_after=count(second), alone_after=alone,
+           rls_calls_per_s=round(calls / secs, 2))
+    # The count carried over: 100 more of the 300, not another 300.
+    assert count(second) == LIMIT - 200, count(second)
+    assert 0.6 * 1000 / SYNC_MS <= calls / secs <= 1.5 * 1000 / SYNC_MS, (calls, secs)
+    assert alone == 0, alone
     no_panic(e)

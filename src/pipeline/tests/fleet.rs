@@ -115,7 +115,8 @@ impl Node {
     /// One sync with `service`, answered at once; the calls it made.
     fn sync(&mut self, service: &mut Service, now: u64) -> Vec<Settled> {
         let lim = &self.filter.limiter;
-        let Some(record) = fleet_sync::claim(&self.host.store, lim, self.me, now).unwrap() else {
+        let Some(record) = fleet_sync::claim(&self.host.store, lim, (self.me, 1), now).unwrap()
+        else {
             return Vec::new();
         };
         let (batches, errors) = fleet_sync::collect(&self.host.store, lim, &record, now);
@@ -247,7 +248,7 @@ fn one_context_per_node_syncs() {
     let a = Filter::new(&host.store, &json).unwrap();
     let b = Filter::new(&host.store, &json).unwrap();
     let claim = |f: &Filter, me, now| {
-        fleet_sync::claim(&host.store, &f.limiter, me, now)
+        fleet_sync::claim(&host.store, &f.limiter, (me, 1), now)
             .unwrap()
             .is_some()
     };
@@ -292,7 +293,7 @@ fn a_service_without_the_domain_is_a_failed_sync() {
     let node = &mut nodes[0];
     assert!(node.hit("10.0.0.5", T0));
     let lim = &node.filter.limiter;
-    let record = fleet_sync::claim(&node.host.store, lim, 1, T0 + 1)
+    let record = fleet_sync::claim(&node.host.store, lim, (1, 1), T0 + 1)
         .unwrap()
         .unwrap();
     let (batches, _) = fleet_sync::collect(&node.host.store, lim, &record, T0 + 1);
@@ -381,7 +382,7 @@ mod properties {
 fn a_sync_call_may_take_a_sync_period_not_a_requests_timeout() {
     let nodes = fleet(1, &config(5, "route"));
     let lim = &nodes[0].filter.limiter;
-    let record = fleet_sync::claim(&nodes[0].host.store, lim, 1, T0)
+    let record = fleet_sync::claim(&nodes[0].host.store, lim, (1, 1), T0)
         .unwrap()
         .unwrap();
     let (batches, _) = fleet_sync::collect(&nodes[0].host.store, lim, &record, T0);
