@@ -163,20 +163,28 @@ fn encode(
 ) -> Vec<u8> {
     let plan = &limiter.plan;
     let beat_entries = heartbeat.map(|_| heartbeat_of(&plan.instance));
+    // One descriptor per item, whatever happens: the answer's statuses are
+    // matched to the items by position. (Every item's bound is a fleet
+    // bound with a validated window: the fallbacks are never taken.)
     let owned: Vec<_> = items
         .iter()
-        .filter_map(|(r, b, t)| {
-            let bound = plan.routes.get(*r)?.bounds.get(*b)?;
-            let descriptor = bound.fleet.as_deref()?;
-            let keyed = limiter.lanes.get(*r)?.get(*b)?.table.is_some();
-            let unit = Unit::of_ms(bound.rate.window_ms)?;
-            Some((
-                descriptor,
-                keyed.then(|| (bound.per.as_str(), key_value(t))),
-                bound,
-                unit,
-                t,
-            ))
+        .map(|(r, b, t)| {
+            let bound = plan.routes.get(*r).and_then(|x| x.bounds.get(*b));
+            let keyed = limiter
+                .lanes
+                .get(*r)
+                .and_then(|l| l.get(*b))
+                .is_some_and(|l| l.table.is_some());
+            let per = bound.map_or("route", |b| b.per.as_str());
+            (
+                bound.and_then(|b| b.fleet.as_deref()).unwrap_or(""),
+                keyed.then(|| (per, key_value(t))),
+                bound.map_or(0, |b| b.rate.limit),
+                bound
+                    .and_then(|b| Unit::of_ms(b.rate.window_ms))
+                    .unwrap_or(Unit::Minute),
+                t.sent.hits,
+            )
         })
         .collect();
     let entries: Vec<Vec<(&str, &str)>> = owned
@@ -200,14 +208,14 @@ fn encode(
             hits_addend: u64::from(added),
         });
     }
-    for ((_, _, bound, unit, t), e) in owned.iter().zip(&entries) {
+    for ((_, _, limit, unit, hits), e) in owned.iter().zip(&entries) {
         specs.push(DescriptorSpec {
             entries: e,
             limit: Some(Override {
-                requests_per_unit: bound.rate.limit.saturating_mul(WIDE),
+                requests_per_unit: limit.saturating_mul(WIDE),
                 unit: *unit,
             }),
-            hits_addend: u64::from(t.sent.hits),
+            hits_addend: u64::from(*hits),
         });
     }
     rls::encode_request(domain, &specs)
