@@ -3,8 +3,11 @@
 #![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
-// Installation and fleet bounds through the whole pipeline.
+// Installation and fleet bounds through the whole pipeline (test code
+// only, like this module: said where each is declared too).
+#[cfg(test)]
 mod fleet;
+#[cfg(test)]
 mod installation;
 
 use super::mock::{Filter, MockHost};
