@@ -655,6 +655,13 @@ impl Plan {
             .position(|route| route.matcher.matches(r))
     }
 
+    /// Some bound is a fleet bound: the configuration syncs.
+    pub fn has_fleet_bounds(&self) -> bool {
+        self.routes
+            .iter()
+            .any(|r| r.bounds.iter().any(|b| b.fleet.is_some()))
+    }
+
     /// What every bound, in plan order, asks of the lane directory.
     pub fn wants(&self) -> Vec<crate::count::lanes::Want> {
         self.routes

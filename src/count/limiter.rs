@@ -221,9 +221,7 @@ impl Limiter {
 
     pub fn new(plan: Plan, lanes: Vec<Vec<Lane>>, seed: [u64; 2]) -> Limiter {
         let fleet = plan
-            .routes
-            .iter()
-            .any(|r| r.bounds.iter().any(|b| b.fleet.is_some()))
+            .has_fleet_bounds()
             .then_some(plan.service.as_ref())
             .flatten()
             .map(|s| {

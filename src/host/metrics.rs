@@ -116,11 +116,7 @@ impl Metrics {
         let jwt_cache_hits = counter(format!("{base}.jwt_cache_hits"));
         let store_reads_saved = counter(format!("{base}.store_reads_saved"));
         let store_stale_guesses = counter(format!("{base}.store_stale_guesses"));
-        let has_fleet = plan
-            .routes
-            .iter()
-            .any(|r| r.bounds.iter().any(|b| b.fleet.is_some()));
-        let fleet = has_fleet.then(|| FleetIds {
+        let fleet = plan.has_fleet_bounds().then(|| FleetIds {
             sync_calls: counter(format!("{base}.fleet_sync_calls")),
             sync_keys: counter(format!("{base}.fleet_sync_keys")),
             sync_errors: counter(format!("{base}.fleet_sync_errors")),

@@ -260,7 +260,7 @@ impl Root {
             active.metrics.store_error();
             log(LogLevel::Warn, &format!("ratebound fleet sync: {e}"));
         }
-        for batch in batches {
+        for mut batch in batches {
             let Some(call) = batch.call(&active.limiter.plan) else {
                 continue;
             };

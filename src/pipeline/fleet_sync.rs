@@ -54,13 +54,14 @@ impl Batch {
         self.items.len()
     }
 
-    /// As the host sends it.
-    pub fn call<'p>(&self, plan: &'p Plan) -> Option<ServiceCall<'p>> {
+    /// As the host sends it; the message moves into the call (it is sent
+    /// once, and only the items are needed for the answer).
+    pub fn call<'p>(&mut self, plan: &'p Plan) -> Option<ServiceCall<'p>> {
         let service = plan.service.as_ref()?;
         Some(ServiceCall {
             cluster: &service.cluster,
             timeout_ms: service.sync_timeout_ms(),
-            message: self.message.clone(),
+            message: std::mem::take(&mut self.message),
         })
     }
 }

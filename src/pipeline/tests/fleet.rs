@@ -385,7 +385,7 @@ fn a_sync_call_may_take_a_sync_period_not_a_requests_timeout() {
     let record = fleet_sync::claim(&nodes[0].host.store, lim, (1, 1), T0)
         .unwrap()
         .unwrap();
-    let (batches, _) = fleet_sync::collect(&nodes[0].host.store, lim, &record, T0);
+    let (mut batches, _) = fleet_sync::collect(&nodes[0].host.store, lim, &record, T0);
     let call = batches[0].call(&lim.plan).unwrap();
     // timeout_ms is the default 100, sync_ms 200.
     assert_eq!((call.cluster, call.timeout_ms), ("rls", 200));
