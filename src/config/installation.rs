@@ -8,7 +8,10 @@
 //! [`InstallationBound`], which the plan keeps beside the node bounds (it
 //! has no lane: nothing of it lives in shared data).
 
-use super::model::{AccountSource, BoundConfig, Config, Per, RouteConfig, Scope};
+use super::model::{
+    AccountSource, BoundConfig, Config, KeySecretConfig, Per, RouteConfig, Scope, Secret,
+    MIN_SECRET_BYTES,
+};
 use super::validate::{err, ConfigError};
 use crate::config::Access;
 
@@ -274,6 +277,9 @@ pub fn validate_service(c: &Config, errors: &mut Vec<ConfigError>) {
             ),
         ));
     }
+    if let Some(k) = &s.key_secret {
+        validate_key_secret(k, &format!("{at}.key_secret"), errors);
+    }
     let used = c.routes.iter().any(|r| {
         r.bounds
             .iter()
@@ -289,9 +295,116 @@ pub fn validate_service(c: &Config, errors: &mut Vec<ConfigError>) {
     }
 }
 
+fn validate_key_secret(k: &KeySecretConfig, at: &str, errors: &mut Vec<ConfigError>) {
+    match (&k.env, &k.value) {
+        (Some(name), None) => {
+            let mut chars = name.chars();
+            let ok = chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                errors.push(err(
+                    format!("{at}.env"),
+                    format!("{name:?} is not an environment variable name; e.g. \"RATEBOUND_KEY_SECRET\""),
+                ));
+            }
+        }
+        (None, Some(v)) if v.len() < MIN_SECRET_BYTES => errors.push(err(
+            format!("{at}.value"),
+            format!(
+                "is {} bytes: a key secret has at least {MIN_SECRET_BYTES} (e.g. `openssl rand -hex 16`); \
+                 better, name an environment variable with \"env\"",
+                v.len()
+            ),
+        )),
+        (None, Some(_)) => {}
+        _ => errors.push(err(
+            at,
+            "give exactly one of \"env\" (an environment variable of the Wasm VM) or \"value\"",
+        )),
+    }
+}
+
+/// The key secret a configuration names, resolved where the filter runs:
+/// its `value`, or the environment variable `env` read through `getenv`.
+/// The same secret must reach every Envoy of the installation, or they
+/// count one caller under different keys.
+pub fn resolve_key_secret(
+    c: &Config,
+    getenv: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Secret>, ConfigError> {
+    let Some(k) = c
+        .rate_limit_service
+        .as_ref()
+        .and_then(|s| s.key_secret.as_ref())
+    else {
+        return Ok(None);
+    };
+    if let Some(v) = &k.value {
+        return Ok(Some(Secret(v.as_bytes().to_vec())));
+    }
+    let Some(name) = &k.env else {
+        return Ok(None);
+    };
+    match getenv(name) {
+        Some(v) if v.len() >= MIN_SECRET_BYTES => Ok(Some(Secret(v.into_bytes()))),
+        found => Err(err(
+            "$.rate_limit_service.key_secret.env",
+            format!(
+                "the environment variable {name:?} {}: give the Wasm VM the installation's \
+                 secret (Envoy: vm_config.environment_variables; Istio: the WasmPlugin's \
+                 vmConfig.env), the same on every Envoy",
+                match found {
+                    Some(v) => format!("holds {} bytes, fewer than {MIN_SECRET_BYTES}", v.len()),
+                    None => "is not set in the VM".to_string(),
+                }
+            ),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_secret_is_one_of_env_or_value_and_long_enough() {
+        let e = errors(r#","key_secret":{"value":"short"}"#, FLEET);
+        assert!(
+            e[0].contains("$.rate_limit_service.key_secret.value") && e[0].contains("16"),
+            "{e:?}"
+        );
+        let e = errors(r#","key_secret":{}"#, FLEET);
+        assert!(e[0].contains("exactly one"), "{e:?}");
+        let e = errors(r#","key_secret":{"env":"1X"}"#, FLEET);
+        assert!(e[0].contains(".key_secret.env"), "{e:?}");
+        assert_eq!(
+            errors(r#","key_secret":{"env":"RB_SECRET"}"#, FLEET),
+            Vec::<String>::new()
+        );
+        let json = format!(
+            r#"{{"rate_limit_service":{{"cluster":"rls","domain":"d","key_secret":{{"env":"RB_SECRET"}}}},
+            "routes":[{{"name":"r","bounds":[{FLEET}]}}]}}"#
+        );
+        let c = crate::config::parse(json.as_bytes()).unwrap();
+        let got = resolve_key_secret(&c, |n| {
+            (n == "RB_SECRET").then(|| "0123456789abcdef".into())
+        });
+        assert_eq!(got.unwrap(), Some(Secret(b"0123456789abcdef".to_vec())));
+        let e = resolve_key_secret(&c, |_| None).unwrap_err().to_string();
+        assert!(
+            e.contains("$.rate_limit_service.key_secret.env") && e.contains("not set"),
+            "{e}"
+        );
+        let e = resolve_key_secret(&c, |_| Some("x".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1 bytes"), "{e}");
+        assert!(!format!("{c:?}").contains("0123456789"), "never in Debug");
+    }
+
+    const FLEET: &str = r#"{"per":"address","limit":5,"window":"PT1M","scope":"fleet"}"#;
 
     /// The errors of a one-bound configuration, as "path: message".
     fn errors(service: &str, bound: &str) -> Vec<String> {

@@ -133,7 +133,53 @@ pub struct RateLimitServiceConfig {
     #[serde(default = "default_fleet_nodes")]
     #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 10_000)))]
     pub fleet_nodes: u32,
+    /// The installation's secret for the keys callers are sent to the
+    /// service under (keyed hashes: without it anyone who reads Redis can
+    /// test a list of names against them). The same on every Envoy.
+    pub key_secret: Option<KeySecretConfig>,
 }
+
+/// Where the key secret is: exactly one of `env` or `value`.
+#[derive(Clone, Deserialize, PartialEq)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct KeySecretConfig {
+    /// An environment variable of the Wasm VM that holds it: Envoy's
+    /// `vm_config.environment_variables`, Istio's `vmConfig.env` (from the
+    /// proxy's own environment, e.g. a Kubernetes Secret).
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        schemars(pattern("^[A-Za-z_][A-Za-z0-9_]*$"))
+    )]
+    pub env: Option<String>,
+    /// The secret itself, at least 16 characters. Prefer `env`: a
+    /// configuration is read by more people than a secret should be.
+    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 16)))]
+    pub value: Option<String>,
+}
+
+impl std::fmt::Debug for KeySecretConfig {
+    /// Never the secret itself.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeySecretConfig")
+            .field("env", &self.env)
+            .field("value", &self.value.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// A key secret's bytes, resolved (never shown).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub Vec<u8>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// A key secret shorter than this is refused (it could be guessed).
+pub const MIN_SECRET_BYTES: usize = 16;
 
 impl RateLimitServiceConfig {
     /// How long a fleet sync's call may take: no request waits for it, so

@@ -38,6 +38,9 @@ pub struct Plan {
     pub client_address: Prefixes,
     /// Where installation bounds are counted.
     pub service: Option<RateLimitServiceConfig>,
+    /// The key secret, when the configuration gives its value (the host
+    /// resolves one named by `env`: [`crate::config::installation::resolve_key_secret`]).
+    pub key_secret: Option<crate::config::Secret>,
     /// Changes whenever anything in the configuration changes.
     pub hash: u64,
 }
@@ -638,6 +641,11 @@ impl Plan {
             identity: c.identity.clone(),
             client_address: c.client_address.prefixes(),
             service: c.rate_limit_service.clone(),
+            key_secret: c
+                .rate_limit_service
+                .as_ref()
+                .and_then(|s| s.key_secret.as_ref()?.value.as_ref())
+                .map(|v| crate::config::Secret(v.as_bytes().to_vec())),
             hash: stable_hash(&format!("{c:?}")),
         }
     }

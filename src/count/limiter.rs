@@ -33,6 +33,9 @@ pub struct Limiter {
     writes: RefCell<WriteMemory>,
     /// Fleet bounds: how this node decides them.
     pub fleet: Option<FleetKeys>,
+    /// The hashing keys of everything sent to the rate-limit service
+    /// ([`crate::rls::service_keys`]), derived once per configuration.
+    pub service_keys: (u64, u64),
     /// Fleet decisions made alone since the last [`Limiter::take_alone`].
     alone: std::cell::Cell<u64>,
 }
@@ -220,20 +223,20 @@ impl Limiter {
     }
 
     pub fn new(plan: Plan, lanes: Vec<Vec<Lane>>, seed: [u64; 2]) -> Limiter {
+        let service_keys = plan.service.as_ref().map_or((0, 0), |s| {
+            crate::rls::service_keys(&s.domain, plan.key_secret.as_ref())
+        });
         let fleet = plan
             .has_fleet_bounds()
             .then_some(plan.service.as_ref())
             .flatten()
-            .map(|s| {
-                let (a, b) = crate::rls::service_keys(&s.domain);
-                FleetKeys {
-                    seed: [a, b],
-                    record_key: fleet_record_key(&plan.instance),
-                    fleet: Fleet {
-                        stale_ms: 3 * s.sync_ms + s.sync_timeout_ms(),
-                    },
-                    nodes: s.fleet_nodes,
-                }
+            .map(|s| FleetKeys {
+                seed: [service_keys.0, service_keys.1],
+                record_key: fleet_record_key(&plan.instance),
+                fleet: Fleet {
+                    stale_ms: 3 * s.sync_ms + s.sync_timeout_ms(),
+                },
+                nodes: s.fleet_nodes,
             });
         Limiter {
             plan,
@@ -242,6 +245,7 @@ impl Limiter {
             refusals: RefCell::default(),
             writes: RefCell::default(),
             fleet,
+            service_keys,
             alone: std::cell::Cell::new(0),
         }
     }

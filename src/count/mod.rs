@@ -6,6 +6,7 @@
 //! - [`slots`] and [`lanes`]: which keys a bound's counters use;
 //! - [`limiter`]: every bound of a route, read then committed;
 //! - [`write_memory`] and [`refusals`]: what a worker remembers to skip reads;
+//! - [`locks`]: callers the rate-limit service locked out, until their window ends;
 //! - [`fleet`]: fleet bounds, the synced fleet count plus this node's hits;
 //! - [`fleet_lane`]: where a fleet bound's counts live, and what a sync takes;
 //! - [`fleet_sim`]: a simulated fleet and service, to measure fleet bounds;
@@ -17,6 +18,7 @@ pub mod fleet_lane;
 pub mod fleet_sim;
 pub mod lanes;
 pub mod limiter;
+pub mod locks;
 pub mod refusals;
 pub mod slots;
 pub mod store;

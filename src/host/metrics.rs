@@ -4,7 +4,10 @@
 //! `jwt_cache_hits`, `store_reads_saved` and `store_stale_guesses` (see
 //! `write_memory`). Installation bounds have `allowed`, `refused`,
 //! `would_refuse`, `rls_calls` and `rls_errors`, and the instance a
-//! histogram `rls_latency_ms` of the rate-limit service's answers. With
+//! histogram `rls_latency_ms` of the rate-limit service's answers,
+//! `rls_calls_saved` (locked callers refused without a call),
+//! `rls_no_limit` (answers without a limit: the service's configuration
+//! lacks the domain) and, with sign-in routes, `accounts_unreadable`. With
 //! fleet bounds, the instance has `fleet_sync_calls`, `fleet_sync_keys`
 //! (keys sent: with the calls, how fast the service takes a sync),
 //! `fleet_sync_errors` (calls that gave no counts), `fleet_alone` (decisions made without a
@@ -50,6 +53,9 @@ pub struct Metrics {
     jwt_cache_hits: Option<usize>,
     store_reads_saved: Option<usize>,
     store_stale_guesses: Option<usize>,
+    accounts_unreadable: Option<usize>,
+    rls_calls_saved: Option<usize>,
+    rls_no_limit: Option<usize>,
     rls_latency: Option<u32>,
     fleet: Option<FleetIds>,
 }
@@ -123,6 +129,19 @@ impl Metrics {
             alone: counter(format!("{base}.fleet_alone")),
             nodes: hostcalls::define_metric(MetricType::Gauge, &format!("{base}.fleet_nodes")).ok(),
         });
+        let service = plan.service.is_some();
+        let accounts_unreadable = plan
+            .routes
+            .iter()
+            .any(|r| r.account.is_some())
+            .then(|| counter(format!("{base}.accounts_unreadable")))
+            .flatten();
+        let rls_calls_saved = service
+            .then(|| counter(format!("{base}.rls_calls_saved")))
+            .flatten();
+        let rls_no_limit = service
+            .then(|| counter(format!("{base}.rls_no_limit")))
+            .flatten();
         let rls_latency = plan.service.as_ref().and_then(|_| {
             hostcalls::define_metric(MetricType::Histogram, &format!("{base}.rls_latency_ms")).ok()
         });
@@ -136,6 +155,9 @@ impl Metrics {
             jwt_cache_hits,
             store_reads_saved,
             store_stale_guesses,
+            accounts_unreadable,
+            rls_calls_saved,
+            rls_no_limit,
             rls_latency,
             fleet,
         }
@@ -249,5 +271,17 @@ impl Metrics {
 
     pub fn jwt_cache_hit(&self) {
         self.inc(self.jwt_cache_hits);
+    }
+
+    pub fn account_unreadable(&self) {
+        self.inc(self.accounts_unreadable);
+    }
+
+    pub fn rls_call_saved(&self) {
+        self.inc(self.rls_calls_saved);
+    }
+
+    pub fn rls_no_limit(&self) {
+        self.inc(self.rls_no_limit);
     }
 }

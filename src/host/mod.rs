@@ -15,7 +15,9 @@ use crate::identity::cache::IdentityCache;
 use crate::pipeline::fleet_sync::{self, Batch, Settled};
 use crate::pipeline::installation::ServiceCall;
 use crate::pipeline::warm_up::{self, WarmUp};
-use crate::pipeline::{Exchange, Host, Level, LocalReply, SessionCall, Stat, Step, Waits, Worker};
+use crate::pipeline::{
+    Exchange, Host, Level, LocalReply, LogGate, SessionCall, Stat, Step, Waits, Worker,
+};
 use crate::reply;
 use metrics::Metrics;
 use proxy_wasm::hostcalls;
@@ -81,6 +83,8 @@ struct Active {
     tokens: RefCell<IdentityCache>,
     /// The last 429 written, its buffers reused for the next.
     refusal: RefCell<reply::Refusal>,
+    /// Rate-limit service failures, logged at most once per 10 s.
+    quiet: LogGate,
 }
 
 impl Context for Root {
@@ -548,6 +552,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
         sessions,
         tokens,
         refusal: RefCell::default(),
+        quiet: LogGate::default(),
     })
 }
 
@@ -593,6 +598,7 @@ impl Active {
             sessions: &self.sessions,
             tokens: &self.tokens,
             refusal: &self.refusal,
+            quiet: &self.quiet,
         }
     }
 }
@@ -618,6 +624,10 @@ impl Host for Envoy<'_> {
 
     fn request_header(&self, name: &str) -> Option<String> {
         request_header(name)
+    }
+
+    fn request_header_values(&self, name: &str) -> Vec<Vec<u8>> {
+        shared::map_values(MapType::HttpRequestHeaders, name)
     }
 
     fn property(&self, path: Vec<&str>) -> Option<Vec<u8>> {
@@ -692,6 +702,9 @@ impl Host for Envoy<'_> {
             Stat::SessionCall => m.session_call(),
             Stat::SessionCacheHit => m.session_cache_hit(),
             Stat::JwtCacheHit => m.jwt_cache_hit(),
+            Stat::AccountUnreadable => m.account_unreadable(),
+            Stat::RlsCallSaved => m.rls_call_saved(),
+            Stat::RlsNoLimit => m.rls_no_limit(),
         }
     }
 

@@ -87,6 +87,54 @@ pub fn map_value(map: MapType, name: &str) -> Option<String> {
 
 #[link(wasm_import_module = "env")]
 extern "C" {
+    fn proxy_get_header_map_pairs(
+        map_type: MapType,
+        return_map_data: *mut *mut u8,
+        return_map_size: *mut usize,
+    ) -> u32;
+}
+
+/// Every value of header `name` in `map`, in order (a repeated header has
+/// several), through the raw host call: the SDK's `get_map` panics on a
+/// value that is not UTF-8, and `map_value` returns only the first copy.
+pub fn map_values(map: MapType, name: &str) -> Vec<Vec<u8>> {
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: as in `map_value`: on Ok the host hands over `size` bytes it
+    // allocated through this module's allocator, owned from here on.
+    let bytes = unsafe {
+        if proxy_get_header_map_pairs(map, &mut data, &mut size) != 0 || data.is_null() {
+            return Vec::new();
+        }
+        Vec::from_raw_parts(data, size, size)
+    };
+    pairs(&bytes)
+        .filter(|(k, _)| k.eq_ignore_ascii_case(name.as_bytes()))
+        .map(|(_, v)| v.to_vec())
+        .collect()
+}
+
+/// The proxy-wasm map encoding read back (see [`serialize_map`]); a
+/// truncated map ends where it stops making sense.
+fn pairs(bytes: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let word = |at: usize| -> Option<usize> {
+        let b = bytes.get(at..at + 4)?;
+        Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
+    };
+    let n = word(0).unwrap_or(0);
+    let mut p = 4usize.saturating_add(n.saturating_mul(8));
+    (0..n).map_while(move |i| {
+        let (k, v) = (word(4 + i * 8)?, word(8 + i * 8)?);
+        let key = bytes.get(p..p.checked_add(k)?)?;
+        p = p.checked_add(k)?.checked_add(1)?;
+        let value = bytes.get(p..p.checked_add(v)?)?;
+        p = p.checked_add(v)?.checked_add(1)?;
+        Some((key, value))
+    })
+}
+
+#[link(wasm_import_module = "env")]
+extern "C" {
     fn proxy_send_local_response(
         status_code: u32,
         details_data: *const u8,
@@ -150,4 +198,26 @@ fn serialize_map(map: &[(&str, &str)]) -> Vec<u8> {
         out.push(0);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_pairs_read_back_what_was_written_and_stop_at_garbage() {
+        let m = serialize_map(&[("x-login", "a"), ("other", ""), ("x-login", "b")]);
+        let got: Vec<_> = pairs(&m).collect();
+        assert_eq!(
+            got,
+            [
+                (&b"x-login"[..], &b"a"[..]),
+                (b"other", b""),
+                (b"x-login", b"b")
+            ]
+        );
+        assert_eq!(pairs(&m[..m.len() - 3]).count(), 2, "truncated");
+        assert_eq!(pairs(&[0xff, 0xff, 0xff, 0x7f]).count(), 0);
+        assert_eq!(pairs(&[]).count(), 0);
+    }
 }

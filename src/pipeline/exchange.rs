@@ -186,12 +186,12 @@ impl<'p> Worker<'p> {
                 body: reply::unchecked_body(route, bound),
                 details: format!("ratebound.unchecked:{route}/{bound}"),
             },
-            Decision::Ambiguous { route } => Answer {
-                status: 400,
+            Decision::Unreadable { route, place, why } => Answer {
+                status: why.status(),
                 retry: false,
                 content_type: "application/problem+json",
-                body: reply::ambiguous_body(route),
-                details: format!("ratebound.ambiguous_account:{route}"),
+                body: reply::unreadable_body(route, why.status(), why.reason(), &why.detail(place)),
+                details: format!("ratebound.unreadable_account:{route}/{}", why.reason()),
             },
         };
         ex.refused = true;

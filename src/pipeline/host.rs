@@ -14,6 +14,13 @@ pub enum Stat {
     SessionCall,
     SessionCacheHit,
     JwtCacheHit,
+    /// A sign-in refused because its account could not be read.
+    AccountUnreadable,
+    /// A locked caller refused without a call to the rate-limit service.
+    RlsCallSaved,
+    /// The rate-limit service answered without a limit for a descriptor
+    /// sent with one (its configuration lacks the domain).
+    RlsNoLimit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +62,9 @@ pub trait Host {
     /// Milliseconds since the epoch.
     fn now_ms(&self) -> u64;
     fn request_header(&self, name: &str) -> Option<String>;
+    /// Every value of a request header, in order, as sent (a repeated
+    /// header has several).
+    fn request_header_values(&self, name: &str) -> Vec<Vec<u8>>;
     fn property(&self, path: Vec<&str>) -> Option<Vec<u8>>;
     /// Dispatches the call-out; `Err` carries the host's status name.
     fn dispatch_session(&mut self, call: &SessionCall) -> Result<(), String>;
@@ -87,4 +97,27 @@ pub trait Host {
 pub enum Step {
     Continue,
     Pause,
+}
+
+/// A warning that a failing dependency would repeat on every request:
+/// logged at most once per [`LogGate::EVERY_MS`], the ones held back
+/// counted into the next.
+#[derive(Debug, Default)]
+pub struct LogGate {
+    next_ms: std::cell::Cell<u64>,
+    held: std::cell::Cell<u64>,
+}
+
+impl LogGate {
+    pub const EVERY_MS: u64 = 10_000;
+
+    /// `Some(held back since the last one)` when this one is to be logged.
+    pub fn pass(&self, now_ms: u64) -> Option<u64> {
+        if now_ms < self.next_ms.get() {
+            self.held.set(self.held.get() + 1);
+            return None;
+        }
+        self.next_ms.set(now_ms.saturating_add(Self::EVERY_MS));
+        Some(self.held.replace(0))
+    }
 }

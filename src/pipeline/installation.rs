@@ -7,22 +7,27 @@
 //! bounds are committed only after the service said OK.
 //!
 //! Keys sent to the service never carry a caller's value in clear: each is
-//! a 128-bit SipHash keyed by the service's domain (every Envoy of the
-//! installation must derive the same key, so it cannot be a per-node
-//! secret), `v…` for a value and `n…` for the network of a caller without
+//! a 128-bit SipHash keyed by the installation's secret and the domain
+//! (`rls::service_keys`: every Envoy of the installation derives the same
+//! key), `v…` for a value and `n…` for the network of a caller without
 //! one — the two can never collide.
+//!
+//! A caller the service has locked out (at or over its limit in the
+//! current window) is remembered in shared data ([`crate::count::locks`])
+//! and refused here until that window ends, without a call.
 
 use super::{Decision, Level, Pending, Worker};
 use crate::config::installation::InstallationBound;
 use crate::config::plan::Route;
 use crate::config::{Per, RateLimitServiceConfig, ServiceOnError};
 use crate::count::limiter::{BoundEvent, Event};
+use crate::count::locks;
 use crate::count::window::Quota;
-use crate::identity::account::Found;
+use crate::identity::account::Seen;
 use crate::identity::address::{network, Prefixes};
 use crate::identity::Identity;
 use crate::reply::Shown;
-use crate::rls::{self, Code, DescriptorSpec, Override};
+use crate::rls::{self, Code, DescriptorSpec, Override, RlsError};
 use siphasher::sip128::{Hasher128, SipHasher13};
 use smallvec::SmallVec;
 use std::hash::Hasher;
@@ -38,7 +43,12 @@ pub struct Ready {
     pub(super) identity: Option<Identity>,
     /// Indices into the route's `installation`, in the order sent.
     pub(super) bounds: SmallVec<[usize; 2]>,
-    pub(super) account: Found,
+    /// The account it tries, once read (`per: account` bounds).
+    pub(super) account: Option<String>,
+    /// What its head said of the account, until the body is read.
+    pub(super) seen: Seen,
+    /// Per bound in `bounds`, the caller's key (none for `per: route`).
+    pub(super) callers: SmallVec<[Option<String>; 2]>,
     /// When the call went out.
     pub(super) sent_ms: u64,
 }
@@ -105,24 +115,18 @@ impl<'p> Worker<'p> {
             .collect()
     }
 
-    /// The `ShouldRateLimit` call for a request: one descriptor per bound,
-    /// `[("bound", "<route>.<bound>"), (<per>, <caller>)]`, with the limit
-    /// sent as an override so the service counts the number this filter
-    /// was configured with, and `hits_addend` 1.
-    pub(super) fn service_call(&self, ready: &Ready) -> Option<ServiceCall<'p>> {
-        let plan = &self.limiter.plan;
-        let service: &'p RateLimitServiceConfig = plan.service.as_ref()?;
-        let route = plan.routes.get(ready.pending.route())?;
-        let keys = rls::service_keys(&service.domain);
-        let bounds: SmallVec<[&InstallationBound; 2]> = ready
+    /// Per installation bound of the request, what its caller is counted
+    /// under (none for `per: route`).
+    pub(super) fn callers(&self, ready: &Ready) -> SmallVec<[Option<String>; 2]> {
+        let lim = self.limiter;
+        let Some(route) = lim.plan.routes.get(ready.pending.route()) else {
+            return SmallVec::new();
+        };
+        let id = ready.identity.as_ref();
+        ready
             .bounds
             .iter()
             .filter_map(|&i| route.installation.get(i))
-            .collect();
-        let id = ready.identity.as_ref();
-        // Per bound, what its caller is counted under (none for `per: route`).
-        let callers: SmallVec<[Option<String>; 2]> = bounds
-            .iter()
             .map(|b| {
                 let value = match b.per {
                     Per::Route => return None,
@@ -130,28 +134,98 @@ impl<'p> Worker<'p> {
                     Per::User => id.and_then(|i| i.user.as_deref()),
                     Per::Org => id.and_then(|i| i.org.as_deref()),
                     Per::Token => id.and_then(|i| i.token.as_deref()),
-                    Per::Account => match &ready.account {
-                        Found::Account(a) => Some(a.as_str()),
-                        _ => None,
-                    },
+                    Per::Account => ready.account.as_deref(),
                 };
                 Some(caller_value(
-                    keys,
+                    lim.service_keys,
                     b.per,
                     value,
                     &ready.address,
-                    plan.client_address,
+                    lim.plan.client_address,
                 ))
             })
-            .collect();
+            .collect()
+    }
+
+    /// The installation bounds of the request, each with its caller's key.
+    fn bounds_of<'r>(
+        &self,
+        ready: &'r Ready,
+    ) -> SmallVec<[(usize, &'p InstallationBound, Option<&'r str>); 2]> {
+        let Some(route) = self.limiter.plan.routes.get(ready.pending.route()) else {
+            return SmallVec::new();
+        };
+        ready
+            .bounds
+            .iter()
+            .zip(&ready.callers)
+            .filter_map(|(&i, c)| Some((i, route.installation.get(i)?, c.as_deref())))
+            .collect()
+    }
+
+    /// Refused without a call if an enforcing bound's caller is locked.
+    pub(super) fn locked<H: super::Host>(
+        &self,
+        host: &mut H,
+        ready: &Ready,
+    ) -> Option<Decision<'p>> {
+        let plan = &self.limiter.plan;
+        let route = plan.routes.get(ready.pending.route())?;
+        let now = host.now_ms();
+        for (i, b, caller) in self.bounds_of(ready) {
+            if b.shadow {
+                continue;
+            }
+            let id = lock_id(self.limiter.service_keys, b, caller);
+            let until =
+                match locks::until(host.store(), &locks::slot_key(&plan.instance, id), id, now) {
+                    Ok(u) => u?,
+                    Err(e) => {
+                        host.count(super::Stat::StoreError);
+                        host.log(Level::Warn, &format!("ratebound: lock table: {e}"));
+                        continue;
+                    }
+                };
+            host.count(super::Stat::RlsCallSaved);
+            host.record(
+                ready.pending.route(),
+                &[BoundEvent {
+                    bound: stat_index(route, i),
+                    event: Event::Refused,
+                    overflow: false,
+                }],
+            );
+            return Some(Decision::Refuse {
+                route: &route.name,
+                shown: Shown {
+                    bound: &b.name,
+                    window_ms: b.unit.ms(),
+                    quota: Quota {
+                        limit: b.limit,
+                        remaining: 0,
+                        reset_ms: until - now,
+                    },
+                    style: plan.style,
+                },
+            });
+        }
+        None
+    }
+
+    /// The `ShouldRateLimit` call for a request: one descriptor per bound,
+    /// `[("bound", "<route>.<bound>"), (<per>, <caller>)]`, with the limit
+    /// sent as an override so the service counts the number this filter
+    /// was configured with, and `hits_addend` 1.
+    pub(super) fn service_call(&self, ready: &Ready) -> Option<ServiceCall<'p>> {
+        let service: &'p RateLimitServiceConfig = self.limiter.plan.service.as_ref()?;
+        let bounds = self.bounds_of(ready);
         let entries: SmallVec<[Entries; 2]> = bounds
             .iter()
-            .zip(&callers)
-            .map(|(b, caller)| {
+            .map(|(_, b, caller)| {
                 let mut e = SmallVec::new();
                 e.push(("bound", b.descriptor.as_str()));
                 if let Some(c) = caller {
-                    e.push((b.per.as_str(), c.as_str()));
+                    e.push((b.per.as_str(), *c));
                 }
                 e
             })
@@ -159,7 +233,7 @@ impl<'p> Worker<'p> {
         let specs: SmallVec<[DescriptorSpec; 2]> = bounds
             .iter()
             .zip(&entries)
-            .map(|(b, e)| DescriptorSpec {
+            .map(|((_, b, _), e)| DescriptorSpec {
                 entries: e,
                 limit: Some(Override {
                     requests_per_unit: b.limit,
@@ -173,6 +247,36 @@ impl<'p> Worker<'p> {
             timeout_ms: service.timeout_ms,
             message: rls::encode_request(&service.domain, &specs),
         })
+    }
+
+    /// Remembers every enforcing bound whose caller the answer shows at or
+    /// over its limit: locked until its window ends.
+    fn remember_locks<H: super::Host>(
+        &self,
+        host: &mut H,
+        ready: &Ready,
+        statuses: &[rls::DescriptorAnswer],
+        now: u64,
+    ) {
+        let instance = &self.limiter.plan.instance;
+        for ((_, b, caller), s) in self.bounds_of(ready).into_iter().zip(statuses) {
+            let full = s.code == Code::OverLimit || s.remaining == 0;
+            let Some(reset_s) = s.reset_s.filter(|_| full && !b.shadow) else {
+                continue;
+            };
+            // The service's horizon is whole seconds, rounded up: the clock
+            // window's end is the sharper of the two.
+            let window = b.unit.ms();
+            let end = (now / window + 1) * window;
+            let until = end.min(now.saturating_add(reset_s.saturating_mul(1_000)));
+            let id = lock_id(self.limiter.service_keys, b, caller);
+            if let Err(e) =
+                locks::lock(host.store(), &locks::slot_key(instance, id), id, until, now)
+            {
+                host.count(super::Stat::StoreError);
+                host.log(Level::Warn, &format!("ratebound: lock table: {e}"));
+            }
+        }
     }
 
     /// The service answered (or failed: `grpc_status` non-zero): refuse
@@ -197,9 +301,16 @@ impl<'p> Worker<'p> {
             .filter_map(|&i| Some((i, route.installation.get(i)?)))
             .collect();
         let answer = match rls::outcome(grpc_status, body.as_deref(), bounds.len()) {
-            rls::Outcome::Error(e) => return self.service_failed(host, ready, &e.to_string()),
+            rls::Outcome::Error(e) => return self.service_failed(host, ready, &e),
             rls::Outcome::Admit { statuses } | rls::Outcome::Refuse { statuses, .. } => statuses,
         };
+        // Every descriptor went with a limit: one answered without is a
+        // service that does not know the domain, and counted nothing.
+        if let Some(descriptor) = answer.iter().position(|s| s.limit.is_none()) {
+            host.count(super::Stat::RlsNoLimit);
+            return self.service_failed(host, ready, &RlsError::NoLimit { descriptor });
+        }
+        self.remember_locks(host, &ready, &answer, now);
         // The first enforcing bound over its limit refuses; shadow bounds
         // over theirs only say so.
         let mut events: SmallVec<[BoundEvent; 2]> = SmallVec::new();
@@ -277,7 +388,7 @@ impl<'p> Worker<'p> {
         &self,
         host: &mut H,
         ready: Ready,
-        why: &str,
+        why: &dyn std::fmt::Display,
     ) -> Decision<'p> {
         let plan = &self.limiter.plan;
         let r = ready.pending.route();
@@ -294,13 +405,19 @@ impl<'p> Worker<'p> {
             })
             .collect();
         host.record(r, &events);
-        host.log(
-            Level::Warn,
-            &format!(
-                "ratebound: rate-limit service call for route {} failed: {why}",
-                route.name
-            ),
-        );
+        if let Some(held) = self.quiet.pass(host.now_ms()) {
+            let more = match held {
+                0 => String::new(),
+                n => format!(" ({n} more failed since the last message)"),
+            };
+            host.log(
+                Level::Warn,
+                &format!(
+                    "ratebound: rate-limit service call for route {} failed: {why}{more}",
+                    route.name
+                ),
+            );
+        }
         let deny = plan
             .service
             .as_ref()
@@ -323,11 +440,16 @@ impl<'p> Worker<'p> {
     }
 }
 
-/// The account a route's requests name, when it is in a header.
-pub fn header_account(raw: Option<String>) -> Found {
-    raw.as_deref()
-        .and_then(crate::identity::account::normalize)
-        .map_or(Found::Missing, Found::Account)
+/// A lock's name: the bound (its descriptor, limit and window) and the
+/// caller, hashed with the service keys.
+fn lock_id(keys: (u64, u64), b: &InstallationBound, caller: Option<&str>) -> u64 {
+    let mut h = SipHasher13::new_with_keys(keys.1, keys.0);
+    h.write(b.descriptor.as_bytes());
+    h.write_u8(0xff);
+    h.write(caller.unwrap_or_default().as_bytes());
+    h.write_u32(b.limit);
+    h.write_u64(b.unit.ms());
+    h.finish128().h1
 }
 
 #[cfg(test)]
@@ -336,7 +458,7 @@ mod tests {
 
     #[test]
     fn caller_values_never_collide_across_kinds_or_fallbacks() {
-        let k = rls::service_keys("shop");
+        let k = rls::service_keys("shop", None);
         let p = Prefixes::default();
         let alice = caller_value(k, Per::Account, Some("alice"), "10.0.0.1", p);
         assert_eq!(
@@ -354,7 +476,7 @@ mod tests {
         assert_ne!(
             alice,
             caller_value(
-                rls::service_keys("other"),
+                rls::service_keys("other", None),
                 Per::Account,
                 Some("alice"),
                 "",

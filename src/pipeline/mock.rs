@@ -45,6 +45,9 @@ pub struct MockHost {
     pub store: MemStore,
     pub now: u64,
     pub request_headers: HashMap<String, String>,
+    /// More copies of request headers (a header sent again), after the
+    /// one in `request_headers`.
+    pub repeated_headers: Vec<(String, String)>,
     /// Properties by their path joined with '.'.
     pub properties: HashMap<String, Vec<u8>>,
     /// The host refuses to dispatch the session call with this status.
@@ -145,6 +148,17 @@ impl Host for MockHost {
     fn request_header(&self, name: &str) -> Option<String> {
         self.reads.set(self.reads.get() + 1);
         self.request_headers.get(name).cloned()
+    }
+
+    fn request_header_values(&self, name: &str) -> Vec<Vec<u8>> {
+        self.reads.set(self.reads.get() + 1);
+        let first = self.request_headers.get(name);
+        let more = self.repeated_headers.iter().filter(|(k, _)| k == name);
+        first
+            .into_iter()
+            .chain(more.map(|(_, v)| v))
+            .map(|v| v.as_bytes().to_vec())
+            .collect()
     }
 
     fn property(&self, path: Vec<&str>) -> Option<Vec<u8>> {
@@ -248,6 +262,7 @@ pub struct Filter {
     pub sessions: RefCell<IdentityCache>,
     pub tokens: RefCell<IdentityCache>,
     pub refusal: RefCell<Refusal>,
+    pub quiet: super::LogGate,
 }
 
 /// Small tables: tests fill them quickly.
@@ -278,6 +293,7 @@ impl Filter {
             sessions,
             tokens,
             refusal: RefCell::default(),
+            quiet: super::LogGate::default(),
         })
     }
 
@@ -287,6 +303,7 @@ impl Filter {
             sessions: &self.sessions,
             tokens: &self.tokens,
             refusal: &self.refusal,
+            quiet: &self.quiet,
         }
     }
 

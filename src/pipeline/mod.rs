@@ -37,14 +37,15 @@ use crate::config::{OnError, SessionSource};
 use crate::count::limiter::{Caller, Decision as Counted, Limiter, Pending};
 use crate::count::store::Store;
 use crate::count::window::Quota;
-use crate::identity::account::{self, Found, Place};
+use crate::identity::account::{self, Place, Seen, Unreadable};
 use crate::identity::address::strip_port;
 use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::{self as id_decode, Identity, SessionError};
 use crate::reply::{Refusal, Shown};
 pub use exchange::{Exchange, Waits};
-pub use host::{Host, Level, LocalReply, SessionCall, Stat, Step};
+pub use host::{Host, Level, LocalReply, LogGate, SessionCall, Stat, Step};
 use installation::{Ready, ServiceCall};
+use smallvec::SmallVec;
 use std::cell::RefCell;
 
 /// A worker's view of a configuration in force: the limiter and the
@@ -58,6 +59,8 @@ pub struct Worker<'a> {
     pub tokens: &'a RefCell<IdentityCache>,
     /// The last 429 written, its buffers reused for the next.
     pub refusal: &'a RefCell<Refusal>,
+    /// Warnings of the rate-limit service failing, at most one per 10 s.
+    pub quiet: &'a LogGate,
 }
 
 /// A request paused for its session resolve: early bounds already read.
@@ -81,8 +84,13 @@ pub enum Decision<'p> {
     /// 503: the rate-limit service did not answer for an installation
     /// bound and `on_error` is `deny`.
     Unchecked { route: &'p str, bound: &'p str },
-    /// 400: a sign-in request that names two different accounts.
-    Ambiguous { route: &'p str },
+    /// 400, 413 or 415: a sign-in whose account cannot be read with
+    /// certainty (`why`), for a route whose account is in `place`.
+    Unreadable {
+        route: &'p str,
+        place: Place<'p>,
+        why: Unreadable,
+    },
 }
 
 /// Where `begin` (or a later step) stopped.
@@ -226,17 +234,63 @@ impl<'p> Worker<'p> {
             address: address.to_string(),
             identity,
             bounds,
-            account: Found::Missing,
+            account: None,
+            seen: Seen::default(),
+            callers: SmallVec::new(),
             sent_ms: now,
         });
-        match place {
-            Some(Place::Header(name)) => {
-                ready.account = installation::header_account(host.request_header(name));
+        let Some(place) = place else {
+            return self.ask_service(host, ready);
+        };
+        // What the head says, before any of the body is waited for: a body
+        // that cannot be read is refused now.
+        let (content_type, content_encoding, path, header) = match place {
+            Place::Header(h) => (Vec::new(), Vec::new(), None, host.request_header_values(h)),
+            _ => (
+                host.request_header_values("content-type"),
+                host.request_header_values("content-encoding"),
+                host.request_header(":path"),
+                Vec::new(),
+            ),
+        };
+        let head = account::Head {
+            content_type: &content_type,
+            content_encoding: &content_encoding,
+            path: path.as_deref(),
+            header: &header,
+        };
+        match account::from_head(place, &head) {
+            Err(why) => self.unreadable(host, &ready, place, why),
+            Ok(seen) if matches!(place, Place::Header(_)) => match seen.account() {
+                Ok(a) => {
+                    ready.account = Some(a);
+                    self.ask_service(host, ready)
+                }
+                Err(why) => self.unreadable(host, &ready, place, why),
+            },
+            Ok(seen) => {
+                ready.seen = seen;
+                Begun::NeedsBody(ready)
             }
-            Some(_) => return Begun::NeedsBody(ready),
-            None => {}
         }
-        self.ask_service(ready)
+    }
+
+    /// A sign-in whose account cannot be read with certainty: refused with
+    /// why, asked about nowhere, counted by no bound.
+    fn unreadable<H: Host>(
+        &self,
+        host: &mut H,
+        ready: &Ready,
+        place: Place<'p>,
+        why: Unreadable,
+    ) -> Begun<'p> {
+        host.count(Stat::AccountUnreadable);
+        let route = self.limiter.plan.routes.get(ready.pending.route());
+        Begun::Decided(Decision::Unreadable {
+            route: route.map_or("", |r| r.name.as_str()),
+            place,
+            why,
+        })
     }
 
     /// The body arrived (`size` bytes, all of it unless over the cap): the
@@ -248,23 +302,33 @@ impl<'p> Worker<'p> {
             .routes
             .get(ready.pending.route())
             .and_then(|r| r.account.as_ref());
-        if let Some((s, place)) = source.and_then(|s| Some((s, account::place(s)?))) {
-            // Over the cap: not read at all, counted per address.
-            if size <= s.max_body_bytes {
-                let body = host.request_body(size).unwrap_or_default();
-                ready.account = account::from_body(place, &body);
+        let Some((s, place)) = source.and_then(|s| Some((s, account::place(s)?))) else {
+            return self.ask_service(host, ready);
+        };
+        let read = if size > s.max_body_bytes {
+            Err(Unreadable::TooLarge {
+                cap: s.max_body_bytes,
+            })
+        } else {
+            let body = host.request_body(size).unwrap_or_default();
+            account::from_body(place, &body, std::mem::take(&mut ready.seen))
+        };
+        match read {
+            Ok(a) => {
+                ready.account = Some(a);
+                self.ask_service(host, ready)
             }
+            Err(why) => self.unreadable(host, &ready, place, why),
         }
-        if ready.account == Found::Ambiguous {
-            let route = self.limiter.plan.routes.get(ready.pending.route());
-            return Begun::Decided(Decision::Ambiguous {
-                route: route.map_or("", |r| r.name.as_str()),
-            });
-        }
-        self.ask_service(ready)
     }
 
-    fn ask_service(&self, ready: Box<Ready>) -> Begun<'p> {
+    /// The caller's keys for each installation bound; refused here if one
+    /// of them is locked, else the call to the service.
+    fn ask_service<H: Host>(&self, host: &mut H, mut ready: Box<Ready>) -> Begun<'p> {
+        ready.callers = self.callers(&ready);
+        if let Some(d) = self.locked(host, &ready) {
+            return Begun::Decided(d);
+        }
         match self.service_call(&ready) {
             Some(call) => Begun::NeedsService(ready, call),
             // Validated: installation bounds come with a service.

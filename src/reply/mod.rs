@@ -259,10 +259,17 @@ pub fn unchecked_body(route: &str, bound: &str) -> String {
     )
 }
 
-/// The 400 body of a sign-in request that names two different accounts.
-pub fn ambiguous_body(route: &str) -> String {
+/// The body of a sign-in refused because its account cannot be read with
+/// certainty (400, 413 or 415): why, and how to send it.
+pub fn unreadable_body(route: &str, status: u16, reason: &str, detail: &str) -> String {
+    let title = match status {
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        _ => "Bad Request",
+    };
+    let detail = serde_json::Value::from(detail);
     format!(
-        r#"{{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request names the account more than once, with different values; name it once","route":"{route}"}}"#
+        r#"{{"type":"about:blank","title":"{title}","status":{status},"detail":{detail},"route":"{route}","reason":"{reason}"}}"#
     )
 }
 

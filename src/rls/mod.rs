@@ -26,13 +26,20 @@ pub const METHOD: &str = "ShouldRateLimit";
 
 pub use crate::config::installation::Unit;
 
-/// Hashing keys every Envoy of an installation derives alike from the
-/// service's domain: the keys callers are sent to the service under (never
-/// a per-node secret, or the nodes would not agree on a caller's key).
-pub fn service_keys(domain: &str) -> (u64, u64) {
+/// Hashing keys every Envoy of an installation derives alike, for the keys
+/// callers are sent to the service under: from the installation's secret
+/// and the domain. Without a secret they come from the domain alone, which
+/// is public: anyone who reads Redis could then hash a list of names and
+/// find them (`ratebound check` warns).
+pub fn service_keys(domain: &str, secret: Option<&crate::config::Secret>) -> (u64, u64) {
     use siphasher::sip128::{Hasher128, SipHasher13};
     use std::hash::Hasher;
     let mut h = SipHasher13::new_with_keys(0x7261_7465, 0x0062_6f75_6e64);
+    if let Some(s) = secret {
+        // Length first: no secret and domain pair runs into another.
+        h.write_u64(s.0.len() as u64);
+        h.write(&s.0);
+    }
     h.write(domain.as_bytes());
     let k = h.finish128();
     (k.h1, k.h2)

@@ -54,8 +54,20 @@ fn answer(statuses: &[(i32, u32)]) -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// A JSON sign-in from 10.0.0.1.
 fn sign_in(body: &str) -> MockHost {
-    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    sign_in_as(body, "application/json")
+}
+
+fn form_sign_in(body: &str) -> MockHost {
+    sign_in_as(body, "application/x-www-form-urlencoded")
+}
+
+fn sign_in_as(body: &str, content_type: &str) -> MockHost {
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header("content-type", content_type)
+        .header(":path", "/login");
     host.request_body = Some(body.as_bytes().to_vec());
     host
 }
@@ -229,41 +241,132 @@ fn a_call_the_host_cannot_dispatch_is_a_failed_call() {
     assert_eq!(host.replies[0].status, 503);
 }
 
+/// The one reply of a request refused before the service: its status and
+/// `reason`, with no call made and no bound counting it.
+fn refused_unread(f: &Filter, host: &mut MockHost) -> (u16, String) {
+    f.request(host);
+    assert!(host.service_calls.is_empty(), "{:?}", host.service_calls);
+    assert_eq!(node_count(f, host), None, "counted by no node bound");
+    assert_eq!(host.counted(Stat::AccountUnreadable), 1);
+    let r = &host.replies[0];
+    assert_eq!(r.header("content-type"), Some("application/problem+json"));
+    let doc: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(doc["status"], r.status);
+    assert_eq!(doc["route"], "login");
+    assert!(
+        r.details.starts_with("ratebound.unreadable_account:login/"),
+        "{}",
+        r.details
+    );
+    (r.status, doc["reason"].as_str().unwrap().to_string())
+}
+
 #[test]
-fn a_body_without_the_account_is_counted_per_address_under_its_own_key() {
-    let mut keys = Vec::new();
-    for body in [r#"{"user":"alice"}"#, "not json", r#"{"username":7}"#, ""] {
+fn a_sign_in_whose_account_cannot_be_read_is_refused_and_never_counted_elsewhere() {
+    for (body, want) in [
+        (r#"{"user":"alice"}"#, "missing"),
+        ("not json", "malformed"),
+        (r#"{"username":7}"#, "not_a_string"),
+        (r#"{"username":"   "}"#, "missing"),
+        ("", "malformed"),
+        ("\u{feff}{\"username\":\"alice\"}", "not_utf8"),
+        (r#"{"username":"decoy","USERNAME":"alice"}"#, "ambiguous"),
+    ] {
         let mut host = sign_in(body);
         host.service_answer = Some((0, answer(&[(1, 4)])));
         let f = Filter::new(&host.store, &json_login()).unwrap();
-        f.request(&mut host);
-        let d = &sent(&host).descriptors[0];
-        assert_eq!(d.entries[1].key, "account");
-        keys.push(d.entries[1].value.clone());
+        assert_eq!(
+            refused_unread(&f, &mut host),
+            (400, want.to_string()),
+            "{body:?}"
+        );
     }
+}
+
+#[test]
+fn a_body_over_the_cap_is_a_413_and_not_read() {
+    let cfg = login("deny", r#"{"json":"username","max_body_bytes":64}"#);
+    let mut host = sign_in(&format!(
+        r#"{{"username":"alice","pad":"{}"}}"#,
+        " ".repeat(100)
+    ));
+    let f = Filter::new(&host.store, &cfg).unwrap();
+    assert_eq!(refused_unread(&f, &mut host), (413, "too_large".into()));
+    assert_eq!(host.body_reads_total(), 0);
     assert!(
-        keys.iter().all(|k| k.starts_with('n') && *k == keys[0]),
-        "{keys:?}"
+        host.replies[0].body.contains("64 bytes"),
+        "{}",
+        host.replies[0].body
     );
 }
 
 #[test]
-fn a_body_over_the_cap_is_not_read_and_is_counted_per_address() {
-    let cfg = login("deny", r#"{"json":"username","max_body_bytes":64}"#);
-    let mut host = sign_in(&format!(
-        r#"{{"username":"alice","pad":"{}"}}"#,
-        "x".repeat(100)
-    ));
+fn a_body_not_in_the_carriers_form_is_a_415_before_any_of_it_is_waited_for() {
+    for (content_type, encoding) in [
+        ("application/x-www-form-urlencoded", None),
+        ("multipart/form-data; boundary=b", None),
+        ("text/plain", None),
+        ("application/json; charset=utf-16", None),
+        ("application/json", Some("gzip")),
+    ] {
+        let mut host = sign_in_as(r#"{"username":"alice"}"#, content_type);
+        if let Some(e) = encoding {
+            host.request_headers
+                .insert("content-encoding".into(), e.into());
+        }
+        let f = Filter::new(&host.store, &json_login()).unwrap();
+        let w = f.worker();
+        let mut ex = Exchange::default();
+        // Refused on the headers: the body is never held nor read.
+        assert_eq!(
+            w.on_request(&mut host, &mut ex, false),
+            Step::Pause,
+            "{content_type}"
+        );
+        assert_eq!(host.replies[0].status, 415, "{content_type} {encoding:?}");
+        assert_eq!(host.body_reads_total(), 0);
+        assert!(host.service_calls.is_empty());
+    }
+    // No content type at all.
+    let mut host = sign_in(r#"{"username":"alice"}"#);
+    host.request_headers.remove("content-type");
+    let f = Filter::new(&host.store, &json_login()).unwrap();
+    assert_eq!(refused_unread(&f, &mut host), (415, "content_type".into()));
+}
+
+#[test]
+fn decoys_in_the_query_string_or_a_repeated_header_are_refused() {
+    let mut host = form_sign_in("username=decoy&password=x");
+    host.request_headers
+        .insert(":path".into(), "/login?username=alice".into());
+    let f = Filter::new(&host.store, &login("deny", r#"{"form":"username"}"#)).unwrap();
+    assert_eq!(refused_unread(&f, &mut host), (400, "ambiguous".into()));
+
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.9")
+        .header("x-login", "decoy");
+    host.repeated_headers
+        .push(("x-login".into(), "alice".into()));
+    let f = Filter::new(&host.store, &login("deny", r#"{"header":"x-login"}"#)).unwrap();
+    assert_eq!(refused_unread(&f, &mut host), (400, "ambiguous".into()));
+
+    // The same account twice is one account.
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.9")
+        .header("x-login", "Alice");
+    host.repeated_headers
+        .push(("x-login".into(), "alice".into()));
     host.service_answer = Some((0, answer(&[(1, 4)])));
-    let f = Filter::new(&host.store, &cfg).unwrap();
     f.request(&mut host);
-    assert!(sent(&host).descriptors[0].entries[1].value.starts_with('n'));
-    assert_eq!(host.body_reads_total(), 0);
+    assert_eq!(host.service_calls.len(), 1);
+    // No header: no account, refused (no per-address fallback).
+    let mut host = MockHost::new(T0).from_address("10.0.0.9");
+    assert_eq!(refused_unread(&f, &mut host), (400, "missing".into()));
 }
 
 #[test]
 fn a_body_naming_two_accounts_is_a_400() {
-    let mut host = sign_in("username=alice&username=bob");
+    let mut host = form_sign_in("username=alice&username=bob");
     let f = Filter::new(&host.store, &login("deny", r#"{"form":"username"}"#)).unwrap();
     assert_eq!(f.request(&mut host), (Step::Continue, Some(Step::Pause)));
     assert_eq!(host.replies[0].status, 400);
@@ -273,7 +376,7 @@ fn a_body_naming_two_accounts_is_a_400() {
 
 #[test]
 fn a_form_and_a_header_source() {
-    let mut host = sign_in("password=x&username=Alice");
+    let mut host = form_sign_in("password=x&username=Alice");
     host.service_answer = Some((0, answer(&[(1, 4)])));
     let f = Filter::new(&host.store, &login("deny", r#"{"form":"username"}"#)).unwrap();
     f.request(&mut host);
@@ -372,20 +475,28 @@ fn a_shadow_installation_bound_over_its_limit_only_says_so() {
 
 #[test]
 fn a_grpc_sign_in_refused_by_the_service_is_refused_in_grpc() {
-    let mut host = sign_in(r#"{"username":"alice"}"#).header("content-type", "application/grpc");
-    let f = Filter::new(&host.store, &json_login()).unwrap();
+    // gRPC bodies are not read: a gRPC sign-in names its account in a header.
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header("content-type", "application/grpc")
+        .header("x-login", "alice");
+    let f = Filter::new(&host.store, &login("deny", r#"{"header":"x-login"}"#)).unwrap();
     let w = f.worker();
     let mut ex = Exchange::default();
-    assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Continue);
-    // The headers went on: the host has them no more.
-    host.request_headers.clear();
-    w.on_request_body(&mut host, &mut ex, 20, true);
+    assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Pause);
     host.service_answer = Some((0, answer(&[(2, 0)])));
     let size = host.service_answer.as_ref().unwrap().1.len();
     w.on_service_answer(&mut host, &mut ex, 0, size);
     let r = &host.replies[0];
     assert_eq!((r.status, r.grpc_status), (429, Some(8)));
     assert_eq!(r.details, "ratebound.refused:login/attempts");
+
+    // A gRPC body on a JSON sign-in route: not the carrier's content type.
+    let mut host = sign_in_as("\0\0\0\0\x05hello", "application/grpc");
+    let f = Filter::new(&host.store, &json_login()).unwrap();
+    f.request(&mut host);
+    let r = &host.replies[0];
+    assert_eq!((r.status, r.grpc_status), (415, Some(14)));
 }
 
 #[test]
@@ -408,4 +519,205 @@ fn a_worker_whose_memory_is_stale_still_never_calls_for_a_node_refusal() {
         host.service_calls.is_empty(),
         "refused by the node: no call"
     );
+}
+
+/// An answer for one descriptor: `code`, `remaining`, `reset_s` seconds to
+/// the window's end, and the limit the service applied (`None`: none).
+fn answer_with(code: i32, remaining: u32, reset_s: i64, limit: Option<u32>) -> Vec<u8> {
+    proto::RateLimitResponse {
+        overall_code: code,
+        statuses: vec![proto::DescriptorStatus {
+            code,
+            current_limit: limit.map(|l| proto::RateLimit {
+                requests_per_unit: l,
+                unit: 2,
+                name: String::new(),
+            }),
+            limit_remaining: remaining,
+            duration_until_reset: limit.map(|_| proto::Duration {
+                seconds: reset_s,
+                nanos: 0,
+            }),
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// One JSON sign-in for `account` at `now` on `host` (its store kept from
+/// the last one); the service answers `answer` if it is asked.
+fn attempt<'h>(
+    f: &Filter,
+    host: &'h mut MockHost,
+    now: u64,
+    account: &str,
+    answer: &[u8],
+) -> &'h MockHost {
+    host.clear();
+    host.now = now;
+    host.request_body = Some(format!(r#"{{"username":"{account}"}}"#).into_bytes());
+    host.service_answer = Some((0, answer.to_vec()));
+    f.request(host);
+    host
+}
+
+#[test]
+fn a_locked_account_is_refused_without_a_call_until_its_window_ends() {
+    let mut host = sign_in("");
+    let f = Filter::new(&host.store, &json_login()).unwrap();
+    // The service says alice is over: 18 s to the window's end.
+    let over = answer_with(2, 0, 18, Some(5));
+    let h = attempt(&f, &mut host, T0 + 1_000, "alice", &over);
+    assert_eq!((h.service_calls.len(), h.replies[0].status), (1, 429));
+    // Locked: refused on this node without a call, with the wait left.
+    let h = attempt(&f, &mut host, T0 + 5_000, "ALICE", &over);
+    assert!(h.service_calls.is_empty(), "no call for a locked account");
+    let r = &h.replies[0];
+    assert_eq!(r.status, 429);
+    assert_eq!(r.header("retry-after"), Some("14"));
+    assert_eq!(r.header("ratelimit-remaining"), Some("0"));
+    assert!(r.body.contains(r#""bound":"attempts""#), "{}", r.body);
+    assert_eq!(h.counted(Stat::RlsCallSaved), 1);
+    assert!(h
+        .events
+        .iter()
+        .any(|(_, e)| e.event == Event::Refused && e.bound == 1));
+    assert!(!h.events.iter().any(|(_, e)| e.event == Event::ServiceCall));
+    assert_eq!(node_count(&f, h), None, "not counted by the node either");
+    // Another account is asked about.
+    let ok = answer_with(1, 4, 18, Some(5));
+    assert_eq!(
+        attempt(&f, &mut host, T0 + 5_000, "bob", &ok)
+            .service_calls
+            .len(),
+        1
+    );
+    // The horizon the service gave: asked again from then on.
+    assert_eq!(
+        attempt(&f, &mut host, T0 + 18_999, "alice", &over)
+            .service_calls
+            .len(),
+        0
+    );
+    assert_eq!(
+        attempt(&f, &mut host, T0 + 19_000, "alice", &ok)
+            .service_calls
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn the_attempt_that_takes_the_last_one_locks_until_the_clock_window_ends() {
+    let mut host = sign_in("");
+    let f = Filter::new(&host.store, &json_login()).unwrap();
+    // 5 s before the minute ends, the service (whole seconds, rounded up)
+    // says 30: the clock window's end is the sharper horizon.
+    let last = answer_with(1, 0, 30, Some(5));
+    let h = attempt(&f, &mut host, T0 + 55_000, "carol", &last);
+    assert!(h.replies.is_empty(), "the last one is admitted");
+    let h = attempt(&f, &mut host, T0 + 59_999, "carol", &last);
+    assert_eq!((h.service_calls.len(), h.replies[0].status), (0, 429));
+    assert_eq!(h.replies[0].header("retry-after"), Some("1"));
+    let h = attempt(
+        &f,
+        &mut host,
+        T0 + 60_000,
+        "carol",
+        &answer_with(1, 4, 60, Some(5)),
+    );
+    assert_eq!(h.service_calls.len(), 1, "a new window is asked about");
+}
+
+#[test]
+fn a_shadow_bound_or_another_limit_never_uses_a_lock() {
+    let mut host = sign_in("");
+    let over = answer_with(2, 0, 30, Some(5));
+    let shadow = json_login().replace(
+        r#""limit":5,"window":"PT1M""#,
+        r#""limit":5,"window":"PT1M","shadow":true"#,
+    );
+    let f = Filter::new(&host.store, &shadow).unwrap();
+    attempt(&f, &mut host, T0, "dave", &over);
+    assert_eq!(
+        attempt(&f, &mut host, T0 + 1, "dave", &over)
+            .service_calls
+            .len(),
+        1
+    );
+    // The bound edited from 5 to 6 a minute inherits no lock of the old one.
+    let f = Filter::new(&host.store, &json_login()).unwrap();
+    attempt(&f, &mut host, T0, "erin", &over);
+    let six = json_login().replace(r#""limit":5"#, r#""limit":6"#);
+    let f6 = Filter::new(&host.store, &six).unwrap();
+    assert_eq!(
+        attempt(&f6, &mut host, T0 + 1, "erin", &over)
+            .service_calls
+            .len(),
+        1
+    );
+    assert_eq!(
+        attempt(&f, &mut host, T0 + 1, "erin", &over)
+            .service_calls
+            .len(),
+        0
+    );
+}
+
+#[test]
+fn a_service_that_applies_no_limit_fails_closed_and_says_so_once_in_a_while() {
+    let mut host = sign_in("");
+    let f = Filter::new(&host.store, &json_login()).unwrap();
+    // OK without a limit: the service's configuration lacks the domain.
+    let unknown = answer_with(1, 0, 0, None);
+    let mut logged = Vec::new();
+    for dt in [0, 1_000, 9_999, 10_000] {
+        let h = attempt(&f, &mut host, T0 + dt, "frank", &unknown);
+        assert_eq!(
+            h.replies[0].status, 503,
+            "deny: not checked, so not admitted"
+        );
+        assert_eq!(h.counted(Stat::RlsNoLimit), 1);
+        assert!(h.events.iter().any(|(_, e)| e.event == Event::ServiceError));
+        logged.push(
+            h.logs
+                .iter()
+                .find(|(_, m)| m.contains("applied no limit"))
+                .map(|(_, m)| m.clone()),
+        );
+    }
+    assert!(
+        logged[0].as_ref().is_some_and(|m| m.contains("rls-config")),
+        "{logged:?}"
+    );
+    assert_eq!(
+        (logged[1].as_ref(), logged[2].as_ref()),
+        (None, None),
+        "at most one a 10 s"
+    );
+    assert!(
+        logged[3].as_ref().is_some_and(|m| m.contains("2 more")),
+        "{logged:?}"
+    );
+}
+
+#[test]
+fn keys_sent_to_the_service_take_the_installation_secret() {
+    let key = |cfg: &str| {
+        let mut host = sign_in(r#"{"username":"alice"}"#);
+        host.service_answer = Some((0, answer(&[(1, 4)])));
+        let f = Filter::new(&host.store, cfg).unwrap();
+        f.request(&mut host);
+        sent(&host).descriptors[0].entries[1].value.clone()
+    };
+    let with = |secret: &str| {
+        json_login().replace(
+            r#""on_error":"deny"}"#,
+            &format!(r#""on_error":"deny","key_secret":{{"value":"{secret}"}}}}"#),
+        )
+    };
+    let none = key(&json_login());
+    let a = key(&with("0123456789abcdef"));
+    assert_ne!(a, none, "the domain alone no longer makes the key");
+    assert_eq!(a, key(&with("0123456789abcdef")), "every Envoy alike");
+    assert_ne!(a, key(&with("0123456789abcdeF")));
 }

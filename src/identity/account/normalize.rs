@@ -1,0 +1,106 @@
+//! One account, one key, however it is spelled: Unicode compatibility
+//! forms (fullwidth `ａｌｉｃｅ`, mathematical `𝐚𝐥𝐢𝐜𝐞`, the ligature `ﬁ`),
+//! canonical ones (`é` as one code point or as `e` + U+0301) and case
+//! (`ALICE`, `ǅ`, the Kelvin sign, `ß` and `ss`) all fold to one string.
+//!
+//! The fold is Unicode's NFKC_Casefold, computed as the standard's
+//! compatibility caseless match does (D146: NFKD(toCasefold(NFKD(
+//! toCasefold(NFD(X)))))) and recomposed to NFKC, with default-ignorable
+//! code points (zero-width space and joiners, soft hyphen, variation
+//! selectors, bidi controls) removed and white space trimmed. Servers
+//! that apply any of these steps (Django's login form applies NFKC,
+//! ASP.NET compares names case-insensitively) then never sign in one
+//! account under two counters; a server that applies none only has more
+//! accounts share one counter, which errs towards refusing.
+
+use caseless::Caseless;
+use unicode_normalization::UnicodeNormalization;
+
+/// The key an account is counted under; `None` when nothing is left.
+pub fn normalize(raw: &str) -> Option<String> {
+    let folded = fold(raw);
+    let t = folded.trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+/// NFKC_Casefold without trimming (field names are compared with it too).
+pub fn fold(raw: &str) -> String {
+    raw.chars()
+        .nfd()
+        .default_case_fold()
+        .nfkd()
+        .default_case_fold()
+        .nfkc()
+        .filter(|c| !default_ignorable(*c))
+        .collect()
+}
+
+/// Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt,
+/// Unicode 16): characters that render as nothing, so that `ali\u{200B}ce`
+/// is `alice`.
+fn default_ignorable(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD
+            | 0x034F
+            | 0x061C
+            | 0x115F..=0x1160
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x206F
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF0..=0xFFF8
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compatibility_canonical_and_case_spellings_are_one_account() {
+        let alice = normalize("alice");
+        for spelling in [
+            "  Alice ",
+            "ALICE",
+            "ａｌｉｃｅ",            // fullwidth
+            "𝐚𝐥𝐢𝐜𝐞",                 // mathematical bold
+            "𝔞𝔩𝔦𝔠𝔢",                 // fraktur
+            "ali\u{200B}ce",         // zero-width space
+            "ali\u{00AD}ce",         // soft hyphen
+            "\u{FEFF}alice",         // a BOM inside the string
+            "\u{3000}alice\u{3000}", // ideographic spaces
+        ] {
+            assert_eq!(normalize(spelling), alice, "{spelling:?}");
+        }
+        // NFC and NFD of one name.
+        assert_eq!(normalize("jos\u{e9}"), normalize("jose\u{301}"));
+        assert_eq!(normalize("JOS\u{c9}"), normalize("jose\u{301}"));
+        // Full case folding, not just lowercasing.
+        assert_eq!(normalize("STRASSE"), normalize("straße"));
+        assert_eq!(normalize("\u{212A}elvin"), normalize("kelvin")); // Kelvin sign
+        assert_eq!(normalize("\u{FB01}x"), normalize("fix")); // ligature fi
+        assert_eq!(normalize("ΣΊΣΥΦΟΣ"), normalize("σίσυφος"));
+        assert_eq!(normalize(" \t "), None);
+        assert_eq!(normalize("\u{200B}"), None);
+        // Different names stay different.
+        assert_ne!(normalize("alice"), normalize("alicé"));
+        assert_ne!(normalize("bob"), normalize("b0b"));
+    }
+
+    #[test]
+    fn folding_is_idempotent() {
+        for s in ["ǅemal", "ﬃ", "ᾳ", "İstanbul", "ΐ", "ŉ", "𝐀"] {
+            let once = fold(s);
+            assert_eq!(fold(&once), once, "{s:?}");
+        }
+    }
+}
