@@ -505,7 +505,11 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
             .map(ConfigureError::Config)
             .collect::<Vec<_>>()
     })?;
-    let plan = Plan::compile(&config);
+    let mut plan = Plan::compile(&config);
+    // A secret named by `env` is the VM's environment variable (WASI).
+    plan.key_secret =
+        config::installation::resolve_key_secret(&config, |name| std::env::var(name).ok())
+            .map_err(|e| vec![ConfigureError::Config(e)])?;
     let store = SharedData;
     let resolved = lanes::register(
         &store,

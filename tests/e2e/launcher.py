@@ -97,12 +97,13 @@ def _config_string(configuration: dict | str) -> str:
 
 
 def wasm_filter(name: str, wasm: Path | str, configuration: dict | str | None, *,
-                vm_id: str | None = None, failure_policy: str | None = None) -> dict:
+                vm_id: str | None = None, failure_policy: str | None = None,
+                env: dict | None = None) -> dict:
     """An envoy.filters.http.wasm filter running `wasm` in V8, root_id `name`,
     its configuration (a dict, sent as JSON, or a string, sent as it is) as a
     StringValue. vm_id defaults to `name`: filters of one Envoy that name the
     same vm_id and code share a VM (VMs are per process, never shared between
-    Envoys)."""
+    Envoys). `env`: environment variables of the VM (the key secret)."""
     config: dict = {
         "name": name,
         "root_id": name,
@@ -112,6 +113,8 @@ def wasm_filter(name: str, wasm: Path | str, configuration: dict | str | None, *
             "code": {"local": {"filename": str(wasm)}},
         },
     }
+    if env:
+        config["vm_config"]["environment_variables"] = {"key_values": env}
     if configuration is not None:
         config["configuration"] = {
             "@type": "type.googleapis.com/google.protobuf.StringValue",
@@ -128,9 +131,11 @@ def wasm_filter(name: str, wasm: Path | str, configuration: dict | str | None, *
     }
 
 
-def ratebound_filter(configuration: dict | str, wasm: Path | str = WASM) -> dict:
+def ratebound_filter(configuration: dict | str, wasm: Path | str = WASM,
+                     env: dict | None = None) -> dict:
     """The ratebound filter as the tests run it: a VM that fails is reloaded."""
-    return wasm_filter("ratebound", wasm, configuration, failure_policy="FAIL_RELOAD")
+    return wasm_filter("ratebound", wasm, configuration, failure_policy="FAIL_RELOAD",
+                       env=env)
 
 
 ROUTER = {
@@ -200,6 +205,7 @@ class Envoy:
     drain_time_s, log_level, component_log_level, new_session: the process's
     config_yaml        YAML Envoy merges into the bootstrap (--config-yaml),
                        e.g. envoy-demo/stats-tags.yaml's text
+    vm_env             environment variables of the Wasm VM (vm_config.environment_variables)
     """
 
     def __init__(
@@ -227,6 +233,7 @@ class Envoy:
         component_log_level: str | None = "wasm:debug",
         new_session: bool = False,
         config_yaml: str | None = None,
+        vm_env: dict | None = None,
     ) -> None:
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -256,6 +263,7 @@ class Envoy:
         self.component_log_level = component_log_level
         self.new_session = new_session
         self.config_yaml = config_yaml
+        self.vm_env = vm_env
         # Ports the caller chose are kept on a retry; free ones are picked anew.
         self._fixed_ports = port is not None or admin_port is not None
         self.port = port if port is not None else free_port()
@@ -272,7 +280,7 @@ class Envoy:
 
     # ---- configuration -------------------------------------------------
     def _http_filters(self, filter_config: dict | str | None) -> list[dict]:
-        return [ratebound_filter(filter_config, self.wasm) if f == RATEBOUND else f
+        return [ratebound_filter(filter_config, self.wasm, self.vm_env) if f == RATEBOUND else f
                 for f in self.http_filters] + [ROUTER]
 
     def _routes(self) -> list[dict]:

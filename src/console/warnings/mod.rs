@@ -9,12 +9,14 @@
 //! - [`routes`]: a route never reached, without bounds, or bounding only some;
 //! - [`bounds`]: a bound another always refuses before, and the per-node note;
 //! - [`operations`]: an operation its route's `match` never lets through;
-//! - [`counters`]: how many counters a route's operation bounds can hold.
+//! - [`counters`]: how many counters a route's operation bounds can hold;
+//! - [`signin`]: sign-in routes, and keys sent to the service without a secret.
 
 mod bounds;
 mod counters;
 mod operations;
 mod routes;
+mod signin;
 #[cfg(test)]
 mod tests;
 
@@ -61,6 +63,10 @@ pub enum Code {
     Fleet,
     /// A configuration with no routes: the filter counts and refuses nothing.
     NoRoutes,
+    /// Keys sent to the rate-limit service are hashed without a secret.
+    NoKeySecret,
+    /// A sign-in route (account in the body) that takes every method.
+    SignInAnyMethod,
 }
 
 impl Code {
@@ -77,6 +83,8 @@ impl Code {
             Code::Installation => "installation",
             Code::Fleet => "fleet",
             Code::NoRoutes => "no-routes",
+            Code::NoKeySecret => "no-key-secret",
+            Code::SignInAnyMethod => "sign-in-any-method",
         }
     }
 
@@ -150,6 +158,8 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
                 .into(),
         });
     }
+    out.extend(signin::no_key_secret(plan));
+    out.extend(plan.routes.iter().filter_map(signin::any_method));
     // Installation and fleet bounds: the per-node reading does not apply;
     // theirs does.
     let cluster = plan.service.as_ref().map_or("", |s| s.cluster.as_str());

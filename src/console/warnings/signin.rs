@@ -1,0 +1,48 @@
+//! Sign-in routes and the keys sent to the rate-limit service: what would
+//! refuse honest requests or let Redis give accounts away.
+
+use super::{about_route, route_path, Code, Warning};
+use crate::config::plan::{Plan, Route};
+
+/// A configuration whose keys for the service are hashed without a secret.
+pub fn no_key_secret(plan: &Plan) -> Option<Warning> {
+    let service = plan.service.as_ref()?;
+    if service.key_secret.is_some() {
+        return None;
+    }
+    let route = plan.routes.first()?;
+    Some(Warning {
+        path: "$.rate_limit_service".into(),
+        ..about_route(
+            Code::NoKeySecret,
+            String::new(),
+            route,
+            format!(
+                "no \"key_secret\": the keys callers are counted under in Redis are hashed with \
+                 the domain {:?} alone, which is no secret: anyone who can read Redis can hash a \
+                 list of account names or addresses and find them. Add \"key_secret\": \
+                 {{\"env\": \"RATEBOUND_KEY_SECRET\"}} and give every Envoy the same value \
+                 (docs/sign-in.md)",
+                service.domain
+            ),
+        )
+    })
+}
+
+/// A sign-in route that takes every method: a `GET` of the sign-in page
+/// names no account, and is refused.
+pub fn any_method(route: &Route) -> Option<Warning> {
+    let account = route.account.as_ref()?;
+    let body = account.header.is_none();
+    (body && route.matching.methods.is_empty() && !route.installation.is_empty()).then(|| {
+        about_route(
+            Code::SignInAnyMethod,
+            format!("{}.match", route_path(route)),
+            route,
+            "a sign-in route whose account is in the body takes every method: any request \
+             without that body (a GET of the sign-in page, a CORS preflight) names no account \
+             and is refused with 400. Add \"methods\": [\"POST\"] to its match"
+                .into(),
+        )
+    })
+}
