@@ -195,6 +195,10 @@ for k, v in {"@ROOT@": root, "@LISTEN_PORT@": lport, "@ADMIN_PORT@": aport,
 open(out, "w").write(text)
 PY
 }
+# Both Envoys hash the keys they send the service with one secret (the
+# configuration's "key_secret": {"env": "RATEBOUND_KEY_SECRET"}): a fresh
+# one per demo run, unless one is given.
+export RATEBOUND_KEY_SECRET="${RATEBOUND_KEY_SECRET:-$("$PY" -c 'import secrets; print(secrets.token_hex(16))')}"
 ENVOY_PIDS=()
 ENVOY_T0=()
 ENVOY_S=()

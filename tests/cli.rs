@@ -845,10 +845,41 @@ fn check_says_how_much_of_the_key_budget_a_configuration_uses_and_refuses_more()
 }
 
 const SIGN_IN: &str = r#"{"instance":"signin",
-  "rate_limit_service":{"cluster":"rls","domain":"signin"},
-  "routes":[{"name":"login","account":{"json":"username"},"bounds":[
+  "rate_limit_service":{"cluster":"rls","domain":"signin","key_secret":{"env":"RB_SECRET"}},
+  "routes":[{"name":"login","match":{"methods":["POST"]},"account":{"json":"username"},"bounds":[
     {"name":"addr","per":"address","limit":30,"window":"PT1M"},
     {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]}]}"#;
+
+#[test]
+fn a_sign_in_route_without_a_secret_or_a_method_is_warned_about() {
+    let loose = SIGN_IN
+        .replace(r#","key_secret":{"env":"RB_SECRET"}"#, "")
+        .replace(r#""match":{"methods":["POST"]},"#, "");
+    let cfg = file("signin-loose.json", loose.as_bytes());
+    let r = run(&["check", "--strict", &cfg], None);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(
+        r.out
+            .contains("warning[no-key-secret]: $.rate_limit_service"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out
+            .contains("warning[sign-in-any-method]: $.routes[0].match"),
+        "{}",
+        r.out
+    );
+    let r = run(
+        &[
+            "check",
+            "--strict",
+            &file("signin.json", SIGN_IN.as_bytes()),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.out);
+}
 
 #[test]
 fn rls_config_prints_the_services_configuration_and_check_compares_it() {
@@ -878,7 +909,7 @@ fn rls_config_prints_the_services_configuration_and_check_compares_it() {
 #[test]
 fn an_installation_bound_without_a_service_or_with_an_odd_window_is_an_error() {
     let no_service = SIGN_IN.replace(
-        r#""rate_limit_service":{"cluster":"rls","domain":"signin"},"#,
+        r#""rate_limit_service":{"cluster":"rls","domain":"signin","key_secret":{"env":"RB_SECRET"}},"#,
         "",
     );
     let r = run(&["check", "-"], Some(no_service.as_bytes()));

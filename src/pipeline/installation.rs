@@ -179,7 +179,9 @@ impl<'p> Worker<'p> {
             let id = lock_id(self.limiter.service_keys, b, caller);
             let until =
                 match locks::until(host.store(), &locks::slot_key(&plan.instance, id), id, now) {
-                    Ok(u) => u?,
+                    Ok(Some(until)) => until,
+                    Ok(None) => continue,
+                    // Not known to be locked: the service decides.
                     Err(e) => {
                         host.count(super::Stat::StoreError);
                         host.log(Level::Warn, &format!("ratebound: lock table: {e}"));
@@ -203,7 +205,7 @@ impl<'p> Worker<'p> {
                     quota: Quota {
                         limit: b.limit,
                         remaining: 0,
-                        reset_ms: until - now,
+                        reset_ms: until.saturating_sub(now),
                     },
                     style: plan.style,
                 },

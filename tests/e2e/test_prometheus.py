@@ -170,6 +170,7 @@ def test_prometheus_labels_for_instance_route_and_bound(envoy, upstream, tmp_pat
     # Every ratebound series carries exactly the labels its kind should.
     per_instance = {"store_errors", "identity_errors", "session_calls", "session_cache_hits",
                     "jwt_cache_hits", "store_reads_saved", "store_stale_guesses",
+                    "accounts_unreadable", "rls_calls_saved", "rls_no_limit",
                     "rls_latency_ms_bucket", "rls_latency_ms_count", "rls_latency_ms_sum"}
     for name, labels in series:
         if not name.startswith("ratebound_"):

@@ -721,3 +721,56 @@ fn keys_sent_to_the_service_take_the_installation_secret() {
     assert_eq!(a, key(&with("0123456789abcdef")), "every Envoy alike");
     assert_ne!(a, key(&with("0123456789abcdeF")));
 }
+
+#[test]
+fn a_lock_on_any_of_the_requests_bounds_refuses_without_a_call() {
+    // Two installation bounds: per account, and per address.
+    let cfg = json_login().replace(
+        r#"{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}"#,
+        r#"{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"},
+           {"name":"from","per":"address","scope":"installation","limit":9,"window":"PT1M"}"#,
+    );
+    let mut host = sign_in("");
+    let f = Filter::new(&host.store, &cfg).unwrap();
+    // The address is at its limit (the account is not).
+    let both = |second: (i32, u32)| {
+        proto::RateLimitResponse {
+            overall_code: 1,
+            statuses: [(1, 3), second]
+                .iter()
+                .map(|&(code, remaining)| proto::DescriptorStatus {
+                    code,
+                    current_limit: Some(proto::RateLimit {
+                        requests_per_unit: 9,
+                        unit: 2,
+                        name: String::new(),
+                    }),
+                    limit_remaining: remaining,
+                    duration_until_reset: Some(proto::Duration {
+                        seconds: 30,
+                        nanos: 0,
+                    }),
+                })
+                .collect(),
+        }
+        .encode_to_vec()
+    };
+    let h = attempt(&f, &mut host, T0, "gina", &both((1, 0)));
+    assert_eq!(h.service_calls.len(), 1);
+    assert!(
+        h.replies.is_empty(),
+        "admitted: it took the address's last one"
+    );
+    // Another account from the same address: the address is locked.
+    let h = attempt(&f, &mut host, T0 + 1_000, "hugo", &both((1, 5)));
+    assert!(
+        h.service_calls.is_empty(),
+        "the second bound's lock refuses"
+    );
+    assert_eq!(h.replies[0].status, 429);
+    assert!(
+        h.replies[0].body.contains(r#""bound":"from""#),
+        "{}",
+        h.replies[0].body
+    );
+}
