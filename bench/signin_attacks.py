@@ -29,16 +29,11 @@ import benchlib as bl  # noqa: E402
 import engines  # noqa: E402 - tests/e2e, on sys.path through benchlib
 from harness import Upstream, addr  # noqa: E402
 from launcher import grpc_cluster  # noqa: E402
+from engines import clear_of_minute_end  # noqa: E402
 from signin_shapes import SHAPES, account_for, config, plain  # noqa: E402
 
 SECRET = {"RATEBOUND_KEY_SECRET": "bench-secret-0123456789abcdef"}
 STAT = "wasmcustom.ratebound.attack"
-
-
-def clear_of_minute_end(margin_s: float) -> None:
-    left = 60 - time.time() % 60
-    if left < margin_s:
-        time.sleep(left + 0.2)
 
 
 class Setup:

@@ -44,6 +44,16 @@ def rls_yaml(cfg: dict, folder: Path) -> str:
     return out.stdout
 
 
+def clear_of_minute_end(margin_s: float = 8.0) -> None:
+    """The service's windows are clock minutes: keep a trial inside one
+    (waits for the next minute when fewer than `margin_s` seconds are left)."""
+    import time
+
+    left = 60 - time.time() % 60
+    if left < margin_s:
+        time.sleep(left + 0.2)
+
+
 # RateLimitResponse.Code
 UNKNOWN, OK, OVER_LIMIT = 0, 1, 2
 # envoy.type.v3.RateLimitUnit

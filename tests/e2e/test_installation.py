@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from harness import free_port, request
-from engines import rls_yaml
+from engines import clear_of_minute_end, rls_yaml
 from launcher import grpc_cluster
 
 RL = ("ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "retry-after")
@@ -40,7 +40,6 @@ def config(*, on_error="deny", account=None, limit=5, window="PT1M", node_limit=
     }
 
 
-
 def login(port, account=None, src="127.0.0.1", body=None, headers=None, timeout=10.0):
     if body is None:
         body = json.dumps({"username": account, "password": "x"}).encode()
@@ -48,13 +47,6 @@ def login(port, account=None, src="127.0.0.1", body=None, headers=None, timeout=
     h.update(headers or {})
     return request(port, "/up/login", src=src, method="POST", body=body, headers=h,
                    timeout=timeout)
-
-
-def clear_of_minute_end(margin_s: float = 8.0) -> None:
-    """The service's windows are clock minutes: keep a trial inside one."""
-    left = 60 - time.time() % 60
-    if left < margin_s:
-        time.sleep(left + 0.2)
 
 
 def no_panic(*envoys):

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 
-from engines import rls_yaml
+from engines import clear_of_minute_end, rls_yaml
 from harness import addr
 from launcher import grpc_cluster
 from signin_shapes import HEADER_PATH, JSON_PATH, SHAPES, Req, account_for, config, plain
@@ -22,13 +22,6 @@ from signin_shapes import HEADER_PATH, JSON_PATH, SHAPES, Req, account_for, conf
 SECRET = {"RATEBOUND_KEY_SECRET": "e2e-secret-0123456789abcdef"}
 KEYED = {"env": "RATEBOUND_KEY_SECRET"}
 STAT = "wasmcustom.ratebound.attack"
-
-
-def clear_of_minute_end(margin_s: float) -> None:
-    """The service's windows are clock minutes: keep a trial inside one."""
-    left = 60 - time.time() % 60
-    if left < margin_s:
-        time.sleep(left + 0.2)
 
 
 def start(envoy_factory, rate_limit_service, upstream, tmp_path, cfg, n=2, env=SECRET,

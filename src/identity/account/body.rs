@@ -82,22 +82,17 @@ fn decode_form(raw: &[u8]) -> Result<String, Unreadable> {
         match b {
             b'+' => out.push(b' '),
             b'%' => {
-                let mut digit = || it.next().and_then(|d| hex(*d)).ok_or(Unreadable::Malformed);
+                let mut digit = || {
+                    it.next()
+                        .and_then(|d| char::from(*d).to_digit(16))
+                        .ok_or(Unreadable::Malformed)
+                };
                 let hi = digit()?;
                 let lo = digit()?;
-                out.push(hi << 4 | lo);
+                out.push((hi << 4 | lo) as u8);
             }
             _ => out.push(b),
         }
     }
     String::from_utf8(out).map_err(|_| Unreadable::NotUtf8)
-}
-
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }

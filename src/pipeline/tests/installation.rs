@@ -524,21 +524,34 @@ fn a_worker_whose_memory_is_stale_still_never_calls_for_a_node_refusal() {
 /// An answer for one descriptor: `code`, `remaining`, `reset_s` seconds to
 /// the window's end, and the limit the service applied (`None`: none).
 fn answer_with(code: i32, remaining: u32, reset_s: i64, limit: Option<u32>) -> Vec<u8> {
+    answer_for(&[(code, remaining)], reset_s, limit)
+}
+
+/// An answer: per descriptor (code, remaining), each with `limit` a minute
+/// and `reset_s` to the window's end (`None`: no limit applied).
+fn answer_for(statuses: &[(i32, u32)], reset_s: i64, limit: Option<u32>) -> Vec<u8> {
     proto::RateLimitResponse {
-        overall_code: code,
-        statuses: vec![proto::DescriptorStatus {
-            code,
-            current_limit: limit.map(|l| proto::RateLimit {
-                requests_per_unit: l,
-                unit: 2,
-                name: String::new(),
-            }),
-            limit_remaining: remaining,
-            duration_until_reset: limit.map(|_| proto::Duration {
-                seconds: reset_s,
-                nanos: 0,
-            }),
-        }],
+        overall_code: if statuses.iter().any(|(c, _)| *c == 2) {
+            2
+        } else {
+            1
+        },
+        statuses: statuses
+            .iter()
+            .map(|&(code, remaining)| proto::DescriptorStatus {
+                code,
+                current_limit: limit.map(|l| proto::RateLimit {
+                    requests_per_unit: l,
+                    unit: 2,
+                    name: String::new(),
+                }),
+                limit_remaining: remaining,
+                duration_until_reset: limit.map(|_| proto::Duration {
+                    seconds: reset_s,
+                    nanos: 0,
+                }),
+            })
+            .collect(),
     }
     .encode_to_vec()
 }
@@ -733,28 +746,7 @@ fn a_lock_on_any_of_the_requests_bounds_refuses_without_a_call() {
     let mut host = sign_in("");
     let f = Filter::new(&host.store, &cfg).unwrap();
     // The address is at its limit (the account is not).
-    let both = |second: (i32, u32)| {
-        proto::RateLimitResponse {
-            overall_code: 1,
-            statuses: [(1, 3), second]
-                .iter()
-                .map(|&(code, remaining)| proto::DescriptorStatus {
-                    code,
-                    current_limit: Some(proto::RateLimit {
-                        requests_per_unit: 9,
-                        unit: 2,
-                        name: String::new(),
-                    }),
-                    limit_remaining: remaining,
-                    duration_until_reset: Some(proto::Duration {
-                        seconds: 30,
-                        nanos: 0,
-                    }),
-                })
-                .collect(),
-        }
-        .encode_to_vec()
-    };
+    let both = |second: (i32, u32)| answer_for(&[(1, 3), second], 30, Some(9));
     let h = attempt(&f, &mut host, T0, "gina", &both((1, 0)));
     assert_eq!(h.service_calls.len(), 1);
     assert!(
