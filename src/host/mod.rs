@@ -65,6 +65,8 @@ struct Root {
     synced_ms: u64,
     /// The fleet sync failed at its last call (logged once until it answers).
     sync_failing: bool,
+    /// This node's id for the fleet heartbeat (read at the first sync).
+    node: String,
 }
 
 /// A configuration in force: the limiter, its stats, the session cache.
@@ -88,7 +90,20 @@ impl Context for Root {
     fn on_http_call_response(&mut self, token: u32, headers: usize, body: usize, trailers: usize) {
         let status = rls_status(headers, trailers);
         match self.syncs.remove(&token) {
-            Some((active, batch)) => self.synced(&active, &batch, status, body),
+            Some((active, batch)) => {
+                // A timeout (Envoy's 504) or a call cut without an answer
+                // may have been counted: told apart from a service that
+                // was never reached (a 503, or an error it answered).
+                let status = if headers == 0
+                    || map_value(MapType::HttpCallResponseHeaders, ":status").as_deref()
+                        == Some("504")
+                {
+                    crate::rls::GrpcCode::DeadlineExceeded.number()
+                } else {
+                    status
+                };
+                self.synced(&active, &batch, status, body)
+            }
             None => self.warm_up_answered(status),
         }
     }
@@ -229,7 +244,23 @@ impl Root {
             housekept_ms: 0,
             synced_ms: 0,
             sync_failing: false,
+            node: String::new(),
         }
+    }
+
+    /// The node's stable id: Envoy's node id, the same for every run of
+    /// the node, so a restart is not counted as one more node. Without one,
+    /// this run's random id (each restart then counts until its minute ends).
+    fn node_id(&mut self) -> &str {
+        if self.node.is_empty() {
+            let id = hostcalls::get_property(vec!["node", "id"])
+                .ok()
+                .flatten()
+                .and_then(|b| String::from_utf8(b).ok())
+                .filter(|id| !id.is_empty() && id.len() <= 256);
+            self.node = id.unwrap_or_else(|| format!("run-{:016x}", self.me));
+        }
+        &self.node
     }
 
     /// Every `sync_ms`, if this context holds the node's lease: sends every
@@ -255,7 +286,8 @@ impl Root {
         if let Some(n) = record.nodes(now) {
             active.metrics.fleet_nodes(n);
         }
-        let (batches, errors) = fleet_sync::collect(&store, &active.limiter, &record, now);
+        let node = self.node_id().to_string();
+        let (batches, errors) = fleet_sync::collect(&store, &active.limiter, &record, &node, now);
         for e in errors {
             active.metrics.store_error();
             log(LogLevel::Warn, &format!("ratebound fleet sync: {e}"));

@@ -90,13 +90,20 @@ struct Node {
     host: MockHost,
     filter: Filter,
     me: u64,
+    /// Its stable node id (the heartbeat's own key).
+    id: String,
 }
 
 impl Node {
     fn new(json: &str, me: u64) -> Node {
         let host = MockHost::new(T0);
         let filter = Filter::new(&host.store, json).unwrap();
-        Node { host, filter, me }
+        Node {
+            host,
+            filter,
+            me,
+            id: format!("node-{me}"),
+        }
     }
 
     /// One request from `address`: admitted?
@@ -119,7 +126,7 @@ impl Node {
         else {
             return Vec::new();
         };
-        let (batches, errors) = fleet_sync::collect(&self.host.store, lim, &record, now);
+        let (batches, errors) = fleet_sync::collect(&self.host.store, lim, &record, &self.id, now);
         assert!(errors.is_empty(), "{errors:?}");
         batches
             .iter()
@@ -201,12 +208,12 @@ fn one_node_alone_with_the_load_may_use_the_whole_budget() {
 fn without_the_service_each_node_takes_its_share_then_converges() {
     let mut nodes = fleet(3, &config(300, "address"));
     let mut service = Service::default();
-    // The nodes learn there are three of them.
-    for n in nodes.iter_mut() {
-        n.sync(&mut service, T0);
-    }
-    for n in nodes.iter_mut() {
-        n.sync(&mut service, T0 + 200);
+    // The nodes learn there are three of them (a sync asks each node's own
+    // key, the next adds its 1, the one after reads the count).
+    for t in [T0, T0 + 200, T0 + 300] {
+        for n in nodes.iter_mut() {
+            n.sync(&mut service, t);
+        }
     }
     service.down = true;
     let admitted = run(&mut nodes, &mut service, "10.0.0.3", 300, T0 + 400, 6_000);
@@ -228,6 +235,9 @@ fn a_failed_sync_sends_its_hits_again() {
     let mut service = Service::default();
     let node = &mut nodes[0];
     node.sync(&mut service, T0);
+    // A key new to the node: one admission, then its first answer.
+    assert!(node.hit("10.0.0.4", T0 + 5));
+    node.sync(&mut service, T0 + 9);
     for k in 0..5 {
         assert!(node.hit("10.0.0.4", T0 + 10 + k));
     }
@@ -238,7 +248,7 @@ fn a_failed_sync_sends_its_hits_again() {
     ));
     service.down = false;
     node.sync(&mut service, T0 + 400);
-    assert_eq!(service.added, 5);
+    assert_eq!(service.added, 6);
 }
 
 #[test]
@@ -273,8 +283,9 @@ fn ten_thousand_callers_are_cut_into_bounded_calls() {
         crate::count::slots::tracked(&node.host.store, &node.filter.limiter.lanes[0][0]).unwrap();
     node.sync(&mut service, T0 + 2_000);
     let keys: usize = service.calls.iter().sum();
-    // Every tracked key, the overflow counter and the heartbeat.
-    assert_eq!(keys, tracked as usize + 2, "{:?}", service.calls);
+    // Every tracked key, the overflow counter, the heartbeat and the
+    // node's own key.
+    assert_eq!(keys, tracked as usize + 3, "{:?}", service.calls);
     assert!(service.calls.iter().all(|&n| n <= MAX_DESCRIPTORS));
     // The callers past the cap share one counter and one limit: alone
     // before any answer, 5 / 3 nodes of it.
@@ -296,10 +307,10 @@ fn a_service_without_the_domain_is_a_failed_sync() {
     let record = fleet_sync::claim(&node.host.store, lim, (1, 1), T0 + 1)
         .unwrap()
         .unwrap();
-    let (batches, _) = fleet_sync::collect(&node.host.store, lim, &record, T0 + 1);
+    let (batches, _) = fleet_sync::collect(&node.host.store, lim, &record, "n", T0 + 1);
     let none = proto::RateLimitResponse {
         overall_code: 1,
-        statuses: vec![proto::DescriptorStatus::default(); 2],
+        statuses: vec![proto::DescriptorStatus::default(); 3],
     }
     .encode_to_vec();
     let (settled, _) =
@@ -385,7 +396,7 @@ fn a_sync_call_may_take_a_sync_period_not_a_requests_timeout() {
     let record = fleet_sync::claim(&nodes[0].host.store, lim, (1, 1), T0)
         .unwrap()
         .unwrap();
-    let (mut batches, _) = fleet_sync::collect(&nodes[0].host.store, lim, &record, T0);
+    let (mut batches, _) = fleet_sync::collect(&nodes[0].host.store, lim, &record, "n", T0);
     let call = batches[0].call(&lim.plan).unwrap();
     // timeout_ms is the default 100, sync_ms 200.
     assert_eq!((call.cluster, call.timeout_ms), ("rls", 200));
