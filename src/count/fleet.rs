@@ -122,7 +122,8 @@ pub struct FleetCounts {
     pub nodes: u32,
     /// Hits of syncs that timed out in `win`: the service may have counted
     /// them, so they are never sent again (no double count) and weigh here
-    /// at full weight until the window rolls (module doc).
+    /// at full weight until the next answer, which settles them
+    /// ([`FleetCounts::apply_answer`]), or the window rolls.
     pub doubt: u32,
 }
 
@@ -330,8 +331,17 @@ impl FleetCounts {
         self.nodes = nodes;
         let placed = if self.win == sync.win {
             // The service only adds within a window: the larger count is
-            // the later one, and it includes anything unplaced.
-            self.cur = self.cur.max(fleet_count);
+            // the later one, and it includes anything unplaced. Hits in
+            // doubt are settled too: the count is at least the last one
+            // plus every hit this node sent since (counted or not, this
+            // node knows it admitted them), and if the service did count
+            // them they are in its count, not twice.
+            let known = self
+                .cur
+                .saturating_add(self.doubt)
+                .saturating_add(sync.hits);
+            self.cur = self.cur.max(fleet_count).max(known);
+            self.doubt = 0;
             self.unplaced = 0;
             Placed::Current
         } else if self.win == sync.win.saturating_add(1) {
@@ -350,11 +360,12 @@ impl FleetCounts {
     /// the next sync, those still young enough to weigh.
     /// `Failure::MaybeCounted` (a timeout, a reset after sending): the
     /// service may have counted them, so they are not sent again but weigh
-    /// here at full weight (`doubt`) until their window is the previous one,
-    /// where they are folded into `prev`. Re-sending would count them twice
-    /// at the service for every node; keeping them here only over-counts on
-    /// this node, and if the call was in fact lost, the other nodes
-    /// under-count them (docs/fleet.md, "Failed syncs").
+    /// here at full weight (`doubt`) until the next answer in their window
+    /// (its count is then at least the last one plus them: counted once
+    /// either way) or until their window is the previous one, where they
+    /// are folded into `prev`. Re-sending would count them twice at the
+    /// service for every node; if the call was in fact lost, only the other
+    /// nodes under-count them (docs/fleet.md, "Failed syncs").
     pub fn sync_failed(
         &mut self,
         rate: Rate,
@@ -964,6 +975,96 @@ mod tests {
         assert_eq!(admit(&b, &mut s, 12_000, 10), 2);
         assert_eq!(admit(&b, &mut s, 12_999, 10), 0);
         assert_eq!(admit(&b, &mut s, 13_500, 10), 1, "½ × 2 last window");
+    }
+
+    /// Issue 22's synchronised burst: every node answered at a count of 3,
+    /// then 400 requests on each at once. Each admits (300 − 3) / 3.
+    #[test]
+    fn each_node_admits_its_share_of_what_was_left_until_its_next_answer() {
+        let b = FleetRate {
+            rate: Rate {
+                limit: 300,
+                window_ms: 60_000,
+            },
+            ..bound(300, 3)
+        };
+        let now = 600_100;
+        let mut total = 0;
+        for _ in 0..3 {
+            let mut s = FleetCounts::default();
+            let sync = s.take_unsynced(b.rate, now).unwrap();
+            s.apply_answer(b.rate, sync, 3, now, 3).unwrap();
+            total += admit(&b, &mut s, now + 1, 400);
+            // The refusal for the share: retry after a sync.
+            let FleetVerdict::Refuse { quota, .. } = b.decide(s, now + 2) else {
+                panic!()
+            };
+            assert_eq!(quota.reset_ms, b.sync_ms);
+        }
+        assert_eq!(total, 3 * 99);
+        // The estimate alone (the rule before) let each take all 297.
+        let before = FleetRate {
+            guard: Guard::Estimate,
+            ..b
+        };
+        let mut s = FleetCounts::default();
+        let sync = s.take_unsynced(b.rate, now).unwrap();
+        s.apply_answer(b.rate, sync, 3, now, 3).unwrap();
+        assert_eq!(admit(&before, &mut s, now + 1, 400), 297);
+    }
+
+    #[test]
+    fn a_key_never_answered_takes_a_syncs_worth_of_its_share_while_the_service_answers() {
+        let minute = |nodes| FleetRate {
+            rate: Rate {
+                limit: 300,
+                window_ms: 60_000,
+            },
+            sync_ms: 200,
+            ..bound(300, nodes)
+        };
+        assert_eq!(minute(3).join_share(), 1);
+        let second = FleetRate {
+            rate: Rate {
+                limit: 100,
+                window_ms: 1_000,
+            },
+            ..bound(100, 3)
+        };
+        assert_eq!(second.join_share(), 3, "100 × 100 ms / 1 s / 3");
+        let mut s = FleetCounts::default();
+        assert_eq!(admit(&minute(3), &mut s, 600_000, 50), 1);
+        // The service down: nothing to wait for, the outage share.
+        let down = FleetRate {
+            down: true,
+            ..minute(3)
+        };
+        let mut s = FleetCounts::default();
+        assert_eq!(admit(&down, &mut s, 600_000, 500), 100);
+    }
+
+    /// A timed-out sync may have been counted: not sent again, weighed here
+    /// until the next answer, which counts it once whichever it was.
+    #[test]
+    fn hits_of_a_timed_out_sync_are_counted_once_either_way() {
+        let b = bound(100, 1);
+        for counted in [true, false] {
+            let mut s = FleetCounts::default();
+            synced(&b, &mut s, 10_000, 10);
+            admit(&b, &mut s, 10_010, 5);
+            let sync = s.take_unsynced(b.rate, 10_020).unwrap();
+            s.sync_failed(b.rate, sync, 10_120, Failure::MaybeCounted)
+                .unwrap();
+            assert_eq!((s.doubt, s.unsynced, s.local()), (5, 0, 5));
+            admit(&b, &mut s, 10_130, 2);
+            let next = s.take_unsynced(b.rate, 10_200).unwrap();
+            assert_eq!(next.hits, 2, "the 5 are not sent again");
+            // 3 more elsewhere; the 5 in the count or not.
+            let count = 10 + 3 + 2 + if counted { 5 } else { 0 };
+            s.apply_answer(b.rate, next, count, 10_210, 1).unwrap();
+            assert_eq!((s.doubt, s.local()), (0, 0));
+            assert_eq!(s.cur, if counted { 20 } else { 17 });
+        }
     }
 
     #[test]

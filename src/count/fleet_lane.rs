@@ -659,6 +659,34 @@ mod tests {
         );
     }
 
+    /// Issue 22's junk spray: thousands of keys of one hit each do not push
+    /// a busy key out of a capped sync.
+    #[test]
+    fn a_sync_takes_the_keys_with_most_to_send_first() {
+        let s = MemStore::new();
+        let big = Table {
+            buckets: 256,
+            per_bucket: 32,
+            cap: 4_000,
+        };
+        let l = lane(300, Some(big));
+        l.create_keys(&s).unwrap();
+        let now = 600_000;
+        for c in 1..3_000u64 {
+            hit(&s, &l, c * 7_919, 3, now);
+        }
+        for _ in 0..40 {
+            hit(&s, &l, 42, 3, now);
+        }
+        let mut all = scan(&s, &l, now + 1).unwrap();
+        assert_eq!(all.len(), 3_000);
+        all.sort_by_key(|c| c.order());
+        assert_eq!((all[0].caller, all[0].hits), (42, 40));
+        let taken = take_these(&s, &l, &all[..1], now + 1).unwrap();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(scan(&s, &l, now + 2).unwrap().len(), 2_999, "one in flight");
+    }
+
     #[test]
     fn an_entry_round_trips_through_its_bytes() {
         let e = Entry {
