@@ -46,10 +46,25 @@
 //! answer sent and received within W + 1 counts them or shows they are not
 //! there. Both choices over-count, never under.
 //!
-//! **No fresh answer** (the service is down, or the key is new to this
-//! node, or the node restarted): the node decides alone, at
-//! `limit / known nodes` of its own admissions (at least 1), and still
-//! within what it last knew of the fleet.
+//! **Between two answers** a node admits at most its share of what the
+//! fleet had left at the last one: `(limit − synced estimate) / nodes` (at
+//! least 1 while anything is left), whatever the estimate says. Every node
+//! holds to its own share, so however the requests line up (a burst on
+//! every node right after a sync) the nodes together admit about what was
+//! left, not once each. Past its share a node refuses with a wait of a
+//! sync: the next answer gives a new share.
+//!
+//! **No answer yet for the key** (the key is new to this node, or the node
+//! restarted) while the service answers: a sync's worth of its share,
+//! `limit × sync_ms / window / nodes` (at least 1), until the first answer
+//! says what the fleet has left. **No fresh answer** otherwise (the service
+//! is down): the node decides alone, at `limit / known nodes` of its own
+//! admissions (at least 1), and still within what it last knew of the
+//! fleet. The node count is the last one heard, however old.
+//!
+//! **A timed-out sync** may have been counted: its hits are not sent again
+//! (`doubt`) and the next answer in the window counts them once whichever
+//! it was (module [`FleetCounts::apply_answer`]).
 //!
 //! At most one sync per key is in flight ([`FleetCounts::take_unsynced`]
 //! returns `None` until it is answered or failed): answers then arrive in
@@ -120,6 +135,13 @@ pub struct FleetCounts {
     /// The nodes known when the last answer was applied: the share of what
     /// the fleet had left that this node may admit before the next answer.
     pub nodes: u32,
+    /// What the other nodes are taken to hold unsynced at the last answer:
+    /// the larger of what they synced since this node's previous answer and
+    /// (nodes − 1) × what this node sent with the last one. Counted against
+    /// what the fleet has left for the share: without it, a node answered
+    /// between the others' syncs takes a share of a budget they already
+    /// hold (up to (nodes − 1) / (2 × nodes) of it over, in a flood).
+    pub ahead: u32,
     /// Hits of syncs that timed out in `win`: the service may have counted
     /// them, so they are never sent again (no double count) and weigh here
     /// at full weight until the next answer, which settles them
@@ -340,6 +362,13 @@ impl FleetCounts {
                 .cur
                 .saturating_add(self.doubt)
                 .saturating_add(sync.hits);
+            // (A first answer has no previous count to take a rate from.)
+            let others = if self.answered_ms.is_some() {
+                fleet_count.saturating_sub(known)
+            } else {
+                0
+            };
+            self.ahead = others.max(nodes.saturating_sub(1).saturating_mul(sync.hits));
             self.cur = self.cur.max(fleet_count).max(known);
             self.doubt = 0;
             self.unplaced = 0;
@@ -445,22 +474,25 @@ impl FleetRate {
 
     /// What this node may still admit before its next answer: its share of
     /// what the fleet had left by the last answer, `(limit − estimate of the
-    /// synced counts) / nodes`, at least 1 while anything is left. Every
-    /// node holds to its own, so however their admissions line up (a burst
-    /// on every node right after a sync), together they admit at most what
-    /// was left, plus 1 a node for the rounding.
+    /// synced counts − what the others are taken to hold) / nodes`, at
+    /// least 1 while anything is left. Every node holds to its own, so
+    /// however their admissions line up (a burst on every node right after
+    /// a sync), together they admit about what was left, plus 1 a node for
+    /// the rounding.
     pub fn allowance(&self, s: &FleetCounts, now_ms: u64) -> u32 {
         let synced = Counts {
             win: s.win,
             cur: s.cur.saturating_add(s.unplaced).saturating_add(s.doubt),
             prev: s.prev,
         };
-        let left = self.rate.left(synced, now_ms);
-        if left == 0 {
-            0
-        } else {
-            (left / s.nodes.max(1)).max(1)
+        if self.rate.left(synced, now_ms) == 0 {
+            return 0;
         }
+        let held = Counts {
+            cur: synced.cur.saturating_add(s.ahead),
+            ..synced
+        };
+        (self.rate.left(held, now_ms) / s.nodes.max(1)).max(1)
     }
 
     /// The fleet estimate: last synced counts plus this node's unsynced
@@ -694,6 +726,21 @@ impl Record {
         let mut r = self;
         r.asked = minute;
         if own > 1 {
+            r.beat = minute;
+        }
+        r
+    }
+
+    /// A heartbeat call sent at `sent_ms` timed out: its 1 may have been
+    /// added, and its own key's 1 may have been (then taken as the first:
+    /// the node adds its 1 next).
+    pub fn maybe_beat(self, sent_ms: u64, beat: Beat) -> Record {
+        let minute = sent_ms / BEAT_MS;
+        let mut r = self;
+        if beat.ask {
+            r.asked = minute;
+        }
+        if beat.add {
             r.beat = minute;
         }
         r

@@ -9,7 +9,7 @@
 //! fleet's counts back, with compare-and-swap: requests and the sync write
 //! the same values.
 //!
-//! A known caller's entry (100 bytes) is decoded and rewritten in place in
+//! A known caller's entry (104 bytes) is decoded and rewritten in place in
 //! the bucket's bytes, as the node path does.
 
 use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Guard, Sent};
@@ -25,7 +25,7 @@ pub struct Entry {
     pub counts: FleetCounts,
 }
 
-const ENTRY: usize = 100;
+const ENTRY: usize = 104;
 const PENDING: u32 = 1;
 const ANSWERED: u32 = 2;
 
@@ -53,6 +53,7 @@ fn decode_entry(e: &[u8]) -> Entry {
             }),
             nodes: u32_at(e, 92),
             doubt: u32_at(e, 96),
+            ahead: u32_at(e, 100),
         },
     }
 }
@@ -93,6 +94,7 @@ fn encode_entry(e: &Entry) -> [u8; ENTRY] {
     put(&flags.to_le_bytes());
     put(&c.nodes.to_le_bytes());
     put(&c.doubt.to_le_bytes());
+    put(&c.ahead.to_le_bytes());
     out
 }
 
@@ -711,6 +713,7 @@ mod tests {
                 }),
                 nodes: 17,
                 doubt: 18,
+                ahead: 19,
             },
         };
         let bytes = encode(9, &[e, Entry::default()]);

@@ -278,6 +278,10 @@ impl Sim<'_> {
                     return;
                 };
                 let epoch = n.epoch;
+                // A node tracks (and syncs) only a key it has seen a request for.
+                if n.state == FleetCounts::default() {
+                    return;
+                }
                 if let Some(sent) = n.state.take_unsynced(rate, now) {
                     let reach = now + self.latency();
                     if self.down(reach) {

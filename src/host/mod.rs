@@ -91,17 +91,28 @@ impl Context for Root {
         let status = rls_status(headers, trailers);
         match self.syncs.remove(&token) {
             Some((active, batch)) => {
-                // A timeout (Envoy's 504) or a call cut without an answer
-                // may have been counted: told apart from a service that
-                // was never reached (a 503, or an error it answered).
-                let status = if headers == 0
-                    || map_value(MapType::HttpCallResponseHeaders, ":status").as_deref()
-                        == Some("504")
-                {
-                    crate::rls::GrpcCode::DeadlineExceeded.number()
-                } else {
-                    status
+                // A timeout or a call cut without an answer may have been
+                // counted: told apart from a service never reached. Envoy
+                // answers both as UNAVAILABLE for a gRPC call, its
+                // grpc-message says which ("upstream request timeout",
+                // "… connection failure …").
+                let header = |name| {
+                    (headers > 0)
+                        .then(|| map_value(MapType::HttpCallResponseHeaders, name))
+                        .flatten()
                 };
+                let message = (trailers > 0)
+                    .then(|| map_value(MapType::HttpCallResponseTrailers, "grpc-message"))
+                    .flatten()
+                    .or_else(|| header("grpc-message"))
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
+                let deadline = crate::rls::GrpcCode::DeadlineExceeded.number();
+                let timed_out = headers == 0
+                    || status == deadline
+                    || header(":status").as_deref() == Some("504")
+                    || message.contains("timeout");
+                let status = if timed_out { deadline } else { status };
                 self.synced(&active, &batch, status, body)
             }
             None => self.warm_up_answered(status),

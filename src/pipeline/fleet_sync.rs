@@ -333,6 +333,11 @@ pub fn settle<S: Store + ?Sized>(
                     r = r.asked(batch.sent_ms, own);
                 }
                 r = r.heard(batch.sent_ms, n, beat.add);
+            } else if let (Some(beat), Some(Failure::MaybeCounted)) = (batch.heartbeat, failure) {
+                // A heartbeat that may have been counted is not sent again
+                // (a node counted twice would shrink every share for two
+                // minutes; once missed, the last minute's count stands in).
+                r = r.maybe_beat(batch.sent_ms, beat);
             }
             r = if counts.is_ok() {
                 r.answered(now_ms)

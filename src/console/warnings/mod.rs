@@ -61,6 +61,9 @@ pub enum Code {
     Fleet,
     /// A configuration with no routes: the filter counts and refuses nothing.
     NoRoutes,
+    /// Fleet bounds without `fleet_nodes`: a node that starts while the
+    /// service is down takes the whole limit alone.
+    FleetNodes,
 }
 
 impl Code {
@@ -77,6 +80,7 @@ impl Code {
             Code::Installation => "installation",
             Code::Fleet => "fleet",
             Code::NoRoutes => "no-routes",
+            Code::FleetNodes => "fleet-nodes",
         }
     }
 
@@ -160,6 +164,7 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
             out.push(bounds::about(Code::Fleet, route, b, message));
         }
     }
+    out.extend(fleet_nodes_unset(plan));
     for route in &plan.routes {
         for b in &route.installation {
             out.push(Warning {
@@ -174,6 +179,30 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
         }
     }
     out
+}
+
+/// Fleet bounds without `fleet_nodes`: until the service has counted the
+/// nodes (a node started while it is down, or restarted then), each node
+/// takes `limit / 1` alone. The count once heard is kept (never this guess).
+fn fleet_nodes_unset(plan: &Plan) -> Option<Warning> {
+    let service = plan.service.as_ref()?;
+    let route = plan
+        .routes
+        .iter()
+        .find(|r| r.bounds.iter().any(|b| b.fleet.is_some()))?;
+    service.fleet_nodes.is_none().then(|| Warning {
+        code: Code::FleetNodes,
+        level: Code::FleetNodes.level(),
+        path: "$.rate_limit_service".into(),
+        route: route.index,
+        operation: None,
+        bound: None,
+        message: "fleet bounds without `fleet_nodes`: a node that starts while the rate-limit \
+                  service is down, before it has ever counted the nodes, admits each fleet \
+                  bound's whole limit alone; set it to the number of nodes you run (the count \
+                  the service gives is kept after, through outages)"
+            .into(),
+    })
 }
 
 /// The checks, per route: its own warnings, then its bounds', then each
