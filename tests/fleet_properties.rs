@@ -37,6 +37,7 @@ fn bound(limit: u32, window_ms: u64, nodes: u32) -> FleetRate {
         stale_ms: 2 * window_ms,
         sync_ms: window_ms / 10,
         down: false,
+        counted: true,
         guard: Guard::Shares,
     }
 }

@@ -220,8 +220,8 @@ pub fn fleet(
          counts it reconciles with the rate-limit service `{cluster}` every {sync_ms} ms (no \
          call per request). However the requests arrive, a node admits between two answers \
          at most its share of what the fleet had left at the last one, (limit − count) / \
-         nodes, and a key new to it (or a node just restarted) a sync's worth of its share \
-         until its first answer; past its share it refuses with Retry-After: {retry_s} (the \
+         nodes, and a key new to it (or a node just restarted) a tenth of its share until \
+         its first answer; past its share it refuses with Retry-After: {retry_s} (the \
          next answer gives a new share). Under steady load it may go over by up to about \
          2 × (nodes − 1) × each node's admissions a second × {sync_ms} ms, plus the sliding \
          estimate's own error; under the bursts of docs/fleet.md (\"Under attack\") by at \
@@ -241,7 +241,12 @@ pub fn fleet(
     );
     let over = 2.0 * (n64 - 1) as f64 * per_node * sync_ms as f64 / 1_000.0;
     let share = (limit / n64).max(1);
-    let join = (limit.saturating_mul(sync_ms) / ms.max(1) / n64).clamp(1, share);
+    let per_sync = limit.saturating_mul(sync_ms) / ms.max(1) / n64;
+    let join = if n64 <= 1 {
+        share
+    } else {
+        (share / 10).max(per_sync).clamp(1, share)
+    };
     let nodes_words = if n == 1 {
         "1 node".to_string()
     } else {

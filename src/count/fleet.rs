@@ -89,6 +89,9 @@ pub struct FleetRate {
     /// The service is down (its calls fail, none answered lately): a key
     /// never answered takes the outage share, there is no answer to wait for.
     pub down: bool,
+    /// `nodes` was counted by the service (not the configured guess): a
+    /// fleet of one counted is one, a guess of one may be wrong.
+    pub counted: bool,
     /// The per-answer share ([`Guard::Shares`]), or the estimate alone (the
     /// rule before issue 22: kept for the simulation's comparison).
     pub guard: Guard,
@@ -448,15 +451,23 @@ impl FleetRate {
     }
 
     /// What a key new to this node may admit before its first answer: a
-    /// sync's worth of its share (`limit × sync_ms / window / nodes`, at
-    /// least 1). The first answer comes within a sync and a call; a node
-    /// that restarted, or never saw the key, learns what the fleet has left
-    /// before admitting more.
+    /// tenth of its share, or a sync's worth of it if more (`limit ×
+    /// sync_ms / window / nodes`), at least 1; the whole share on a fleet of
+    /// one (no other node to have spent it). The first answer comes within
+    /// a sync and a call; a node that restarted, or never saw the key,
+    /// learns what the fleet has left before admitting more. A tenth: a new
+    /// caller's first requests pass (a page's worth), and a key new to
+    /// every other node costs the fleet at most a tenth of a share each.
     pub fn join_share(&self) -> u32 {
-        let n = u64::from(self.rate.limit).saturating_mul(self.sync_ms)
+        let share = self.share();
+        if self.nodes <= 1 && self.counted {
+            return share;
+        }
+        let per_sync = u64::from(self.rate.limit).saturating_mul(self.sync_ms)
             / self.rate.window_ms.max(1)
             / u64::from(self.nodes.max(1));
-        u32::try_from(n).unwrap_or(u32::MAX).clamp(1, self.share())
+        let per_sync = u32::try_from(per_sync).unwrap_or(u32::MAX);
+        (share / 10).max(per_sync).clamp(1, share)
     }
 
     /// Decides one more request: with the fleet counts when an answer is
@@ -620,7 +631,8 @@ pub struct Record {
     /// The minute this node's own key was last answered (0: never): from
     /// then on in that minute it knows whether its 1 is still to add.
     pub asked: u64,
-    /// When a sync call was last answered, and last failed (0: never).
+    /// When a sync call was last answered, and when calls started failing
+    /// since (0: never).
     pub answered_ms: u64,
     pub failed_ms: u64,
 }
@@ -732,16 +744,14 @@ impl Record {
     }
 
     /// A heartbeat call sent at `sent_ms` timed out: its 1 may have been
-    /// added, and its own key's 1 may have been (then taken as the first:
-    /// the node adds its 1 next).
+    /// added, so it is not added again. (An own key's 1 is asked again: if
+    /// it was counted, the node takes itself for counted this minute, and
+    /// the last minute's count stands in; taking it for the first instead
+    /// would count a node just restarted twice.)
     pub fn maybe_beat(self, sent_ms: u64, beat: Beat) -> Record {
-        let minute = sent_ms / BEAT_MS;
         let mut r = self;
-        if beat.ask {
-            r.asked = minute;
-        }
         if beat.add {
-            r.beat = minute;
+            r.beat = sent_ms / BEAT_MS;
         }
         r
     }
@@ -795,15 +805,20 @@ impl Record {
 
     pub fn failed(self, now_ms: u64) -> Record {
         Record {
-            failed_ms: now_ms,
+            failed_ms: if self.failed_ms > self.answered_ms {
+                self.failed_ms
+            } else {
+                now_ms.max(1)
+            },
             ..self
         }
     }
 
-    /// The service is down at `now`: the last call failed and none was
-    /// answered for `stale_ms`.
+    /// The service is down at `now`: calls have failed, none answered, for
+    /// `stale_ms` (a node's first call failing as it connects is not an
+    /// outage: its keys still wait for their first answer).
     pub fn down(&self, now_ms: u64, stale_ms: u64) -> bool {
-        self.failed_ms > self.answered_ms && now_ms.saturating_sub(self.answered_ms) > stale_ms
+        self.failed_ms > self.answered_ms && now_ms.saturating_sub(self.failed_ms) > stale_ms
     }
 }
 
@@ -842,6 +857,7 @@ mod tests {
             stale_ms: 1_000,
             sync_ms: 100,
             down: false,
+            counted: true,
             guard: Guard::Shares,
         }
     }
@@ -1070,17 +1086,19 @@ mod tests {
             sync_ms: 200,
             ..bound(300, nodes)
         };
-        assert_eq!(minute(3).join_share(), 1);
+        assert_eq!(minute(3).join_share(), 10, "a tenth of 300 / 3");
+        assert_eq!(minute(1).join_share(), 300, "a fleet of one");
         let second = FleetRate {
             rate: Rate {
                 limit: 100,
                 window_ms: 1_000,
             },
+            sync_ms: 200,
             ..bound(100, 3)
         };
-        assert_eq!(second.join_share(), 3, "100 × 100 ms / 1 s / 3");
+        assert_eq!(second.join_share(), 6, "100 × 200 ms / 1 s / 3");
         let mut s = FleetCounts::default();
-        assert_eq!(admit(&minute(3), &mut s, 600_000, 50), 1);
+        assert_eq!(admit(&minute(3), &mut s, 600_000, 50), 10);
         // The service down: nothing to wait for, the outage share.
         let down = FleetRate {
             down: true,
@@ -1175,6 +1193,34 @@ mod tests {
         assert_eq!(r.nodes(m + 30 * BEAT_MS), Some(3));
         // An answer from before the record's minute changes nothing.
         assert_eq!(r.heard(m, 9, true), r);
+    }
+
+    #[test]
+    fn the_service_is_down_once_calls_have_failed_for_a_while() {
+        let r = Record::default().failed(10_000);
+        assert!(!r.down(10_500, 800), "a first call failing as it connects");
+        assert!(r.down(10_801, 800));
+        let r = r.failed(10_600);
+        assert_eq!(r.failed_ms, 10_000, "failing since the first");
+        let r = r.answered(11_000);
+        assert!(!r.down(20_000, 800));
+        // A restarted node is asked for by its own key; a timed-out add is
+        // not added again.
+        let m = 10 * BEAT_MS;
+        let b = Record::default().beat(m);
+        assert_eq!((b.ask, b.add), (true, false));
+        let r = Record::default().asked(m, 2);
+        assert!(!r.beat_due(m), "an earlier run added its 1");
+        let r = Record::default().asked(m, 1);
+        assert_eq!(
+            r.beat(m + 1),
+            Beat {
+                add: true,
+                ask: false
+            }
+        );
+        let r = r.maybe_beat(m + 1, r.beat(m + 1));
+        assert!(!r.beat_due(m + 2));
     }
 
     #[test]

@@ -148,6 +148,8 @@ pub struct Known {
     pub nodes: u32,
     /// The service is down: no answer to wait for.
     pub down: bool,
+    /// `nodes` is the service's count, not the configured guess.
+    pub counted: bool,
 }
 
 /// The two-window counts a verdict carries for [`commit`](super::slots::commit)
@@ -198,12 +200,14 @@ pub fn prepare<S: Store + ?Sized>(
             stale_ms: fleet.stale_ms,
             sync_ms: fleet.sync_ms,
             down: false,
+            counted: true,
             guard: Guard::Shares,
         };
         if !counts.fresh(now_ms, fleet.stale_ms) {
             let k = known();
             rate.nodes = k.nodes;
             rate.down = k.down;
+            rate.counted = k.counted;
         }
         rate.decide(counts, now_ms)
     };
@@ -623,7 +627,11 @@ mod tests {
     /// Decides and commits one request; true when admitted.
     fn hit(s: &MemStore, l: &Lane, caller: u64, nodes: u32, now: u64) -> bool {
         // The service down: a new key takes the outage share.
-        let known = || Known { nodes, down: true };
+        let known = || Known {
+            nodes,
+            down: true,
+            counted: true,
+        };
         let d = prepare(s, l, FLEET, caller, caller ^ 1, &known, now).unwrap();
         if !d.prepared.verdict.admits() {
             return false;
@@ -645,6 +653,7 @@ mod tests {
         let up = || Known {
             nodes: 3,
             down: false,
+            counted: true,
         };
         let hit = |t| {
             let d = prepare(&s, &l, FLEET, 7, 8, &up, t).unwrap();
@@ -789,6 +798,7 @@ mod tests {
         let one = || Known {
             nodes: 1,
             down: true,
+            counted: true,
         };
         let d = prepare(&s, &l, FLEET, 5, 6, &one, now).unwrap();
         let Committed::Done(_) = commit(&s, &l, 5, &d.prepared).unwrap() else {

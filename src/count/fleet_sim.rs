@@ -386,6 +386,7 @@ pub fn fleet_sync(rate: Rate, nodes: usize, setup: &Setup, trace: &[Arrival]) ->
             stale_ms: setup.stale_ms(),
             sync_ms: setup.sync_ms,
             down: false,
+            counted: true,
             guard: setup.guard,
         },
         setup,

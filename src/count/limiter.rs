@@ -185,9 +185,11 @@ fn fleet_known<S: Store + ?Sized>(store: &S, f: &FleetKeys, now_ms: u64) -> flee
         .get(&f.record_key)
         .ok()
         .and_then(|(v, _)| crate::count::fleet::Record::decode(v.as_deref()?));
+    let counted = record.and_then(|r| r.nodes(now_ms));
     fleet_lane::Known {
-        nodes: record.and_then(|r| r.nodes(now_ms)).unwrap_or(f.nodes),
+        nodes: counted.unwrap_or(f.nodes),
         down: record.is_some_and(|r| r.down(now_ms, f.fleet.stale_ms)),
+        counted: counted.is_some(),
     }
 }
 

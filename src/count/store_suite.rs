@@ -334,6 +334,7 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
     let known = || Known {
         nodes: 2,
         down: true,
+        counted: true,
     };
     let t = 4_000_000;
     let hit = |now: u64| -> Result<bool, String> {

@@ -91,11 +91,11 @@ impl Context for Root {
         let status = rls_status(headers, trailers);
         match self.syncs.remove(&token) {
             Some((active, batch)) => {
-                // A timeout or a call cut without an answer may have been
-                // counted: told apart from a service never reached. Envoy
-                // answers both as UNAVAILABLE for a gRPC call, its
-                // grpc-message says which ("upstream request timeout",
-                // "… connection failure …").
+                // A failed call may have been counted (a timeout, a
+                // connection cut after sending) unless it clearly never
+                // reached the service. Envoy answers all of them as
+                // UNAVAILABLE for a gRPC call; its grpc-message says which
+                // ("… connection failure …", "no healthy upstream").
                 let header = |name| {
                     (headers > 0)
                         .then(|| map_value(MapType::HttpCallResponseHeaders, name))
@@ -107,12 +107,16 @@ impl Context for Root {
                     .or_else(|| header("grpc-message"))
                     .unwrap_or_default()
                     .to_ascii_lowercase();
-                let deadline = crate::rls::GrpcCode::DeadlineExceeded.number();
-                let timed_out = headers == 0
-                    || status == deadline
-                    || header(":status").as_deref() == Some("504")
-                    || message.contains("timeout");
-                let status = if timed_out { deadline } else { status };
+                let unreached = ["connection failure", "no healthy upstream", "overflow"]
+                    .iter()
+                    .any(|m| message.contains(m));
+                let maybe_counted =
+                    status != 0 && headers > 0 && !unreached || status != 0 && headers == 0;
+                let status = if maybe_counted {
+                    crate::rls::GrpcCode::DeadlineExceeded.number()
+                } else {
+                    status
+                };
                 self.synced(&active, &batch, status, body)
             }
             None => self.warm_up_answered(status),
@@ -264,10 +268,24 @@ impl Root {
     /// this run's random id (each restart then counts until its minute ends).
     fn node_id(&mut self) -> &str {
         if self.node.is_empty() {
-            let id = hostcalls::get_property(vec!["node", "id"])
-                .ok()
-                .flatten()
-                .and_then(|b| String::from_utf8(b).ok())
+            let text = |path: Vec<&str>| {
+                hostcalls::get_property(path)
+                    .ok()
+                    .flatten()
+                    .and_then(|b| String::from_utf8(b).ok())
+            };
+            // The id itself, or the serialized Node message (its field 1).
+            let message = |path: Vec<&str>| {
+                hostcalls::get_property(path)
+                    .ok()
+                    .flatten()
+                    .and_then(|b| node_id_of(&b))
+            };
+            let id = text(vec!["node", "id"])
+                .or_else(|| text(vec!["xds", "node", "id"]))
+                .filter(|id| !id.is_empty())
+                .or_else(|| message(vec!["node"]))
+                .or_else(|| message(vec!["xds", "node"]))
                 .filter(|id| !id.is_empty() && id.len() <= 256);
             self.node = id.unwrap_or_else(|| format!("run-{:016x}", self.me));
         }
@@ -615,6 +633,26 @@ fn bind_lanes(
         }
         Ok(lane)
     })
+}
+
+/// Field 1 (`id`, a string) of a serialized `envoy.config.core.v3.Node`.
+fn node_id_of(b: &[u8]) -> Option<String> {
+    let (&tag, rest) = b.split_first()?;
+    if tag != 0x0a {
+        return None;
+    }
+    let (mut len, mut shift, mut at) = (0usize, 0u32, 0usize);
+    loop {
+        let byte = *rest.get(at)?;
+        len |= usize::from(byte & 0x7f).checked_shl(shift)?;
+        at += 1;
+        if byte & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    let id = rest.get(at..at.checked_add(len)?)?;
+    String::from_utf8(id.to_vec()).ok()
 }
 
 /// Random keys for a new directory (WASI random through std's RandomState).
