@@ -227,7 +227,7 @@ fn attacks() {
     let mut setup = Setup::new(200);
     setup.aligned = true;
     println!("\n## Under attack (issue 22): 300 a minute, 3 nodes, sync 200 ms\n");
-    println!("Admitted in all, the rule before issue 22 (the fleet estimate alone; a new key or a restarted node alone at limit / nodes; the node count forgotten after two minutes; failed syncs re-sent) beside the shares (each node's unsynced admissions at most (limit − count at its last answer) / nodes; a new key a sync's worth of its share until its first answer; the count kept; timed-out syncs not re-sent). The limit is 300 (within one window).\n");
+    println!("Admitted in all, the rule before issue 22 (the fleet estimate alone; a new key or a restarted node alone at limit / nodes; the node count forgotten after two minutes; failed syncs re-sent) beside the shares (each node's unsynced admissions at most (limit − count at its last answer − what the others are taken to hold) / nodes; a new key a tenth of its share until its first answer; the count kept; timed-out syncs not re-sent). The limit is 300 (the window-edge row spans two windows).\n");
     println!("| shape | before | shares |");
     println!("|---|---|---|");
     let row = |name: &str, setup: &Setup, tr: Vec<Arrival>| {
@@ -247,9 +247,14 @@ fn attacks() {
         &setup,
         sorted(tr),
     );
-    // 400 a node over the 200 ms around a window's end (a fresh key).
-    let tr = (0..n)
-        .flat_map(|node| {
+    // One a node a second before, then 400 a node over the 200 ms around a
+    // window's end.
+    let warm = (0..n).map(|node| Arrival {
+        t: edge - 1_000,
+        node,
+    });
+    let tr = warm
+        .chain((0..n).flat_map(|node| {
             run_of(node, edge - 100, 400, 0)
                 .into_iter()
                 .enumerate()
@@ -257,10 +262,10 @@ fn attacks() {
                     t: a.t + i as u64 / 2,
                     ..a
                 })
-        })
+        }))
         .collect();
     row(
-        "burst at a window edge (400 a node over 200 ms)",
+        "burst at a window edge (1 a node a second before, then 400 a node over the 200 ms around the edge)",
         &setup,
         sorted(tr),
     );

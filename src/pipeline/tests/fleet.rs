@@ -261,7 +261,7 @@ fn a_node_new_to_a_key_waits_for_its_first_answer_before_taking_a_share() {
     let mut now = T0 + 600;
     for _ in 0..60 {
         now += 100;
-        if now % 200 == 0 {
+        if now.is_multiple_of(200) {
             sync_all(&mut nodes, &mut service, now, 1);
         }
         admitted += burst(&mut nodes, 0, a, 10, now);
@@ -321,7 +321,7 @@ fn a_restart_is_neither_a_new_node_nor_a_fresh_share() {
     // The budget used, on all three.
     for _ in 0..40 {
         now += 100;
-        if now % 200 == 0 {
+        if now.is_multiple_of(200) {
             sync_all(&mut nodes, &mut service, now, 1);
         }
         admitted += (0..3).map(|i| burst(&mut nodes, i, a, 3, now)).sum::<u32>();
@@ -361,7 +361,7 @@ fn a_timed_out_sync_is_not_sent_again() {
     let mut now = T0 + 800;
     for _ in 0..50 {
         now += 100;
-        if now % 200 == 0 {
+        if now.is_multiple_of(200) {
             sync_all(&mut nodes, &mut service, now, 1);
         }
         admitted += u64::from(burst(&mut nodes, 0, a, 4, now));
