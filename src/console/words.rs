@@ -224,8 +224,11 @@ pub fn fleet(
          its first answer; past its share it refuses with Retry-After: {retry_s} (the \
          next answer gives a new share). Under steady load it may go over by up to about \
          2 × (nodes − 1) × each node's admissions a second × {sync_ms} ms, plus the sliding \
-         estimate's own error; under the bursts of docs/fleet.md (\"Under attack\") by at \
-         most a third of what the fleet had left (measured)",
+         estimate's own error; under the shapes of docs/fleet.md (\"Under attack\": bursts \
+         on every node at once, a key spent on another node, outages, restarts) by about 1 a \
+         node, plus a join share for each node new to the key (measured). The price: \
+         compliant callers whose load sits on one node of many are refused while that node \
+         waits for answers (large for per-second bounds on many nodes)",
         rate(limit, ms)
     );
     let Some(n) = nodes else {

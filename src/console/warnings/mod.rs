@@ -199,8 +199,10 @@ fn fleet_nodes_unset(plan: &Plan) -> Option<Warning> {
         bound: None,
         message: "fleet bounds without `fleet_nodes`: a node that starts while the rate-limit \
                   service is down, before it has ever counted the nodes, admits each fleet \
-                  bound's whole limit alone; set it to the number of nodes you run (the count \
-                  the service gives is kept after, through outages)"
+                  bound's whole limit alone, and a node just restarted a tenth of the whole \
+                  limit per key (not of its share) before its first answer; set it to the \
+                  number of nodes you run (the count the service gives is kept after, through \
+                  outages)"
             .into(),
     })
 }
