@@ -2,6 +2,7 @@
 //! from an exact fleet-wide sliding log, beside dividing the limit by the
 //! members, a service call per request and node scope, on the same traces.
 //! `cargo run --release --example fleet_accuracy`
+use ratebound::count::fleet::Guard;
 use ratebound::count::fleet_sim::{
     compliant, fleet_sync, ideal, per_node, per_request, report, trace, Arrival, Report, Setup,
     Skew,
@@ -182,6 +183,215 @@ fn main() {
     per_second();
     restarts(minute);
     outage(minute);
+    attacks();
+    cost();
+}
+
+/// `k` requests on `node` from `t`, one every `gap` ms.
+fn run_of(node: usize, t: u64, k: u64, gap: u64) -> Vec<Arrival> {
+    (0..k)
+        .map(|i| Arrival {
+            t: t + i * gap,
+            node,
+        })
+        .collect()
+}
+
+fn sorted(mut v: Vec<Arrival>) -> Vec<Arrival> {
+    v.sort_by_key(|a| (a.t, a.node));
+    v
+}
+
+/// Admitted by fleet sync on `tr` with `setup`, under each rule.
+fn both(rate: Rate, nodes: usize, setup: &Setup, tr: &[Arrival]) -> [usize; 2] {
+    [Guard::Estimate, Guard::Shares].map(|guard| {
+        let s = Setup {
+            guard,
+            ..setup.clone()
+        };
+        let run = fleet_sync(rate, nodes, &s, tr);
+        run.decisions.iter().filter(|&&d| d).count()
+    })
+}
+
+/// Issue 22's shapes, 300 a minute, 3 nodes, 200 ms syncs (the e2e trials'
+/// figures): admitted under the rule before it and under the shares.
+fn attacks() {
+    let rate = Rate {
+        limit: 300,
+        window_ms: 60_000,
+    };
+    let n = 3;
+    let t0 = 1_000 * rate.window_ms + 5_000;
+    let edge = 1_001 * rate.window_ms;
+    let mut setup = Setup::new(200);
+    setup.aligned = true;
+    println!("\n## Under attack (issue 22): 300 a minute, 3 nodes, sync 200 ms\n");
+    println!("Admitted in all, the rule before issue 22 (the fleet estimate alone; a new key or a restarted node alone at limit / nodes; the node count forgotten after two minutes; failed syncs re-sent) beside the shares (each node's unsynced admissions at most (limit − count at its last answer − what the others are taken to hold) / nodes; a new key a tenth of its share until its first answer; the count kept; timed-out syncs not re-sent). The limit is 300 (the window-edge row spans two windows).\n");
+    println!("| shape | before | shares |");
+    println!("|---|---|---|");
+    let row = |name: &str, setup: &Setup, tr: Vec<Arrival>| {
+        let [before, after] = both(rate, n, setup, &tr);
+        println!("| {name} | {before} | {after} |");
+    };
+    // One a node, syncs aligned, then 400 a node within 20 ms of a sync.
+    let mut tr: Vec<Arrival> = (0..n).map(|node| Arrival { t: t0, node }).collect();
+    for node in 0..n {
+        tr.extend((0..400).map(|i| Arrival {
+            t: t0 + 1_010 + i / 20,
+            node,
+        }));
+    }
+    row(
+        "synchronised burst right after a sync (1 a node, then 400 a node)",
+        &setup,
+        sorted(tr),
+    );
+    // One a node a second before, then 400 a node over the 200 ms around a
+    // window's end.
+    let warm = (0..n).map(|node| Arrival {
+        t: edge - 1_000,
+        node,
+    });
+    let tr = warm
+        .chain((0..n).flat_map(|node| {
+            run_of(node, edge - 100, 400, 0)
+                .into_iter()
+                .enumerate()
+                .map(move |(i, a)| Arrival {
+                    t: a.t + i as u64 / 2,
+                    ..a
+                })
+        }))
+        .collect();
+    row(
+        "burst at a window edge (1 a node a second before, then 400 a node over the 200 ms around the edge)",
+        &setup,
+        sorted(tr),
+    );
+    // The budget used on node 0, then 200 on each other within 20 ms.
+    let mut tr = run_of(0, t0, 300, 20);
+    for node in 1..n {
+        tr.extend(
+            run_of(node, t0 + 7_000, 200, 0)
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| Arrival {
+                    t: a.t + i as u64 / 10,
+                    ..a
+                }),
+        );
+    }
+    row(
+        "new-key join: 300 on node 0, then 200 on each other at once",
+        &setup,
+        sorted(tr),
+    );
+    // The key answered, the service down 130 s, then 400 a node over 4 s.
+    let mut long = setup.clone();
+    long.outage = Some((t0 + 1_000, t0 + 200_000));
+    let late = t0 + 131_000;
+    let mut tr: Vec<Arrival> = (0..n).map(|node| Arrival { t: t0, node }).collect();
+    for node in 0..n {
+        tr.extend(run_of(node, late, 400, 10));
+    }
+    row(
+        "outage over a minute, then 400 a node (the count is in the late window only)",
+        &long,
+        sorted(tr.clone()),
+    );
+    // The budget used, then node 2 restarted 3 times, 60 at once after each.
+    let mut rs = setup.clone();
+    rs.restarts = vec![(t0 + 10_000, 2), (t0 + 15_000, 2), (t0 + 20_000, 2)];
+    let mut tr: Vec<Arrival> = (0..n).flat_map(|node| run_of(node, t0, 200, 30)).collect();
+    for &(t, node) in &rs.restarts {
+        tr.extend(run_of(node, t + 1, 60, 1));
+    }
+    row(
+        "3 restarts of one node after the budget is used, 60 at once after each",
+        &rs,
+        sorted(tr),
+    );
+    // Answers lost (calls counted, then timed out) for 10 s, 4 × the limit.
+    let mut slow = setup.clone();
+    slow.aligned = false;
+    slow.lost_answers = Some((t0 + 500, t0 + 1_500));
+    let tr = (0..n).flat_map(|node| run_of(node, t0, 400, 40)).collect();
+    row("syncs timing out for 1 s (a junk spray's effect; counted, unanswered), 4 × the limit over 16 s: the honest caller's admissions", &slow, sorted(tr));
+    // The worst ordering: a flood on every node, syncs at random phases.
+    let mut flood = setup.clone();
+    flood.aligned = false;
+    let tr = (0..n)
+        .flat_map(|node| run_of(node, t0 + node as u64, 2_000, 2))
+        .collect();
+    row(
+        "flood: 500 a second on every node for 4 s, syncs at random phases",
+        &flood,
+        sorted(tr),
+    );
+}
+
+/// What the shares cost compliant callers: refused while the fleet's
+/// offered count was under the limit, before and with the shares.
+fn cost() {
+    let minute = Rate {
+        limit: 600,
+        window_ms: 60_000,
+    };
+    let second = Rate {
+        limit: 100,
+        window_ms: 1_000,
+    };
+    println!("\n## What the shares cost compliant callers\n");
+    println!("Compliant requests refused (the fleet's offered count in the trailing window under the limit) and the worst window, the rule before issue 22 beside the shares, the same traces.\n");
+    println!("| bound | nodes | skew | load | sync_ms | refused, before | refused, shares | over, before | over, shares |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (rate, name, syncs) in [
+        (minute, "600/min", [200u64, 500]),
+        (second, "100/s", [100, 100]),
+    ] {
+        for n in [3usize, 16] {
+            for (skew, sname) in [
+                (Skew::Even, "even"),
+                (Skew::EightyTwenty, "80/20"),
+                (Skew::OneNode, "one node"),
+            ] {
+                for load in [0.5, 0.9, 2.0] {
+                    let (from, to) = whole(rate);
+                    let seed = 1 + n as u64 * 1_000 + (load * 10.0) as u64;
+                    let tr = trace(seed, rate, n, load, skew, from, to);
+                    let ok = compliant(rate, &tr);
+                    let mut seen = Vec::new();
+                    for sync in syncs {
+                        if seen.contains(&sync) {
+                            continue;
+                        }
+                        seen.push(sync);
+                        let [b, a] = [Guard::Estimate, Guard::Shares].map(|guard| {
+                            let s = Setup {
+                                guard,
+                                ..Setup::new(sync)
+                            };
+                            report(
+                                rate,
+                                &tr,
+                                &ok,
+                                &fleet_sync(rate, n, &s, &tr).decisions,
+                                (from, to),
+                            )
+                        });
+                        println!(
+                            "| {name} | {n} | {sname} | {load} | {sync} | {} | {} | {} | {} |",
+                            refused(&b),
+                            refused(&a),
+                            over(&b, rate),
+                            over(&a, rate)
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The answer's count reads no higher than the limit sent as the override:

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use proptest::prelude::*;
-use ratebound::count::fleet::{FleetCounts, FleetRate, FleetVerdict};
+use ratebound::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Guard};
 use ratebound::count::window::{Counts, Rate, Verdict};
 use std::collections::BTreeMap;
 
@@ -35,6 +35,10 @@ fn bound(limit: u32, window_ms: u64, nodes: u32) -> FleetRate {
         rate: Rate { limit, window_ms },
         nodes,
         stale_ms: 2 * window_ms,
+        sync_ms: window_ms / 10,
+        down: false,
+        counted: true,
+        guard: Guard::Shares,
     }
 }
 
@@ -67,7 +71,7 @@ proptest! {
             let c = service.entry(b.rate.window_of(now)).or_insert(0);
             *c += u64::from(sent.hits);
             let read = (*c).min(u64::from(limit)) as u32;
-            fleet.apply_answer(b.rate, sent, read, now).unwrap();
+            fleet.apply_answer(b.rate, sent, read, now, 1).unwrap();
         }
     }
 
@@ -113,14 +117,14 @@ proptest! {
                     roll(&mut s, at, &mut dropped);
                     let sent = s.pending.unwrap();
                     if fails {
-                        s.sync_failed(b.rate, sent, at).unwrap();
+                        s.sync_failed(b.rate, sent, at, Failure::NotCounted).unwrap();
                         failures += 1;
                     } else {
                         // Other nodes add `others` a call.
                         let c = service.entry(b.rate.window_of(at)).or_insert(0);
                         *c += u64::from(sent.hits + others);
                         let read = (*c).min(u64::from(limit)) as u32;
-                        s.apply_answer(b.rate, sent, read, at).unwrap();
+                        s.apply_answer(b.rate, sent, read, at, 3).unwrap();
                         answered += u64::from(sent.from_cur + sent.from_prev);
                     }
                     flight = None;

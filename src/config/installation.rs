@@ -268,12 +268,11 @@ pub fn validate_service(c: &Config, errors: &mut Vec<ConfigError>) {
             ),
         ));
     }
-    if !(1..=10_000).contains(&s.fleet_nodes) {
+    if let Some(n) = s.fleet_nodes.filter(|n| !(1..=10_000).contains(n)) {
         errors.push(err(
             format!("{at}.fleet_nodes"),
             format!(
-                "{} is out of range: assume 1 to 10000 nodes until the service has counted them",
-                s.fleet_nodes
+                "{n} is out of range: assume 1 to 10000 nodes until the service has counted them"
             ),
         ));
     }

@@ -130,9 +130,13 @@ pub struct RateLimitServiceConfig {
     /// Fleet bounds: the nodes assumed until the service has counted them
     /// (a node that starts while the service is down decides alone at
     /// `limit / fleet_nodes`).
-    #[serde(default = "default_fleet_nodes")]
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 10_000)))]
-    pub fleet_nodes: u32,
+    // Unset reads as 1, and `check` warns (an Option to tell the two apart).
+    #[serde(default)]
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        schemars(with = "u32", range(min = 1, max = 10_000), extend("default" = 1))
+    )]
+    pub fleet_nodes: Option<u32>,
     /// The installation's secret for the keys callers are sent to the
     /// service under (keyed hashes: without it anyone who reads Redis can
     /// test a list of names against them). The same on every Envoy.
@@ -590,10 +594,6 @@ impl Per {
 
 fn default_sync_ms() -> u64 {
     500
-}
-
-fn default_fleet_nodes() -> u32 {
-    1
 }
 
 fn default_rls_timeout_ms() -> u64 {

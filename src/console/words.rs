@@ -214,18 +214,27 @@ pub fn fleet(
         None => per(bound.per).to_string(),
         Some(_) => per_operation(bound.per),
     };
+    let retry_s = sync_ms.div_ceil(1_000).max(1);
     let head = format!(
         "fleet: one budget of {} {key} for all nodes together, decided on each node from the \
          counts it reconciles with the rate-limit service `{cluster}` every {sync_ms} ms (no \
-         call per request); it may go over by up to about 2 × (nodes − 1) × each node's \
-         admissions a second × {sync_ms} ms, plus the sliding estimate's own error \
-         (measured, docs/fleet.md)",
+         call per request). However the requests arrive, a node admits between two answers \
+         at most its share of what the fleet had left at the last one, (limit − count) / \
+         nodes, and a key new to it (or a node just restarted) a tenth of its share until \
+         its first answer; past its share it refuses with Retry-After: {retry_s} (the \
+         next answer gives a new share). Under steady load it may go over by up to about \
+         2 × (nodes − 1) × each node's admissions a second × {sync_ms} ms, plus the sliding \
+         estimate's own error; under the shapes of docs/fleet.md (\"Under attack\": bursts \
+         on every node at once, a key spent on another node, outages, restarts) by about 1 a \
+         node, plus a join share for each node new to the key (measured). The price: \
+         compliant callers whose load sits on one node of many are refused while that node \
+         waits for answers (large for per-second bounds on many nodes)",
         rate(limit, ms)
     );
     let Some(n) = nodes else {
         return format!(
             "{head}; give --nodes (and --rate) for the figure. Without the service each node \
-             admits limit / nodes alone"
+             admits limit / nodes alone (nodes as last counted, however long ago)"
         );
     };
     let n64 = u64::from(n.max(1));
@@ -235,14 +244,21 @@ pub fn fleet(
     );
     let over = 2.0 * (n64 - 1) as f64 * per_node * sync_ms as f64 / 1_000.0;
     let share = (limit / n64).max(1);
+    let per_sync = limit.saturating_mul(sync_ms) / ms.max(1) / n64;
+    let join = if n64 <= 1 {
+        share
+    } else {
+        (share / 10).max(per_sync).clamp(1, share)
+    };
     let nodes_words = if n == 1 {
         "1 node".to_string()
     } else {
         format!("{n} nodes")
     };
     format!(
-        "{head}; on {nodes_words} admitting {} a second each: about {} over. Without the \
-         service each node admits {} alone",
+        "{head}; on {nodes_words} admitting {} a second each: about {} over, a share of at \
+         most {share} between two answers, {join} for a new key before its first. Without \
+         the service each node admits {} alone",
         decimal(per_node),
         decimal(over.ceil()),
         rate(share, ms)

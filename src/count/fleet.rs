@@ -46,10 +46,25 @@
 //! answer sent and received within W + 1 counts them or shows they are not
 //! there. Both choices over-count, never under.
 //!
-//! **No fresh answer** (the service is down, or the key is new to this
-//! node, or the node restarted): the node decides alone, at
-//! `limit / known nodes` of its own admissions (at least 1), and still
-//! within what it last knew of the fleet.
+//! **Between two answers** a node admits at most its share of what the
+//! fleet had left at the last one: `(limit − synced estimate) / nodes` (at
+//! least 1 while anything is left), whatever the estimate says. Every node
+//! holds to its own share, so however the requests line up (a burst on
+//! every node right after a sync) the nodes together admit about what was
+//! left, not once each. Past its share a node refuses with a wait of a
+//! sync: the next answer gives a new share.
+//!
+//! **No answer yet for the key** (the key is new to this node, or the node
+//! restarted) while the service answers: a sync's worth of its share,
+//! `limit × sync_ms / window / nodes` (at least 1), until the first answer
+//! says what the fleet has left. **No fresh answer** otherwise (the service
+//! is down): the node decides alone, at `limit / known nodes` of its own
+//! admissions (at least 1), and still within what it last knew of the
+//! fleet. The node count is the last one heard, however old.
+//!
+//! **A timed-out sync** may have been counted: its hits are not sent again
+//! (`doubt`) and the next answer in the window counts them once whichever
+//! it was (module [`FleetCounts::apply_answer`]).
 //!
 //! At most one sync per key is in flight ([`FleetCounts::take_unsynced`]
 //! returns `None` until it is answered or failed): answers then arrive in
@@ -67,6 +82,31 @@ pub struct FleetRate {
     /// An answer older than this no longer vouches for the fleet counts and
     /// the node decides alone. About two sync periods plus the call timeout.
     pub stale_ms: u64,
+    /// How often the node syncs: a key new to this node may admit a sync's
+    /// worth of its share before its first answer, and a refusal for the
+    /// share says to retry after a sync.
+    pub sync_ms: u64,
+    /// The service is down (its calls fail, none answered lately): a key
+    /// never answered takes the outage share, there is no answer to wait for.
+    pub down: bool,
+    /// `nodes` was counted by the service (not the configured guess): a
+    /// fleet of one counted is one, a guess of one may be wrong.
+    pub counted: bool,
+    /// The per-answer share ([`Guard::Shares`]), or the estimate alone (the
+    /// rule before issue 22: kept for the simulation's comparison).
+    pub guard: Guard,
+}
+
+/// What bounds a node's admissions between two answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Guard {
+    /// No more unsynced admissions than `(limit − fleet estimate at the
+    /// last answer) / nodes` (at least 1), and a key new to the node a
+    /// sync's worth of its share until its first answer.
+    #[default]
+    Shares,
+    /// The fleet estimate only (and `limit / nodes` alone for a new key).
+    Estimate,
 }
 
 /// What one node knows of one fleet key. Counts are hits; windows are
@@ -95,6 +135,21 @@ pub struct FleetCounts {
     pub own_prev: u32,
     /// When the last answer was applied (`None`: never).
     pub answered_ms: Option<u64>,
+    /// The nodes known when the last answer was applied: the share of what
+    /// the fleet had left that this node may admit before the next answer.
+    pub nodes: u32,
+    /// What the other nodes are taken to hold unsynced at the last answer:
+    /// the larger of what they synced since this node's previous answer and
+    /// (nodes − 1) × what this node sent with the last one. Counted against
+    /// what the fleet has left for the share: without it, a node answered
+    /// between the others' syncs takes a share of a budget they already
+    /// hold (up to (nodes − 1) / (2 × nodes) of it over, in a flood).
+    pub ahead: u32,
+    /// Hits of syncs that timed out in `win`: the service may have counted
+    /// them, so they are never sent again (no double count) and weigh here
+    /// at full weight until the next answer, which settles them
+    /// ([`FleetCounts::apply_answer`]), or the window rolls.
+    pub doubt: u32,
 }
 
 /// One sync of one key: what the service is sent (`hits` as the
@@ -116,8 +171,8 @@ pub struct Sent {
 }
 
 /// A sync still in flight this long after it was taken is taken for lost
-/// (its caller is gone: every call has a timeout of at most 10 s) and its
-/// hits are sent again.
+/// (its caller is gone: every call has a timeout of at most 10 s); it may
+/// have reached the service, so its hits are kept as `doubt`, not re-sent.
 pub const LOST_MS: u64 = 15_000;
 
 /// What a fleet bound says about one more request.
@@ -143,6 +198,15 @@ impl FleetVerdict {
 /// duplicate, or one from before the state was lost): ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotPending;
+
+/// Why a sync's call gave no count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// It never reached the service, or the service refused it whole.
+    NotCounted,
+    /// It may have been counted: it timed out or was cut after it was sent.
+    MaybeCounted,
+}
 
 /// How an answer was placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,12 +234,16 @@ impl FleetCounts {
                 win,
                 // What the last sync before the boundary saw, plus the hits
                 // that may have been counted in it.
-                prev: self.cur.saturating_add(self.unplaced),
+                prev: self
+                    .cur
+                    .saturating_add(self.unplaced)
+                    .saturating_add(self.doubt),
                 cur: 0,
                 unsynced: 0,
                 // The service will count them in `win` (module doc).
                 carried: self.unsynced,
                 unplaced: 0,
+                doubt: 0,
                 own_prev: self.own_cur,
                 own_cur: 0,
                 ..self
@@ -185,6 +253,7 @@ impl FleetCounts {
                 win,
                 pending: self.pending,
                 answered_ms: self.answered_ms,
+                nodes: self.nodes,
                 ..FleetCounts::default()
             }
         }
@@ -196,6 +265,15 @@ impl FleetCounts {
         self.unsynced
             .saturating_add(self.carried)
             .saturating_add(self.unplaced)
+            .saturating_add(self.doubt)
+            .saturating_add(self.pending.map_or(0, |s| s.hits))
+    }
+
+    /// Hits this node admitted that its last answer did not count and that
+    /// no answer or failure has settled yet: what the share bounds.
+    pub fn since_answer(&self) -> u32 {
+        self.unsynced
+            .saturating_add(self.carried)
             .saturating_add(self.pending.map_or(0, |s| s.hits))
     }
 
@@ -240,7 +318,8 @@ impl FleetCounts {
             .pending
             .filter(|p| now_ms.saturating_sub(p.at_ms) >= LOST_MS)
         {
-            let _ = self.sync_failed(rate, lost, now_ms);
+            // Its call may have reached the service.
+            let _ = self.sync_failed(rate, lost, now_ms, Failure::MaybeCounted);
         }
         *self = self.at(rate.window_of(now_ms));
         if self.pending.is_some() {
@@ -263,19 +342,38 @@ impl FleetCounts {
 
     /// Applies the service's answer to `sync`: `fleet_count` is the count
     /// after its INCRBY (limit − remaining when the limit is sent as the
-    /// override; a count above that limit reads as the limit).
+    /// override; a count above that limit reads as the limit); `nodes` the
+    /// nodes known now, for the share until the next answer.
     pub fn apply_answer(
         &mut self,
         rate: Rate,
         sync: Sent,
         fleet_count: u32,
         answered_ms: u64,
+        nodes: u32,
     ) -> Result<Placed, NotPending> {
         self.settle(rate, sync, answered_ms)?;
+        self.nodes = nodes;
         let placed = if self.win == sync.win {
             // The service only adds within a window: the larger count is
-            // the later one, and it includes anything unplaced.
-            self.cur = self.cur.max(fleet_count);
+            // the later one, and it includes anything unplaced. Hits in
+            // doubt are settled too: the count is at least the last one
+            // plus every hit this node sent since (counted or not, this
+            // node knows it admitted them), and if the service did count
+            // them they are in its count, not twice.
+            let known = self
+                .cur
+                .saturating_add(self.doubt)
+                .saturating_add(sync.hits);
+            // (A first answer has no previous count to take a rate from.)
+            let others = if self.answered_ms.is_some() {
+                fleet_count.saturating_sub(known)
+            } else {
+                0
+            };
+            self.ahead = others.max(nodes.saturating_sub(1).saturating_mul(sync.hits));
+            self.cur = self.cur.max(fleet_count).max(known);
+            self.doubt = 0;
             self.unplaced = 0;
             Placed::Current
         } else if self.win == sync.win.saturating_add(1) {
@@ -289,12 +387,33 @@ impl FleetCounts {
         Ok(placed)
     }
 
-    /// The call for `sync` failed (timeout, service unreachable): its hits
-    /// are sent again with the next sync, those still young enough to weigh.
-    /// A call that timed out after the service counted it is then counted
-    /// twice: an over-count, never an under-count.
-    pub fn sync_failed(&mut self, rate: Rate, sync: Sent, now_ms: u64) -> Result<(), NotPending> {
+    /// The call for `sync` failed. `Failure::NotCounted` (the service was
+    /// unreachable, or answered with an error): its hits are sent again with
+    /// the next sync, those still young enough to weigh.
+    /// `Failure::MaybeCounted` (a timeout, a reset after sending): the
+    /// service may have counted them, so they are not sent again but weigh
+    /// here at full weight (`doubt`) until the next answer in their window
+    /// (its count is then at least the last one plus them: counted once
+    /// either way) or until their window is the previous one, where they
+    /// are folded into `prev`. Re-sending would count them twice at the
+    /// service for every node; if the call was in fact lost, only the other
+    /// nodes under-count them (docs/fleet.md, "Failed syncs").
+    pub fn sync_failed(
+        &mut self,
+        rate: Rate,
+        sync: Sent,
+        now_ms: u64,
+        failure: Failure,
+    ) -> Result<(), NotPending> {
         self.settle(rate, sync, now_ms)?;
+        if failure == Failure::MaybeCounted {
+            if self.win == sync.win {
+                self.doubt = self.doubt.saturating_add(sync.hits);
+            } else if self.win == sync.win.saturating_add(1) {
+                self.prev = self.prev.saturating_add(sync.hits);
+            }
+            return Ok(());
+        }
         if self.win == sync.win {
             self.unsynced = self.unsynced.saturating_add(sync.from_cur);
             self.carried = self.carried.saturating_add(sync.from_prev);
@@ -331,20 +450,78 @@ impl FleetRate {
         (self.rate.limit / self.nodes.max(1)).max(1)
     }
 
+    /// What a key new to this node may admit before its first answer: a
+    /// tenth of its share, or a sync's worth of it if more (`limit ×
+    /// sync_ms / window / nodes`), at least 1; the whole share on a fleet of
+    /// one (no other node to have spent it). The first answer comes within
+    /// a sync and a call; a node that restarted, or never saw the key,
+    /// learns what the fleet has left before admitting more. A tenth: a new
+    /// caller's first requests pass (a page's worth), and a key new to
+    /// every other node costs the fleet at most a tenth of a share each.
+    pub fn join_share(&self) -> u32 {
+        let share = self.share();
+        if self.nodes <= 1 && self.counted {
+            return share;
+        }
+        let per_sync = u64::from(self.rate.limit).saturating_mul(self.sync_ms)
+            / self.rate.window_ms.max(1)
+            / u64::from(self.nodes.max(1));
+        let per_sync = u32::try_from(per_sync).unwrap_or(u32::MAX);
+        (share / 10).max(per_sync).clamp(1, share)
+    }
+
     /// Decides one more request: with the fleet counts when an answer is
-    /// fresh, alone otherwise.
+    /// fresh; for a key never answered while the service answers, the join
+    /// share; alone otherwise.
     pub fn decide(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
         if state.fresh(now_ms, self.stale_ms) {
             self.decide_fleet(state, now_ms)
+        } else if state.answered_ms.is_none() && !self.down && self.guard == Guard::Shares {
+            self.decide_join(state, now_ms)
         } else {
             self.decide_alone(state, now_ms)
         }
     }
 
-    /// The fleet estimate: last synced counts plus this node's unsynced hits.
+    /// What this node may still admit before its next answer: its share of
+    /// what the fleet had left by the last answer, `(limit − estimate of the
+    /// synced counts − what the others are taken to hold) / nodes`, at
+    /// least 1 while anything is left. Every node holds to its own, so
+    /// however their admissions line up (a burst on every node right after
+    /// a sync), together they admit about what was left, plus 1 a node for
+    /// the rounding.
+    pub fn allowance(&self, s: &FleetCounts, now_ms: u64) -> u32 {
+        let synced = Counts {
+            win: s.win,
+            cur: s.cur.saturating_add(s.unplaced).saturating_add(s.doubt),
+            prev: s.prev,
+        };
+        if self.rate.left(synced, now_ms) == 0 {
+            return 0;
+        }
+        let held = Counts {
+            cur: synced.cur.saturating_add(s.ahead),
+            ..synced
+        };
+        (self.rate.left(held, now_ms) / s.nodes.max(1)).max(1)
+    }
+
+    /// The fleet estimate: last synced counts plus this node's unsynced
+    /// hits, and (with [`Guard::Shares`] and more than one node) no more
+    /// admissions between two answers than the [`allowance`](Self::allowance).
     pub fn decide_fleet(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
         let s = state.at(self.rate.window_of(now_ms));
         match self.rate.decide(s.view(), now_ms) {
+            Verdict::Admit { .. }
+                if self.guard == Guard::Shares
+                    && s.nodes > 1
+                    && s.since_answer() >= self.allowance(&s, now_ms) =>
+            {
+                FleetVerdict::Refuse {
+                    quota: self.wait_a_sync(),
+                    alone: false,
+                }
+            }
             Verdict::Admit { quota, .. } => FleetVerdict::Admit {
                 state: s.admitted(),
                 quota,
@@ -353,6 +530,37 @@ impl FleetRate {
             Verdict::Refuse { quota } => FleetVerdict::Refuse {
                 quota,
                 alone: false,
+            },
+        }
+    }
+
+    /// A refusal for the share: the next answer, about a sync away, gives
+    /// a new one.
+    fn wait_a_sync(&self) -> Quota {
+        Quota {
+            limit: self.rate.limit,
+            remaining: 0,
+            reset_ms: self.sync_ms.max(1),
+        }
+    }
+
+    /// A key never answered, the service up: its own admissions against the
+    /// [`join_share`](Self::join_share) until the first answer.
+    pub fn decide_join(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
+        let s = state.at(self.rate.window_of(now_ms));
+        let join = Rate {
+            limit: self.join_share(),
+            ..self.rate
+        };
+        match join.decide(s.own(), now_ms) {
+            Verdict::Admit { quota, .. } => FleetVerdict::Admit {
+                state: s.admitted(),
+                quota,
+                alone: true,
+            },
+            Verdict::Refuse { .. } => FleetVerdict::Refuse {
+                quota: self.wait_a_sync(),
+                alone: true,
             },
         }
     }
@@ -391,15 +599,20 @@ impl FleetRate {
 
 /// A node's fleet record in shared data, one per configuration instance:
 /// which root context syncs (a lease every context may claim when it
-/// runs out: one syncing thread per node, not per worker) and how many
-/// nodes the service last counted.
+/// runs out: one syncing thread per node, not per worker), how many
+/// nodes the service last counted, and whether it answers.
 ///
 /// Nodes are counted with a heartbeat key in the service: each node adds 1
 /// to it once per clock minute, and reads it with every sync. Early in a
 /// minute few nodes have added theirs, so the count is the larger of this
 /// minute's and the last one seen of the minute before; a node gone is
 /// still counted for up to two minutes (its peers then take a smaller
-/// share alone, never a larger one).
+/// share alone, never a larger one). The count never falls back to the
+/// configured guess because it is old: a long outage keeps the last one.
+///
+/// A node adds its 1 only if its own key (its stable node id) says it is
+/// the first to in this minute: a restarted node (its shared data gone) is
+/// not counted twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Record {
     /// The syncing context's id, its configuration's generation (a newer
@@ -415,17 +628,43 @@ pub struct Record {
     pub prev: u32,
     /// The minute this node last added its 1 (0: never).
     pub beat: u64,
+    /// The minute this node's own key was last answered (0: never): from
+    /// then on in that minute it knows whether its 1 is still to add.
+    pub asked: u64,
+    /// When a sync call was last answered, and when calls started failing
+    /// since (0: never).
+    pub answered_ms: u64,
+    pub failed_ms: u64,
 }
 
 /// The heartbeat's window: the service's minute.
 pub const BEAT_MS: u64 = 60_000;
 
+/// What the heartbeat does at one sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Beat {
+    /// Add this node's 1 to the count.
+    pub add: bool,
+    /// Add 1 to this node's own key (its answer says whether a previous
+    /// run of the same node already counted it this minute).
+    pub ask: bool,
+}
+
 impl Record {
-    const BYTES: usize = 8 * 5 + 4 * 2;
+    const BYTES: usize = 8 * 8 + 4 * 2;
 
     pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(Self::BYTES);
-        for n in [self.owner, self.until_ms, self.minute, self.beat, self.gen] {
+        for n in [
+            self.owner,
+            self.until_ms,
+            self.minute,
+            self.beat,
+            self.gen,
+            self.asked,
+            self.answered_ms,
+            self.failed_ms,
+        ] {
             v.extend_from_slice(&n.to_le_bytes());
         }
         v.extend_from_slice(&self.cur.to_le_bytes());
@@ -453,8 +692,11 @@ impl Record {
             minute: u64_at(16)?,
             beat: u64_at(24)?,
             gen: u64_at(32)?,
-            cur: u32_at(40)?,
-            prev: u32_at(44)?,
+            asked: u64_at(40)?,
+            answered_ms: u64_at(48)?,
+            failed_ms: u64_at(56)?,
+            cur: u32_at(64)?,
+            prev: u32_at(68)?,
         })
     }
 
@@ -477,6 +719,43 @@ impl Record {
         self.beat != now_ms / BEAT_MS
     }
 
+    /// The heartbeat of a sync at `now`: first ask the node's own key, then
+    /// (if it said this node is not counted yet) add the 1.
+    pub fn beat(&self, now_ms: u64) -> Beat {
+        let minute = now_ms / BEAT_MS;
+        let due = self.beat != minute;
+        Beat {
+            add: due && self.asked == minute,
+            ask: due && self.asked != minute,
+        }
+    }
+
+    /// This node's own key was answered with `own` (its count this minute,
+    /// this call's 1 included) for a call sent at `sent_ms`: more than 1,
+    /// and an earlier run of this node already added its 1.
+    pub fn asked(self, sent_ms: u64, own: u32) -> Record {
+        let minute = sent_ms / BEAT_MS;
+        let mut r = self;
+        r.asked = minute;
+        if own > 1 {
+            r.beat = minute;
+        }
+        r
+    }
+
+    /// A heartbeat call sent at `sent_ms` timed out: its 1 may have been
+    /// added, so it is not added again. (An own key's 1 is asked again: if
+    /// it was counted, the node takes itself for counted this minute, and
+    /// the last minute's count stands in; taking it for the first instead
+    /// would count a node just restarted twice.)
+    pub fn maybe_beat(self, sent_ms: u64, beat: Beat) -> Record {
+        let mut r = self;
+        if beat.add {
+            r.beat = sent_ms / BEAT_MS;
+        }
+        r
+    }
+
     /// The heartbeat was answered: `count` nodes have added theirs in the
     /// minute `sent_ms` was in (`added`: this node's was among them).
     pub fn heard(self, sent_ms: u64, count: u32, added: bool) -> Record {
@@ -489,7 +768,9 @@ impl Record {
             if minute < r.minute {
                 return r;
             }
-            r.prev = 0;
+            // After a gap (an outage), the last count stands in for the
+            // minute before until this one has heard every node.
+            r.prev = r.cur.max(r.prev);
             r.cur = 0;
         }
         r.minute = minute;
@@ -500,18 +781,44 @@ impl Record {
         r
     }
 
-    /// The nodes last counted, if the count is recent (this minute's or
-    /// the last one's).
+    /// The nodes last counted (`None`: never heard). Early in a minute, the
+    /// larger of this minute's count and the last one's; once the count is
+    /// old (the service silent), the last known one, never the configured
+    /// guess.
     pub fn nodes(&self, now_ms: u64) -> Option<u32> {
         let minute = now_ms / BEAT_MS;
-        let n = if minute == self.minute {
-            self.cur.max(self.prev)
-        } else if minute == self.minute.saturating_add(1) {
+        let n = if minute == self.minute.saturating_add(1) && self.cur > 0 {
             self.cur
         } else {
-            0
+            self.cur.max(self.prev)
         };
         (n > 0).then_some(n)
+    }
+
+    /// A sync call was answered, or failed, at `now`.
+    pub fn answered(self, now_ms: u64) -> Record {
+        Record {
+            answered_ms: now_ms,
+            ..self
+        }
+    }
+
+    pub fn failed(self, now_ms: u64) -> Record {
+        Record {
+            failed_ms: if self.failed_ms > self.answered_ms {
+                self.failed_ms
+            } else {
+                now_ms.max(1)
+            },
+            ..self
+        }
+    }
+
+    /// The service is down at `now`: calls have failed, none answered, for
+    /// `stale_ms` (a node's first call failing as it connects is not an
+    /// outage: its keys still wait for their first answer).
+    pub fn down(&self, now_ms: u64, stale_ms: u64) -> bool {
+        self.failed_ms > self.answered_ms && now_ms.saturating_sub(self.failed_ms) > stale_ms
     }
 }
 
@@ -548,6 +855,10 @@ mod tests {
             },
             nodes,
             stale_ms: 1_000,
+            sync_ms: 100,
+            down: false,
+            counted: true,
+            guard: Guard::Shares,
         }
     }
 
@@ -567,7 +878,7 @@ mod tests {
     fn synced(b: &FleetRate, s: &mut FleetCounts, now: u64, count: u32) -> Sent {
         let sync = s.take_unsynced(b.rate, now).unwrap();
         assert_eq!(
-            s.apply_answer(b.rate, sync, count, now),
+            s.apply_answer(b.rate, sync, count, now, 1),
             Ok(Placed::Current)
         );
         sync
@@ -585,7 +896,7 @@ mod tests {
         let sync = s.take_unsynced(b.rate, 10_200).unwrap();
         assert_eq!(sync.hits, 4);
         assert_eq!(s.local(), 4, "in flight still weighs");
-        s.apply_answer(b.rate, sync, 11, 10_205).unwrap();
+        s.apply_answer(b.rate, sync, 11, 10_205, 1).unwrap();
         assert_eq!((s.cur, s.local()), (11, 0));
         assert!(!b.decide(s, 10_300).admits());
     }
@@ -620,7 +931,7 @@ mod tests {
             (sync.hits, sync.from_cur, sync.from_prev, sync.win),
             (6, 4, 3, 11)
         );
-        t.apply_answer(b.rate, sync, 6, 11_602).unwrap();
+        t.apply_answer(b.rate, sync, 6, 11_602, 1).unwrap();
         assert_eq!((t.prev, t.cur, t.local()), (5, 6, 0));
         // Sent right at the boundary, they weigh in full.
         let mut u = s11;
@@ -635,14 +946,14 @@ mod tests {
         admit(&b, &mut s, 10_990, 3);
         let sync = s.take_unsynced(b.rate, 10_998).unwrap();
         assert_eq!(
-            s.apply_answer(b.rate, sync, 8, 11_003),
+            s.apply_answer(b.rate, sync, 8, 11_003, 1),
             Ok(Placed::AcrossBoundary)
         );
         assert_eq!((s.win, s.prev, s.cur, s.unplaced), (11, 8, 0, 3));
         // The next answer within window 11 says where they went.
         let next = s.take_unsynced(b.rate, 11_400).unwrap();
         assert_eq!(next.hits, 0);
-        s.apply_answer(b.rate, next, 4, 11_402).unwrap();
+        s.apply_answer(b.rate, next, 4, 11_402, 1).unwrap();
         assert_eq!((s.prev, s.cur, s.unplaced), (8, 4, 0));
     }
 
@@ -669,10 +980,16 @@ mod tests {
         let again = lost.take_unsynced(b.rate, 10_000 + LOST_MS).unwrap();
         assert_eq!(again.at_ms, 10_000 + LOST_MS);
         let mut lost = FleetCounts::default();
-        assert_eq!(lost.apply_answer(b.rate, sync, 3, 10_010), Err(NotPending));
-        assert_eq!(lost.sync_failed(b.rate, sync, 10_010), Err(NotPending));
-        assert!(s.apply_answer(b.rate, sync, 3, 10_010).is_ok());
-        assert_eq!(s.apply_answer(b.rate, sync, 3, 10_010), Err(NotPending));
+        assert_eq!(
+            lost.apply_answer(b.rate, sync, 3, 10_010, 1),
+            Err(NotPending)
+        );
+        assert_eq!(
+            lost.sync_failed(b.rate, sync, 10_010, Failure::NotCounted),
+            Err(NotPending)
+        );
+        assert!(s.apply_answer(b.rate, sync, 3, 10_010, 1).is_ok());
+        assert_eq!(s.apply_answer(b.rate, sync, 3, 10_010, 1), Err(NotPending));
     }
 
     #[test]
@@ -682,21 +999,27 @@ mod tests {
         synced(&b, &mut s, 10_000, 0);
         admit(&b, &mut s, 10_100, 2);
         let sync = s.take_unsynced(b.rate, 10_200).unwrap();
-        s.sync_failed(b.rate, sync, 10_300).unwrap();
+        s.sync_failed(b.rate, sync, 10_300, Failure::NotCounted)
+            .unwrap();
         assert_eq!(s.unsynced, 2);
         // Failed again, after the boundary: they become carried …
         let sync = s.take_unsynced(b.rate, 10_900).unwrap();
-        s.sync_failed(b.rate, sync, 11_000).unwrap();
+        s.sync_failed(b.rate, sync, 11_000, Failure::NotCounted)
+            .unwrap();
         assert_eq!((s.unsynced, s.carried), (0, 2));
         // … and after one more boundary they no longer weigh anywhere.
         let sync = s.take_unsynced(b.rate, 11_900).unwrap();
-        s.sync_failed(b.rate, sync, 12_000).unwrap();
+        s.sync_failed(b.rate, sync, 12_000, Failure::NotCounted)
+            .unwrap();
         assert_eq!(s.local(), 0);
     }
 
     #[test]
     fn without_a_fresh_answer_a_node_takes_its_share() {
-        let b = bound(10, 4);
+        let b = FleetRate {
+            down: true,
+            ..bound(10, 4)
+        };
         let mut s = FleetCounts::default();
         // New key or restarted node: alone until the first answer.
         let FleetVerdict::Admit { alone, .. } = b.decide(s, 10_000) else {
@@ -715,6 +1038,98 @@ mod tests {
         assert_eq!(admit(&b, &mut s, 12_000, 10), 2);
         assert_eq!(admit(&b, &mut s, 12_999, 10), 0);
         assert_eq!(admit(&b, &mut s, 13_500, 10), 1, "½ × 2 last window");
+    }
+
+    /// Issue 22's synchronised burst: every node answered at a count of 3,
+    /// then 400 requests on each at once. Each admits (300 − 3) / 3.
+    #[test]
+    fn each_node_admits_its_share_of_what_was_left_until_its_next_answer() {
+        let b = FleetRate {
+            rate: Rate {
+                limit: 300,
+                window_ms: 60_000,
+            },
+            ..bound(300, 3)
+        };
+        let now = 600_100;
+        let mut total = 0;
+        for _ in 0..3 {
+            let mut s = FleetCounts::default();
+            let sync = s.take_unsynced(b.rate, now).unwrap();
+            s.apply_answer(b.rate, sync, 3, now, 3).unwrap();
+            total += admit(&b, &mut s, now + 1, 400);
+            // The refusal for the share: retry after a sync.
+            let FleetVerdict::Refuse { quota, .. } = b.decide(s, now + 2) else {
+                panic!()
+            };
+            assert_eq!(quota.reset_ms, b.sync_ms);
+        }
+        assert_eq!(total, 3 * 99);
+        // The estimate alone (the rule before) let each take all 297.
+        let before = FleetRate {
+            guard: Guard::Estimate,
+            ..b
+        };
+        let mut s = FleetCounts::default();
+        let sync = s.take_unsynced(b.rate, now).unwrap();
+        s.apply_answer(b.rate, sync, 3, now, 3).unwrap();
+        assert_eq!(admit(&before, &mut s, now + 1, 400), 297);
+    }
+
+    #[test]
+    fn a_key_never_answered_takes_a_syncs_worth_of_its_share_while_the_service_answers() {
+        let minute = |nodes| FleetRate {
+            rate: Rate {
+                limit: 300,
+                window_ms: 60_000,
+            },
+            sync_ms: 200,
+            ..bound(300, nodes)
+        };
+        assert_eq!(minute(3).join_share(), 10, "a tenth of 300 / 3");
+        assert_eq!(minute(1).join_share(), 300, "a fleet of one");
+        let second = FleetRate {
+            rate: Rate {
+                limit: 100,
+                window_ms: 1_000,
+            },
+            sync_ms: 200,
+            ..bound(100, 3)
+        };
+        assert_eq!(second.join_share(), 6, "100 × 200 ms / 1 s / 3");
+        let mut s = FleetCounts::default();
+        assert_eq!(admit(&minute(3), &mut s, 600_000, 50), 10);
+        // The service down: nothing to wait for, the outage share.
+        let down = FleetRate {
+            down: true,
+            ..minute(3)
+        };
+        let mut s = FleetCounts::default();
+        assert_eq!(admit(&down, &mut s, 600_000, 500), 100);
+    }
+
+    /// A timed-out sync may have been counted: not sent again, weighed here
+    /// until the next answer, which counts it once whichever it was.
+    #[test]
+    fn hits_of_a_timed_out_sync_are_counted_once_either_way() {
+        let b = bound(100, 1);
+        for counted in [true, false] {
+            let mut s = FleetCounts::default();
+            synced(&b, &mut s, 10_000, 10);
+            admit(&b, &mut s, 10_010, 5);
+            let sync = s.take_unsynced(b.rate, 10_020).unwrap();
+            s.sync_failed(b.rate, sync, 10_120, Failure::MaybeCounted)
+                .unwrap();
+            assert_eq!((s.doubt, s.unsynced, s.local()), (5, 0, 5));
+            admit(&b, &mut s, 10_130, 2);
+            let next = s.take_unsynced(b.rate, 10_200).unwrap();
+            assert_eq!(next.hits, 2, "the 5 are not sent again");
+            // 3 more elsewhere; the 5 in the count or not.
+            let count = 10 + 3 + 2 + if counted { 5 } else { 0 };
+            s.apply_answer(b.rate, next, count, 10_210, 1).unwrap();
+            assert_eq!((s.doubt, s.local()), (0, 0));
+            assert_eq!(s.cur, if counted { 20 } else { 17 });
+        }
     }
 
     #[test]
@@ -737,7 +1152,7 @@ mod tests {
         assert!(!back.expired(20), "a call in flight keeps the key");
         let mut t = back;
         assert_eq!(
-            t.apply_answer(b.rate, sync, 10, 20_010),
+            t.apply_answer(b.rate, sync, 10, 20_010, 1),
             Ok(Placed::Dropped)
         );
         assert!(t.expired(20));
@@ -772,9 +1187,40 @@ mod tests {
         // A node gone: this minute's count is all the next minute knows.
         let r = r.heard(m + BEAT_MS + 30_000, 2, false);
         assert_eq!(r.nodes(m + 2 * BEAT_MS + 1), Some(2));
-        assert_eq!(r.nodes(m + 3 * BEAT_MS), None, "too old");
+        // Old (the service silent): the larger of the last two counts (the
+        // last may have been read early in its minute), never the guess.
+        assert_eq!(r.nodes(m + 3 * BEAT_MS), Some(3));
+        assert_eq!(r.nodes(m + 30 * BEAT_MS), Some(3));
         // An answer from before the record's minute changes nothing.
         assert_eq!(r.heard(m, 9, true), r);
+    }
+
+    #[test]
+    fn the_service_is_down_once_calls_have_failed_for_a_while() {
+        let r = Record::default().failed(10_000);
+        assert!(!r.down(10_500, 800), "a first call failing as it connects");
+        assert!(r.down(10_801, 800));
+        let r = r.failed(10_600);
+        assert_eq!(r.failed_ms, 10_000, "failing since the first");
+        let r = r.answered(11_000);
+        assert!(!r.down(20_000, 800));
+        // A restarted node is asked for by its own key; a timed-out add is
+        // not added again.
+        let m = 10 * BEAT_MS;
+        let b = Record::default().beat(m);
+        assert_eq!((b.ask, b.add), (true, false));
+        let r = Record::default().asked(m, 2);
+        assert!(!r.beat_due(m), "an earlier run added its 1");
+        let r = Record::default().asked(m, 1);
+        assert_eq!(
+            r.beat(m + 1),
+            Beat {
+                add: true,
+                ask: false
+            }
+        );
+        let r = r.maybe_beat(m + 1, r.beat(m + 1));
+        assert!(!r.beat_due(m + 2));
     }
 
     #[test]

@@ -9,10 +9,10 @@
 //! fleet's counts back, with compare-and-swap: requests and the sync write
 //! the same values.
 //!
-//! A known caller's entry (92 bytes) is decoded and rewritten in place in
+//! A known caller's entry (104 bytes) is decoded and rewritten in place in
 //! the bucket's bytes, as the node path does.
 
-use crate::count::fleet::{FleetCounts, FleetRate, FleetVerdict, Sent};
+use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Guard, Sent};
 use crate::count::slots::{encode_live_for, tracked_with, u32_at, u64_at, Lane, Place, Prepared};
 use crate::count::store::{update, Store, StoreError};
 use crate::count::window::{Counts, Rate, Verdict};
@@ -25,7 +25,7 @@ pub struct Entry {
     pub counts: FleetCounts,
 }
 
-const ENTRY: usize = 92;
+const ENTRY: usize = 104;
 const PENDING: u32 = 1;
 const ANSWERED: u32 = 2;
 
@@ -51,6 +51,9 @@ fn decode_entry(e: &[u8]) -> Entry {
                 win: u64_at(e, 72),
                 at_ms: u64_at(e, 80),
             }),
+            nodes: u32_at(e, 92),
+            doubt: u32_at(e, 96),
+            ahead: u32_at(e, 100),
         },
     }
 }
@@ -89,6 +92,9 @@ fn encode_entry(e: &Entry) -> [u8; ENTRY] {
     put(&p.win.to_le_bytes());
     put(&p.at_ms.to_le_bytes());
     put(&flags.to_le_bytes());
+    put(&c.nodes.to_le_bytes());
+    put(&c.doubt.to_le_bytes());
+    put(&c.ahead.to_le_bytes());
     out
 }
 
@@ -130,6 +136,20 @@ pub fn encode(tag: u32, entries: &[Entry]) -> Vec<u8> {
 pub struct Fleet {
     /// An answer older than this no longer vouches for the fleet's counts.
     pub stale_ms: u64,
+    /// The sync period (the join share, the share refusal's wait).
+    pub sync_ms: u64,
+}
+
+/// What a node knows of the fleet beside a key's counts, read only when it
+/// decides without a fresh answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Known {
+    /// Nodes as last counted (the configured guess before any count).
+    pub nodes: u32,
+    /// The service is down: no answer to wait for.
+    pub down: bool,
+    /// `nodes` is the service's count, not the configured guess.
+    pub counted: bool,
 }
 
 /// The two-window counts a verdict carries for [`commit`](super::slots::commit)
@@ -162,14 +182,15 @@ pub struct Decided {
 }
 
 /// Reads the entry `caller` is counted in and decides one more request;
-/// nothing is written. `nodes` is asked only when the node decides alone.
+/// nothing is written. `known` is asked only when the node decides
+/// without a fresh answer (a fresh one carries its node count).
 pub fn prepare<S: Store + ?Sized>(
     store: &S,
     lane: &Lane,
     fleet: Fleet,
     caller: u64,
     fleet_id: u64,
-    nodes: &dyn Fn() -> u32,
+    known: &dyn Fn() -> Known,
     now_ms: u64,
 ) -> Result<Decided, StoreError> {
     let decide = |counts: FleetCounts| {
@@ -177,9 +198,16 @@ pub fn prepare<S: Store + ?Sized>(
             rate: lane.rate,
             nodes: 1,
             stale_ms: fleet.stale_ms,
+            sync_ms: fleet.sync_ms,
+            down: false,
+            counted: true,
+            guard: Guard::Shares,
         };
         if !counts.fresh(now_ms, fleet.stale_ms) {
-            rate.nodes = nodes();
+            let k = known();
+            rate.nodes = k.nodes;
+            rate.down = k.down;
+            rate.counted = k.counted;
         }
         rate.decide(counts, now_ms)
     };
@@ -354,6 +382,65 @@ pub struct Taken {
     pub sent: Sent,
 }
 
+/// A key a sync may take: where it is, and how much it needs syncing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    pub place: Place,
+    pub caller: u64,
+    /// Unsent hits (0: a read).
+    pub hits: u32,
+    /// When it was last answered (0: never).
+    pub answered_ms: u64,
+}
+
+impl Candidate {
+    /// Sync order: more unsent hits first (a key with weight is what the
+    /// budget is about: junk keys of one hit each cannot push a busy key
+    /// out), then the longest unanswered (reads go round).
+    pub fn order(&self) -> (std::cmp::Reverse<u32>, u64) {
+        (std::cmp::Reverse(self.hits), self.answered_ms)
+    }
+}
+
+/// Every key the lane tracks that a sync may take at `now` (it still
+/// weighs, no sync in flight), read only.
+pub fn scan<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    now_ms: u64,
+) -> Result<Vec<Candidate>, StoreError> {
+    let win = lane.rate.window_of(now_ms);
+    let mut all = Vec::new();
+    for place in places(store, lane)? {
+        let v = store.get(lane.key_of(place).as_str())?.0;
+        for e in decode(lane.tag, v.as_deref()) {
+            let live = !e.counts.expired(win);
+            let idle = e.counts.pending.is_none()
+                || e.counts.pending.is_some_and(|p| {
+                    now_ms.saturating_sub(p.at_ms) >= crate::count::fleet::LOST_MS
+                });
+            if live && idle {
+                let c = e.counts.at(win);
+                all.push(Candidate {
+                    place,
+                    caller: e.caller,
+                    hits: c.unsynced.saturating_add(c.carried),
+                    answered_ms: c.answered_ms.unwrap_or(0),
+                });
+            }
+        }
+    }
+    Ok(all)
+}
+
+fn places<S: Store + ?Sized>(store: &S, lane: &Lane) -> Result<Vec<Place>, StoreError> {
+    let mut places = vec![Place::Single];
+    if lane.table.is_some() && tracked_with(store, lane)?.0 > 0 {
+        places.extend((0..lane.bucket_count()).map(Place::Bucket));
+    }
+    Ok(places)
+}
+
 /// Takes the unsent hits of every key the lane tracks, at `now`, for a
 /// sync: keys that still weigh are synced with 0 hits too (the other
 /// nodes' hits are seen only that way). A key with a sync in flight is
@@ -363,20 +450,43 @@ pub fn take<S: Store + ?Sized>(
     lane: &Lane,
     now_ms: u64,
 ) -> Result<Vec<Taken>, StoreError> {
+    let all = scan(store, lane, now_ms)?;
+    take_these(store, lane, &all, now_ms)
+}
+
+/// Takes the unsent hits of the keys `these` names (from [`scan`]), at
+/// `now`: one write per bucket they are in.
+pub fn take_these<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    these: &[Candidate],
+    now_ms: u64,
+) -> Result<Vec<Taken>, StoreError> {
     let rate = lane.rate;
     let win = rate.window_of(now_ms);
+    let mut places: Vec<Place> = these.iter().map(|c| c.place).collect();
+    places.sort_unstable_by_key(|p| place_order(*p));
+    places.dedup();
     let mut all = Vec::new();
-    let mut places = vec![Place::Single];
-    if lane.table.is_some() && tracked_with(store, lane)?.0 > 0 {
-        places.extend((0..lane.bucket_count()).map(Place::Bucket));
-    }
     for place in places {
+        let callers: Vec<u64> = these
+            .iter()
+            .filter(|c| c.place == place)
+            .map(|c| c.caller)
+            .collect();
         let taken = update(store, lane.key_of(place).as_str(), |v| {
-            take_from(lane.tag, rate, place, v, win, now_ms)
+            take_from(lane.tag, rate, place, v, win, now_ms, &callers)
         })?;
         all.extend(taken);
     }
     Ok(all)
+}
+
+fn place_order(p: Place) -> usize {
+    match p {
+        Place::Single => 0,
+        Place::Bucket(i) => i + 1,
+    }
 }
 
 fn take_from(
@@ -386,10 +496,15 @@ fn take_from(
     value: Option<&[u8]>,
     win: u64,
     now_ms: u64,
+    callers: &[u64],
 ) -> (Option<Vec<u8>>, Vec<Taken>) {
     let mut entries = decode(tag, value);
     let mut taken = Vec::new();
-    for e in entries.iter_mut().filter(|e| !e.counts.expired(win)) {
+    for e in entries
+        .iter_mut()
+        .filter(|e| !e.counts.expired(win))
+        .filter(|e| place == Place::Single || callers.contains(&e.caller))
+    {
         if let Some(sent) = e.counts.take_unsynced(rate, now_ms) {
             taken.push(Taken {
                 place,
@@ -402,20 +517,28 @@ fn take_from(
     ((!taken.is_empty()).then(|| encode(tag, &entries)), taken)
 }
 
+/// What a sync's call said about one key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The fleet's count after the call, and the nodes known now.
+    Count {
+        fleet: u32,
+        nodes: u32,
+    },
+    Failed(Failure),
+}
+
 /// Puts a sync's outcome back: for each key, the fleet's count from the
-/// answer (`Some`), or `None` when the call failed (its hits are sent
-/// again). Keys are settled bucket by bucket, one write each.
+/// answer, or the call's failure. Keys are settled bucket by bucket, one
+/// write each.
 pub fn settle<S: Store + ?Sized>(
     store: &S,
     lane: &Lane,
-    outcome: &[(Taken, Option<u32>)],
+    outcome: &[(Taken, Outcome)],
     now_ms: u64,
 ) -> Result<(), StoreError> {
     let mut places: Vec<Place> = outcome.iter().map(|(t, _)| t.place).collect();
-    places.sort_unstable_by_key(|p| match p {
-        Place::Single => 0,
-        Place::Bucket(i) => i + 1,
-    });
+    places.sort_unstable_by_key(|p| place_order(*p));
     places.dedup();
     for place in places {
         update(store, lane.key_of(place).as_str(), |v| {
@@ -428,9 +551,14 @@ pub fn settle<S: Store + ?Sized>(
                 else {
                     continue;
                 };
-                let done = match count {
-                    Some(n) => e.counts.apply_answer(lane.rate, t.sent, *n, now_ms).is_ok(),
-                    None => e.counts.sync_failed(lane.rate, t.sent, now_ms).is_ok(),
+                let done = match *count {
+                    Outcome::Count { fleet, nodes } => e
+                        .counts
+                        .apply_answer(lane.rate, t.sent, fleet, now_ms, nodes)
+                        .is_ok(),
+                    Outcome::Failed(f) => {
+                        e.counts.sync_failed(lane.rate, t.sent, now_ms, f).is_ok()
+                    }
                 };
                 changed |= done;
             }
@@ -487,11 +615,24 @@ mod tests {
         )
     }
 
-    const FLEET: Fleet = Fleet { stale_ms: 2_000 };
+    const FLEET: Fleet = Fleet {
+        stale_ms: 2_000,
+        sync_ms: 200,
+    };
+
+    fn count(fleet: u32) -> Outcome {
+        Outcome::Count { fleet, nodes: 3 }
+    }
 
     /// Decides and commits one request; true when admitted.
     fn hit(s: &MemStore, l: &Lane, caller: u64, nodes: u32, now: u64) -> bool {
-        let d = prepare(s, l, FLEET, caller, caller ^ 1, &|| nodes, now).unwrap();
+        // The service down: a new key takes the outage share.
+        let known = || Known {
+            nodes,
+            down: true,
+            counted: true,
+        };
+        let d = prepare(s, l, FLEET, caller, caller ^ 1, &known, now).unwrap();
         if !d.prepared.verdict.admits() {
             return false;
         }
@@ -499,6 +640,62 @@ mod tests {
             commit(s, l, caller, &d.prepared).unwrap(),
             Committed::Done(_)
         )
+    }
+
+    /// A key new to the node while the service answers: a sync's worth of
+    /// its share until its first answer (30 a minute, 3 nodes, 200 ms
+    /// syncs: 1), however fast it is asked.
+    #[test]
+    fn a_key_new_to_the_node_waits_for_its_first_answer() {
+        let s = MemStore::new();
+        let l = lane(30, Some(SMALL));
+        let now = 600_000;
+        let up = || Known {
+            nodes: 3,
+            down: false,
+            counted: true,
+        };
+        let hit = |t| {
+            let d = prepare(&s, &l, FLEET, 7, 8, &up, t).unwrap();
+            d.prepared.verdict.admits()
+                && matches!(commit(&s, &l, 7, &d.prepared).unwrap(), Committed::Done(_))
+        };
+        assert_eq!((0..20).filter(|_| hit(now)).count(), 1);
+        let taken = take(&s, &l, now + 100).unwrap();
+        settle(&s, &l, &[(taken[0], count(1))], now + 110).unwrap();
+        assert_eq!(
+            (0..20).filter(|_| hit(now + 120)).count(),
+            9,
+            "(30 − 1) / 3"
+        );
+    }
+
+    /// Issue 22's junk spray: thousands of keys of one hit each do not push
+    /// a busy key out of a capped sync.
+    #[test]
+    fn a_sync_takes_the_keys_with_most_to_send_first() {
+        let s = MemStore::new();
+        let big = Table {
+            buckets: 256,
+            per_bucket: 32,
+            cap: 4_000,
+        };
+        let l = lane(300, Some(big));
+        l.create_keys(&s).unwrap();
+        let now = 600_000;
+        for c in 1..3_000u64 {
+            hit(&s, &l, c * 7_919, 3, now);
+        }
+        for _ in 0..40 {
+            hit(&s, &l, 42, 3, now);
+        }
+        let mut all = scan(&s, &l, now + 1).unwrap();
+        assert_eq!(all.len(), 3_000);
+        all.sort_by_key(|c| c.order());
+        assert_eq!((all[0].caller, all[0].hits), (42, 40));
+        let taken = take_these(&s, &l, &all[..1], now + 1).unwrap();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(scan(&s, &l, now + 2).unwrap().len(), 2_999, "one in flight");
     }
 
     #[test]
@@ -523,6 +720,9 @@ mod tests {
                     win: 15,
                     at_ms: 16,
                 }),
+                nodes: 17,
+                doubt: 18,
+                ahead: 19,
             },
         };
         let bytes = encode(9, &[e, Entry::default()]);
@@ -544,11 +744,11 @@ mod tests {
         assert_eq!(taken.len(), 1);
         assert_eq!((taken[0].sent.hits, taken[0].fleet_id), (10, 43));
         assert!(take(&s, &l, now + 150).unwrap().is_empty(), "in flight");
-        settle(&s, &l, &[(taken[0], Some(25))], now + 110).unwrap();
+        settle(&s, &l, &[(taken[0], count(25))], now + 110).unwrap();
         let more = (0..20).filter(|_| hit(&s, &l, 42, 3, now + 200)).count();
-        assert_eq!(more, 5, "30 − 25");
+        assert_eq!(more, 1, "(30 − 25) / 3 nodes until the next answer");
         let e = peek(&s, &l, 42).unwrap().unwrap();
-        assert_eq!((e.counts.cur, e.counts.unsynced), (25, 5));
+        assert_eq!((e.counts.cur, e.counts.unsynced), (25, 1));
     }
 
     #[test]
@@ -558,7 +758,13 @@ mod tests {
         let now = 600_000;
         assert!(hit(&s, &l, 0, 1, now));
         let taken = take(&s, &l, now + 1).unwrap();
-        settle(&s, &l, &[(taken[0], None)], now + 2).unwrap();
+        settle(
+            &s,
+            &l,
+            &[(taken[0], Outcome::Failed(Failure::NotCounted))],
+            now + 2,
+        )
+        .unwrap();
         let e = peek(&s, &l, 0).unwrap().unwrap();
         assert_eq!((e.counts.unsynced, e.counts.pending), (1, None));
         assert!(hit(&s, &l, 0, 1, now + 3));
@@ -589,7 +795,12 @@ mod tests {
         let s = MemStore::new();
         let l = lane(10, Some(SMALL));
         let now = 600_000;
-        let d = prepare(&s, &l, FLEET, 5, 6, &|| 1, now).unwrap();
+        let one = || Known {
+            nodes: 1,
+            down: true,
+            counted: true,
+        };
+        let d = prepare(&s, &l, FLEET, 5, 6, &one, now).unwrap();
         let Committed::Done(_) = commit(&s, &l, 5, &d.prepared).unwrap() else {
             panic!()
         };
@@ -610,10 +821,10 @@ mod tests {
         l.create_keys(&s).unwrap();
         assert!(hit(&s, &l, 5, 1, 600_000));
         let taken = take(&s, &l, 600_001).unwrap();
-        settle(&s, &l, &[(taken[0], Some(1))], 600_002).unwrap();
+        settle(&s, &l, &[(taken[0], count(1))], 600_002).unwrap();
         let again = take(&s, &l, 660_500).unwrap();
         assert_eq!(again.len(), 1, "still weighs in the next window");
-        settle(&s, &l, &[(again[0], Some(0))], 660_501).unwrap();
+        settle(&s, &l, &[(again[0], count(0))], 660_501).unwrap();
         let key = l.bucket_key(taken[0].place_index()).as_str().to_string();
         let v = s.get(&key).unwrap().0;
         assert_eq!(sweep_value(l.tag, v.as_deref(), 11).1, 0);

@@ -10,7 +10,7 @@
 //! no higher than the limit sent as the override.
 
 use crate::count::accuracy::{poisson, Rng};
-use crate::count::fleet::{FleetCounts, FleetRate, FleetVerdict, Sent};
+use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Guard, Sent};
 use crate::count::window::{Counts, Rate, Verdict};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -138,6 +138,17 @@ pub struct Setup {
     /// The limit sent as the override: the answer's count reads no higher
     /// (`None`: the bound's own limit).
     pub read_limit: Option<u32>,
+    /// Calls reaching the service in `[from, to)` are counted but their
+    /// answers are lost (they time out): a service too slow for its sync.
+    pub lost_answers: Option<(u64, u64)>,
+    /// Every node syncs at the same phase (from the first arrival on): the
+    /// adversary's synchronised burst right after a sync.
+    pub aligned: bool,
+    /// The rule between answers: [`Guard::Shares`] (issue 22) or
+    /// [`Guard::Estimate`], the rule before it, which also re-sent timed-out
+    /// hits, and forgot the node count (1) once its last answer was over a
+    /// heartbeat minute (two, at the most) old.
+    pub guard: Guard,
     pub seed: u64,
 }
 
@@ -150,6 +161,9 @@ impl Setup {
             outage: None,
             restarts: Vec::new(),
             read_limit: None,
+            lost_answers: None,
+            aligned: false,
+            guard: Guard::Shares,
             seed: 7,
         }
     }
@@ -193,6 +207,7 @@ enum Event {
         node: usize,
         epoch: u32,
         sent: Sent,
+        failure: Failure,
     },
     Restart {
         node: usize,
@@ -204,7 +219,13 @@ struct Node {
     state: FleetCounts,
     /// Bumped at a restart: answers to calls of an earlier life are lost.
     epoch: u32,
+    /// When a call was last answered, and last failed (the record's).
+    answered_ms: u64,
+    failed_ms: u64,
 }
+
+/// The heartbeat's memory before issue 22: two clock minutes.
+const FORGOT_NODES_MS: u64 = 120_000;
 
 /// The simulation's moving parts: nodes, the service's counters, events.
 struct Sim<'a> {
@@ -257,12 +278,21 @@ impl Sim<'_> {
                     return;
                 };
                 let epoch = n.epoch;
+                // A node tracks (and syncs) only a key it has seen a request for.
+                if n.state == FleetCounts::default() {
+                    return;
+                }
                 if let Some(sent) = n.state.take_unsynced(rate, now) {
                     let reach = now + self.latency();
                     if self.down(reach) {
                         self.at(
                             now + self.setup.timeout_ms,
-                            Event::Fail { node, epoch, sent },
+                            Event::Fail {
+                                node,
+                                epoch,
+                                sent,
+                                failure: Failure::NotCounted,
+                            },
                         );
                     } else {
                         self.at(reach, Event::Reach { node, epoch, sent });
@@ -278,6 +308,22 @@ impl Sim<'_> {
                 let read = self.setup.read_limit.unwrap_or(rate.limit);
                 let count = (*c).min(u64::from(read)) as u32;
                 let back = now + self.latency();
+                let lost = self
+                    .setup
+                    .lost_answers
+                    .is_some_and(|(from, to)| from <= now && now < to);
+                if lost {
+                    self.at(
+                        now + self.setup.timeout_ms,
+                        Event::Fail {
+                            node,
+                            epoch,
+                            sent,
+                            failure: Failure::MaybeCounted,
+                        },
+                    );
+                    return;
+                }
                 self.at(
                     back,
                     Event::Answer {
@@ -294,21 +340,34 @@ impl Sim<'_> {
                 sent,
                 count,
             } => {
+                let nodes = self.bound.nodes;
                 if let Some(n) = self.nodes.get_mut(node).filter(|n| n.epoch == epoch) {
                     // Err only for a call this node no longer waits for.
-                    let _ = n.state.apply_answer(rate, sent, count, now);
+                    let _ = n.state.apply_answer(rate, sent, count, now, nodes);
+                    n.answered_ms = now;
                 }
             }
-            Event::Fail { node, epoch, sent } => {
+            Event::Fail {
+                node,
+                epoch,
+                sent,
+                failure,
+            } => {
+                // Before issue 22 every failed call was sent again.
+                let failure = match self.setup.guard {
+                    Guard::Shares => failure,
+                    Guard::Estimate => Failure::NotCounted,
+                };
                 if let Some(n) = self.nodes.get_mut(node).filter(|n| n.epoch == epoch) {
-                    let _ = n.state.sync_failed(rate, sent, now);
+                    let _ = n.state.sync_failed(rate, sent, now, failure);
+                    n.failed_ms = now;
                 }
             }
             Event::Restart { node } => {
                 if let Some(n) = self.nodes.get_mut(node) {
                     *n = Node {
-                        state: FleetCounts::default(),
                         epoch: n.epoch.wrapping_add(1),
+                        ..Node::default()
                     };
                 }
             }
@@ -325,6 +384,10 @@ pub fn fleet_sync(rate: Rate, nodes: usize, setup: &Setup, trace: &[Arrival]) ->
             rate,
             nodes: u32::try_from(nodes).unwrap_or(u32::MAX),
             stale_ms: setup.stale_ms(),
+            sync_ms: setup.sync_ms,
+            down: false,
+            counted: true,
+            guard: setup.guard,
         },
         setup,
         rng: Rng(setup.seed | 1),
@@ -336,7 +399,11 @@ pub fn fleet_sync(rate: Rate, nodes: usize, setup: &Setup, trace: &[Arrival]) ->
     };
     let start = trace.first().map_or(0, |a| a.t);
     for node in 0..nodes {
-        let phase = sim.rng.next_u64() % setup.sync_ms.max(1);
+        let phase = if setup.aligned {
+            0
+        } else {
+            sim.rng.next_u64() % setup.sync_ms.max(1)
+        };
         sim.at(start + phase, Event::Send { node });
     }
     for &(t, node) in &setup.restarts {
@@ -347,8 +414,14 @@ pub fn fleet_sync(rate: Rate, nodes: usize, setup: &Setup, trace: &[Arrival]) ->
         .iter()
         .map(|a| {
             sim.run_until(a.t);
-            let bound = sim.bound;
+            let mut bound = sim.bound;
             sim.nodes.get_mut(a.node).is_some_and(|n| {
+                bound.down = n.failed_ms > n.answered_ms
+                    && a.t.saturating_sub(n.answered_ms) > bound.stale_ms;
+                let forgot = a.t.saturating_sub(n.answered_ms) > FORGOT_NODES_MS;
+                if bound.guard == Guard::Estimate && forgot {
+                    bound.nodes = 1;
+                }
                 let verdict = bound.decide(n.state, a.t);
                 let alone = match verdict {
                     FleetVerdict::Admit { state, alone, .. } => {

@@ -180,14 +180,20 @@ pub fn fleet_record_key(instance: &str) -> String {
     format!("ratebound:fleet:{instance}")
 }
 
-/// The nodes a fleet bound is shared by, as the sync last counted them
-/// (the configured guess until then, or when the record cannot be read).
-fn fleet_nodes<S: Store + ?Sized>(store: &S, f: &FleetKeys, now_ms: u64) -> u32 {
-    store
+/// What the node knows of the fleet: the nodes a fleet bound is shared by,
+/// as the sync last counted them (the configured guess until then, or when
+/// the record cannot be read), and whether the service is down.
+fn fleet_known<S: Store + ?Sized>(store: &S, f: &FleetKeys, now_ms: u64) -> fleet_lane::Known {
+    let record = store
         .get(&f.record_key)
         .ok()
-        .and_then(|(v, _)| crate::count::fleet::Record::decode(v.as_deref()?))
-        .map_or(f.nodes, |r| r.nodes(now_ms).unwrap_or(f.nodes))
+        .and_then(|(v, _)| crate::count::fleet::Record::decode(v.as_deref()?));
+    let counted = record.and_then(|r| r.nodes(now_ms));
+    fleet_lane::Known {
+        nodes: counted.unwrap_or(f.nodes),
+        down: record.is_some_and(|r| r.down(now_ms, f.fleet.stale_ms)),
+        counted: counted.is_some(),
+    }
 }
 
 /// Each bound of `plan` on the lane `lane` gives it, asked in plan order
@@ -235,8 +241,9 @@ impl Limiter {
                 record_key: fleet_record_key(&plan.instance),
                 fleet: Fleet {
                     stale_ms: 3 * s.sync_ms + s.sync_timeout_ms(),
+                    sync_ms: s.sync_ms,
                 },
-                nodes: s.fleet_nodes,
+                nodes: s.fleet_nodes.unwrap_or(1),
             });
         Limiter {
             plan,
@@ -280,8 +287,8 @@ impl Limiter {
         let Some(f) = self.fleet.as_ref().filter(|_| lane.fleet) else {
             return slots::prepare(store, lane, keys.node, now_ms);
         };
-        let nodes = || fleet_nodes(store, f, now_ms);
-        let d = fleet_lane::prepare(store, lane, f.fleet, keys.node, keys.fleet, &nodes, now_ms)?;
+        let known = || fleet_known(store, f, now_ms);
+        let d = fleet_lane::prepare(store, lane, f.fleet, keys.node, keys.fleet, &known, now_ms)?;
         if d.alone {
             self.alone.set(self.alone.get() + 1);
         }

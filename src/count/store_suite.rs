@@ -322,13 +322,23 @@ impl<S: Store + ?Sized> Store for RaceOnce<'_, S> {
 /// takes exactly what it admitted, the fleet's answer then decides, a
 /// failed sync puts its hits back.
 fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str) -> Check {
-    use crate::count::fleet_lane::{self, Fleet};
+    use crate::count::fleet::Failure;
+    use crate::count::fleet_lane::{self, Fleet, Known, Outcome};
     let mut l = lane(s, &format!("{p}:f"), 6, Some(small()))?;
     l.fleet = true;
-    let fleet = Fleet { stale_ms: 2_000 };
+    let fleet = Fleet {
+        stale_ms: 2_000,
+        sync_ms: 200,
+    };
+    // The service down: the outage share, limit / 2.
+    let known = || Known {
+        nodes: 2,
+        down: true,
+        counted: true,
+    };
     let t = 4_000_000;
     let hit = |now: u64| -> Result<bool, String> {
-        let d = fleet_lane::prepare(s, &l, fleet, 42, 43, &|| 2, now).map_err(e)?;
+        let d = fleet_lane::prepare(s, &l, fleet, 42, 43, &known, now).map_err(e)?;
         if !d.prepared.verdict.admits() {
             return Ok(false);
         }
@@ -348,13 +358,25 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
         vec![3]
     );
     let first = *taken.first().ok_or("nothing taken")?;
-    fleet_lane::settle(s, &l, &[(first, Some(5))], t + 101).map_err(e)?;
+    fleet_lane::settle(
+        s,
+        &l,
+        &[(first, Outcome::Count { fleet: 5, nodes: 2 })],
+        t + 101,
+    )
+    .map_err(e)?;
     expect_eq!(hit(t + 200)?, true);
     expect_eq!(hit(t + 201)?, false);
     let again = fleet_lane::take(s, &l, t + 300).map_err(e)?;
     let second = *again.first().ok_or("nothing taken")?;
     expect_eq!(second.sent.hits, 1);
-    fleet_lane::settle(s, &l, &[(second, None)], t + 301).map_err(e)?;
+    fleet_lane::settle(
+        s,
+        &l,
+        &[(second, Outcome::Failed(Failure::NotCounted))],
+        t + 301,
+    )
+    .map_err(e)?;
     let back = fleet_lane::peek(s, &l, 42)
         .map_err(e)?
         .map(|x| x.counts.unsynced);

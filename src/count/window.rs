@@ -171,6 +171,15 @@ impl Rate {
         left.saturating_add(self.ahead(c, now_ms))
     }
 
+    /// Whole requests left under the limit for `c` (slid to now's window
+    /// here): `floor(limit − estimate)`, 0 when at or over it.
+    pub fn left(&self, c: Counts, now_ms: u64) -> u32 {
+        let c = c.at(self.window_of(now_ms));
+        let w = u128::from(self.window_ms.max(1));
+        let left = self.capacity().saturating_sub(self.weighted(c, now_ms)) / w;
+        u32::try_from(left).unwrap_or(u32::MAX)
+    }
+
     /// The shortest wait after which one more request would be admitted,
     /// with `c` as the stored counts (slid to now's window here).
     pub fn wait_ms(&self, c: Counts, now_ms: u64) -> u64 {

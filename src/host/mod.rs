@@ -67,6 +67,8 @@ struct Root {
     synced_ms: u64,
     /// The fleet sync failed at its last call (logged once until it answers).
     sync_failing: bool,
+    /// This node's id for the fleet heartbeat (read at the first sync).
+    node: String,
 }
 
 /// A configuration in force: the limiter, its stats, the session cache.
@@ -92,7 +94,35 @@ impl Context for Root {
     fn on_http_call_response(&mut self, token: u32, headers: usize, body: usize, trailers: usize) {
         let status = rls_status(headers, trailers);
         match self.syncs.remove(&token) {
-            Some((active, batch)) => self.synced(&active, &batch, status, body),
+            Some((active, batch)) => {
+                // A failed call may have been counted (a timeout, a
+                // connection cut after sending) unless it clearly never
+                // reached the service. Envoy answers all of them as
+                // UNAVAILABLE for a gRPC call; its grpc-message says which
+                // ("… connection failure …", "no healthy upstream").
+                let header = |name| {
+                    (headers > 0)
+                        .then(|| map_value(MapType::HttpCallResponseHeaders, name))
+                        .flatten()
+                };
+                let message = (trailers > 0)
+                    .then(|| map_value(MapType::HttpCallResponseTrailers, "grpc-message"))
+                    .flatten()
+                    .or_else(|| header("grpc-message"))
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
+                let unreached = ["connection failure", "no healthy upstream", "overflow"]
+                    .iter()
+                    .any(|m| message.contains(m));
+                let maybe_counted =
+                    status != 0 && headers > 0 && !unreached || status != 0 && headers == 0;
+                let status = if maybe_counted {
+                    crate::rls::GrpcCode::DeadlineExceeded.number()
+                } else {
+                    status
+                };
+                self.synced(&active, &batch, status, body)
+            }
             None => self.warm_up_answered(status),
         }
     }
@@ -233,7 +263,37 @@ impl Root {
             housekept_ms: 0,
             synced_ms: 0,
             sync_failing: false,
+            node: String::new(),
         }
+    }
+
+    /// The node's stable id: Envoy's node id, the same for every run of
+    /// the node, so a restart is not counted as one more node. Without one,
+    /// this run's random id (each restart then counts until its minute ends).
+    fn node_id(&mut self) -> &str {
+        if self.node.is_empty() {
+            let text = |path: Vec<&str>| {
+                hostcalls::get_property(path)
+                    .ok()
+                    .flatten()
+                    .and_then(|b| String::from_utf8(b).ok())
+            };
+            // The id itself, or the serialized Node message (its field 1).
+            let message = |path: Vec<&str>| {
+                hostcalls::get_property(path)
+                    .ok()
+                    .flatten()
+                    .and_then(|b| node_id_of(&b))
+            };
+            let id = text(vec!["node", "id"])
+                .or_else(|| text(vec!["xds", "node", "id"]))
+                .filter(|id| !id.is_empty())
+                .or_else(|| message(vec!["node"]))
+                .or_else(|| message(vec!["xds", "node"]))
+                .filter(|id| !id.is_empty() && id.len() <= 256);
+            self.node = id.unwrap_or_else(|| format!("run-{:016x}", self.me));
+        }
+        &self.node
     }
 
     /// Every `sync_ms`, if this context holds the node's lease: sends every
@@ -259,7 +319,8 @@ impl Root {
         if let Some(n) = record.nodes(now) {
             active.metrics.fleet_nodes(n);
         }
-        let (batches, errors) = fleet_sync::collect(&store, &active.limiter, &record, now);
+        let node = self.node_id().to_string();
+        let (batches, errors) = fleet_sync::collect(&store, &active.limiter, &record, &node, now);
         for e in errors {
             active.metrics.store_error();
             log(LogLevel::Warn, &format!("ratebound fleet sync: {e}"));
@@ -581,6 +642,26 @@ fn bind_lanes(
         }
         Ok(lane)
     })
+}
+
+/// Field 1 (`id`, a string) of a serialized `envoy.config.core.v3.Node`.
+fn node_id_of(b: &[u8]) -> Option<String> {
+    let (&tag, rest) = b.split_first()?;
+    if tag != 0x0a {
+        return None;
+    }
+    let (mut len, mut shift, mut at) = (0usize, 0u32, 0usize);
+    loop {
+        let byte = *rest.get(at)?;
+        len |= usize::from(byte & 0x7f).checked_shl(shift)?;
+        at += 1;
+        if byte & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    let id = rest.get(at..at.checked_add(len)?)?;
+    String::from_utf8(id.to_vec()).ok()
 }
 
 /// Random keys for a new directory (WASI random through std's RandomState).

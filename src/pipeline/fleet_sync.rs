@@ -15,8 +15,8 @@
 
 use crate::config::installation::Unit;
 use crate::config::plan::Plan;
-use crate::count::fleet::Record;
-use crate::count::fleet_lane::{self, Taken};
+use crate::count::fleet::{Beat, Failure, Record};
+use crate::count::fleet_lane::{self, Candidate, Outcome, Taken};
 use crate::count::limiter::Limiter;
 use crate::count::slots::Place;
 use crate::count::store::{update, Store, StoreError};
@@ -27,6 +27,11 @@ use super::installation::ServiceCall;
 /// Descriptors per call: the real service answered 200 in one piece
 /// (docs/fleet.md).
 pub const MAX_DESCRIPTORS: usize = 200;
+
+/// Keys per sync, at most: 5 calls. Past it, keys go by need (unsent hits
+/// first, then the longest unanswered): a spray of junk keys cannot make
+/// the sync outlast its period (timeouts) nor push a busy key out.
+pub const MAX_SYNC_KEYS: usize = 5 * MAX_DESCRIPTORS;
 
 /// The override is this multiple of the limit: a count up to it is read
 /// as it is (above the limit, a node needs no more than that to refuse).
@@ -43,8 +48,9 @@ pub struct Batch {
     /// Each key's descriptor, in order after the heartbeat if there is one:
     /// its route, its bound and what was taken.
     items: Vec<(usize, usize, Taken)>,
-    /// The heartbeat was the first descriptor, adding this node's 1 or not.
-    heartbeat: Option<bool>,
+    /// The heartbeat led the call: its descriptor, and this node's own key
+    /// after it when asked.
+    heartbeat: Option<Beat>,
     pub sent_ms: u64,
 }
 
@@ -52,6 +58,11 @@ impl Batch {
     /// Keys it carries (the heartbeat not counted).
     pub fn keys(&self) -> usize {
         self.items.len()
+    }
+
+    /// Descriptors before the keys: the heartbeat's.
+    fn lead(&self) -> usize {
+        self.heartbeat.map_or(0, |b| 1 + usize::from(b.ask))
     }
 
     /// As the host sends it; the message moves into the call (it is sent
@@ -69,6 +80,16 @@ impl Batch {
 /// The heartbeat descriptor of an instance.
 fn heartbeat_of(instance: &str) -> [(&'static str, &str); 2] {
     [("ratebound", "nodes"), ("instance", instance)]
+}
+
+/// A node's own key: the same for every run of the node (`node` is its
+/// stable id), so a restart finds its 1 already added.
+fn node_key_of<'a>(instance: &'a str, node: &'a str) -> [(&'static str, &'a str); 3] {
+    [
+        ("ratebound", "node"),
+        ("instance", instance),
+        ("node", node),
+    ]
 }
 
 /// How long a lease holds: three ticks of a sync, and at least the 1 s
@@ -98,20 +119,23 @@ pub fn claim<S: Store + ?Sized>(
     })
 }
 
-/// Takes every fleet lane's unsent hits at `now` and cuts them into calls.
-/// Call only as the lease holder ([`claim`]). A lane the store fails for
-/// is skipped (its error returned beside the calls).
+/// Takes every fleet lane's unsent hits at `now` and cuts them into calls:
+/// at most [`MAX_SYNC_KEYS`] keys, by need. `node` is this node's stable id
+/// (the heartbeat's own key). Call only as the lease holder ([`claim`]). A
+/// lane the store fails for is skipped (its error returned beside the calls).
 pub fn collect<S: Store + ?Sized>(
     store: &S,
     limiter: &Limiter,
     record: &Record,
+    node: &str,
     now_ms: u64,
 ) -> (Vec<Batch>, Vec<StoreError>) {
     let mut errors = Vec::new();
     let Some(service) = &limiter.plan.service else {
         return (Vec::new(), errors);
     };
-    let mut items = Vec::new();
+    // Which keys: every lane's candidates, the neediest first.
+    let mut wanted: Vec<(usize, usize, Candidate)> = Vec::new();
     for (r, route) in limiter.plan.routes.iter().enumerate() {
         for (b, bound) in route.bounds.iter().enumerate() {
             let Some(lane) = limiter
@@ -122,24 +146,60 @@ pub fn collect<S: Store + ?Sized>(
             else {
                 continue;
             };
-            match fleet_lane::take(store, lane, now_ms) {
-                Ok(taken) => items.extend(taken.into_iter().map(|t| (r, b, t))),
+            match fleet_lane::scan(store, lane, now_ms) {
+                Ok(c) => wanted.extend(c.into_iter().map(|c| (r, b, c))),
                 Err(e) => errors.push(e),
             }
         }
     }
-    let beat = record.beat_due(now_ms);
+    wanted.sort_by_key(|(_, _, c)| c.order());
+    wanted.truncate(MAX_SYNC_KEYS);
+    let mut items = Vec::with_capacity(wanted.len());
+    // Lane by lane (settle takes a lane's keys together), neediest first
+    // within each, and lanes in the order of their neediest key.
+    let mut lanes: Vec<(usize, usize)> = wanted.iter().map(|(r, b, _)| (*r, *b)).collect();
+    lanes.dedup();
+    let mut seen = Vec::new();
+    lanes.retain(|l| {
+        let new = !seen.contains(l);
+        seen.push(*l);
+        new
+    });
+    for (r, b) in lanes {
+        let Some(lane) = limiter.lanes.get(r).and_then(|l| l.get(b)) else {
+            continue;
+        };
+        let these: Vec<Candidate> = wanted
+            .iter()
+            .filter(|(r2, b2, _)| (*r2, *b2) == (r, b))
+            .map(|(_, _, c)| *c)
+            .collect();
+        match fleet_lane::take_these(store, lane, &these, now_ms) {
+            Ok(mut taken) => {
+                // Back in need order (taken bucket by bucket).
+                taken.sort_by_key(|t| {
+                    these
+                        .iter()
+                        .position(|c| c.place == t.place && c.caller == t.caller)
+                        .unwrap_or(usize::MAX)
+                });
+                items.extend(taken.into_iter().map(|t| (r, b, t)));
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let beat = record.beat(now_ms);
     let mut batches = Vec::new();
     let mut rest = items.as_slice();
     let mut first = true;
     while first || !rest.is_empty() {
-        let room = MAX_DESCRIPTORS - usize::from(first);
+        let heartbeat = first.then_some(beat);
+        let room = MAX_DESCRIPTORS - heartbeat.map_or(0, |b| 1 + usize::from(b.ask));
         let (these, more) = rest.split_at(room.min(rest.len()));
         rest = more;
-        let heartbeat = first.then_some(beat);
         first = false;
         batches.push(Batch {
-            message: encode(limiter, &service.domain, these, heartbeat),
+            message: encode(limiter, &service.domain, these, heartbeat, node),
             items: these.to_vec(),
             heartbeat,
             sent_ms: now_ms,
@@ -160,10 +220,12 @@ fn encode(
     limiter: &Limiter,
     domain: &str,
     items: &[(usize, usize, Taken)],
-    heartbeat: Option<bool>,
+    heartbeat: Option<Beat>,
+    node: &str,
 ) -> Vec<u8> {
     let plan = &limiter.plan;
     let beat_entries = heartbeat.map(|_| heartbeat_of(&plan.instance));
+    let node_entries = node_key_of(&plan.instance, node);
     // One descriptor per item, whatever happens: the answer's statuses are
     // matched to the items by position. (Every item's bound is a fleet
     // bound with a validated window: the fallbacks are never taken.)
@@ -199,15 +261,25 @@ fn encode(
         })
         .collect();
     let mut specs = Vec::with_capacity(owned.len() + 1);
-    if let (Some(added), Some(e)) = (heartbeat, &beat_entries) {
+    if let (Some(beat), Some(e)) = (heartbeat, &beat_entries) {
         specs.push(DescriptorSpec {
             entries: e,
             limit: Some(Override {
                 requests_per_unit: BEAT_LIMIT,
                 unit: Unit::Minute,
             }),
-            hits_addend: u64::from(added),
+            hits_addend: u64::from(beat.add),
         });
+        if beat.ask {
+            specs.push(DescriptorSpec {
+                entries: &node_entries,
+                limit: Some(Override {
+                    requests_per_unit: BEAT_LIMIT,
+                    unit: Unit::Minute,
+                }),
+                hits_addend: 1,
+            });
+        }
     }
     for ((_, _, limit, unit, hits), e) in owned.iter().zip(&entries) {
         specs.push(DescriptorSpec {
@@ -227,7 +299,8 @@ fn encode(
 pub enum Settled {
     /// Every key's fleet count was put back.
     Answered,
-    /// The call failed: every key's hits are sent again with the next sync.
+    /// The call failed: every key's hits are sent again with the next sync,
+    /// or (a timeout) kept here as possibly counted.
     Failed(RlsError),
 }
 
@@ -242,15 +315,41 @@ pub fn settle<S: Store + ?Sized>(
     now_ms: u64,
 ) -> (Settled, Vec<StoreError>) {
     let counts = counts_of(batch, grpc_status, body);
-    let skip = usize::from(batch.heartbeat.is_some());
+    let skip = batch.lead();
     let mut errors = Vec::new();
     let count = |i: usize| counts.as_ref().ok().and_then(|c| c.get(i).copied());
-    if let (Some(added), Some(f), Some(n)) = (batch.heartbeat, &limiter.fleet, count(0)) {
+    let failure = match &counts {
+        Ok(_) => None,
+        Err(e) => Some(failure_of(e)),
+    };
+    // The record: the heartbeat's answer, whether the service answers, and
+    // the nodes now known for the answered keys' shares.
+    let mut nodes = 1;
+    if let Some(f) = &limiter.fleet {
         let heard = update(store, &f.record_key, |v| {
-            let r = v.and_then(Record::decode).unwrap_or_default();
-            (Some(r.heard(batch.sent_ms, n, added).encode()), ())
+            let mut r = v.and_then(Record::decode).unwrap_or_default();
+            if let (Some(beat), Some(n)) = (batch.heartbeat, count(0)) {
+                if let (true, Some(own)) = (beat.ask, count(1)) {
+                    r = r.asked(batch.sent_ms, own);
+                }
+                r = r.heard(batch.sent_ms, n, beat.add);
+            } else if let (Some(beat), Some(Failure::MaybeCounted)) = (batch.heartbeat, failure) {
+                // A heartbeat that may have been counted is not sent again
+                // (a node counted twice would shrink every share for two
+                // minutes; once missed, the last minute's count stands in).
+                r = r.maybe_beat(batch.sent_ms, beat);
+            }
+            r = if counts.is_ok() {
+                r.answered(now_ms)
+            } else {
+                r.failed(now_ms)
+            };
+            (Some(r.encode()), r.nodes(now_ms).unwrap_or(f.nodes))
         });
-        errors.extend(heard.err());
+        match heard {
+            Ok(n) => nodes = n,
+            Err(e) => errors.push(e),
+        }
     }
     // Lane by lane, in the order taken (a lane's keys are together).
     let mut at = 0;
@@ -261,13 +360,19 @@ pub fn settle<S: Store + ?Sized>(
             .skip(at)
             .position(|(r2, b2, _)| (r2, b2) != (r, b))
             .map_or(batch.items.len(), |n| at + n);
-        let outcome: Vec<(Taken, Option<u32>)> = batch
+        let outcome: Vec<(Taken, Outcome)> = batch
             .items
             .get(at..end)
             .unwrap_or_default()
             .iter()
             .enumerate()
-            .map(|(k, (_, _, t))| (*t, count(skip + at + k)))
+            .map(|(k, (_, _, t))| {
+                let o = match (count(skip + at + k), failure) {
+                    (Some(fleet), _) => Outcome::Count { fleet, nodes },
+                    (None, f) => Outcome::Failed(f.unwrap_or(Failure::NotCounted)),
+                };
+                (*t, o)
+            })
             .collect();
         if let Some(lane) = limiter.lanes.get(*r).and_then(|l| l.get(*b)) {
             errors.extend(fleet_lane::settle(store, lane, &outcome, now_ms).err());
@@ -281,6 +386,17 @@ pub fn settle<S: Store + ?Sized>(
     (settled, errors)
 }
 
+/// Whether a failed call may have been counted: a timeout (or a call cut
+/// after it was sent, which the host reports as one) may have reached the
+/// service's INCRBY; a refusal, an unreachable service or an answer
+/// without a limit counted nothing.
+fn failure_of(e: &RlsError) -> Failure {
+    match e {
+        RlsError::Grpc(GrpcCode::DeadlineExceeded) => Failure::MaybeCounted,
+        _ => Failure::NotCounted,
+    }
+}
+
 /// Each descriptor's count after the call (`limit − remaining`), or why the
 /// call gave none. A descriptor without a limit (the domain is not in the
 /// service's configuration) fails the call: nothing was counted.
@@ -289,7 +405,7 @@ fn counts_of(batch: &Batch, grpc_status: u32, body: Option<&[u8]>) -> Result<Vec
         return Err(RlsError::Grpc(GrpcCode::from_wire(grpc_status)));
     }
     let answer = rls::decode_answer(body.ok_or(RlsError::NoBody)?)?;
-    let sent = batch.items.len() + usize::from(batch.heartbeat.is_some());
+    let sent = batch.items.len() + batch.lead();
     if answer.statuses.len() != sent {
         return Err(RlsError::StatusCount {
             sent,

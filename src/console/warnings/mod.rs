@@ -67,6 +67,9 @@ pub enum Code {
     NoKeySecret,
     /// A sign-in route (account in the body) that takes every method.
     SignInAnyMethod,
+    /// Fleet bounds without `fleet_nodes`: a node that starts while the
+    /// service is down takes the whole limit alone.
+    FleetNodes,
 }
 
 impl Code {
@@ -85,6 +88,7 @@ impl Code {
             Code::NoRoutes => "no-routes",
             Code::NoKeySecret => "no-key-secret",
             Code::SignInAnyMethod => "sign-in-any-method",
+            Code::FleetNodes => "fleet-nodes",
         }
     }
 
@@ -170,6 +174,7 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
             out.push(bounds::about(Code::Fleet, route, b, message));
         }
     }
+    out.extend(fleet_nodes_unset(plan));
     for route in &plan.routes {
         for b in &route.installation {
             out.push(Warning {
@@ -184,6 +189,32 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
         }
     }
     out
+}
+
+/// Fleet bounds without `fleet_nodes`: until the service has counted the
+/// nodes (a node started while it is down, or restarted then), each node
+/// takes `limit / 1` alone. The count once heard is kept (never this guess).
+fn fleet_nodes_unset(plan: &Plan) -> Option<Warning> {
+    let service = plan.service.as_ref()?;
+    let route = plan
+        .routes
+        .iter()
+        .find(|r| r.bounds.iter().any(|b| b.fleet.is_some()))?;
+    service.fleet_nodes.is_none().then(|| Warning {
+        code: Code::FleetNodes,
+        level: Code::FleetNodes.level(),
+        path: "$.rate_limit_service".into(),
+        route: route.index,
+        operation: None,
+        bound: None,
+        message: "fleet bounds without `fleet_nodes`: a node that starts while the rate-limit \
+                  service is down, before it has ever counted the nodes, admits each fleet \
+                  bound's whole limit alone, and a node just restarted a tenth of the whole \
+                  limit per key (not of its share) before its first answer; set it to the \
+                  number of nodes you run (the count the service gives is kept after, through \
+                  outages)"
+            .into(),
+    })
 }
 
 /// The checks, per route: its own warnings, then its bounds', then each

@@ -505,3 +505,22 @@ fn the_demo_configuration_has_only_its_cluster_reading() {
     assert_eq!(ws[0].code, Code::PerNode);
     assert_eq!(ws[0].to_string().split(':').next(), Some("note[per-node]"));
 }
+
+#[test]
+fn fleet_bounds_without_fleet_nodes_are_warned_about() {
+    let json = |service: &str, scope: &str| {
+        format!(
+            r#"{{"rate_limit_service":{{"cluster":"rls","domain":"d"{service}}},
+            "routes":[{{"name":"r","bounds":[
+              {{"per":"address","limit":300,"window":"PT1M","scope":"{scope}"}}]}}]}}"#
+        )
+    };
+    let unset = from_json(&json("", "fleet"), None);
+    assert_eq!(
+        codes(&unset, Code::FleetNodes),
+        vec!["$.rate_limit_service"]
+    );
+    assert!(from_json(&json(r#","fleet_nodes":3"#, "fleet"), None)
+        .iter()
+        .all(|w| w.code != Code::FleetNodes));
+}
