@@ -95,32 +95,16 @@ impl Context for Root {
         let status = rls_status(headers, trailers);
         match self.syncs.remove(&token) {
             Some((active, batch)) => {
-                // A failed call may have been counted (a timeout, a
-                // connection cut after sending) unless it clearly never
-                // reached the service. Envoy answers all of them as
-                // UNAVAILABLE for a gRPC call; its grpc-message says which
-                // ("… connection failure …", "no healthy upstream").
-                let header = |name| {
-                    (headers > 0)
-                        .then(|| map_value(MapType::HttpCallResponseHeaders, name))
-                        .flatten()
-                };
                 let message = (trailers > 0)
                     .then(|| map_value(MapType::HttpCallResponseTrailers, "grpc-message"))
                     .flatten()
-                    .or_else(|| header("grpc-message"))
-                    .unwrap_or_default()
-                    .to_ascii_lowercase();
-                let unreached = ["connection failure", "no healthy upstream", "overflow"]
-                    .iter()
-                    .any(|m| message.contains(m));
-                let maybe_counted =
-                    status != 0 && headers > 0 && !unreached || status != 0 && headers == 0;
-                let status = if maybe_counted {
-                    crate::rls::GrpcCode::DeadlineExceeded.number()
-                } else {
-                    status
-                };
+                    .or_else(|| {
+                        (headers > 0)
+                            .then(|| map_value(MapType::HttpCallResponseHeaders, "grpc-message"))
+                            .flatten()
+                    })
+                    .unwrap_or_default();
+                let status = fleet_sync::failed_call_status(status, headers > 0, &message);
                 self.synced(&active, &batch, status, body)
             }
             None => self.warm_up_answered(status),
@@ -283,7 +267,7 @@ impl Root {
                 hostcalls::get_property(path)
                     .ok()
                     .flatten()
-                    .and_then(|b| node_id_of(&b))
+                    .and_then(|b| fleet_sync::node_id_of(&b))
             };
             let id = text(vec!["node", "id"])
                 .or_else(|| text(vec!["xds", "node", "id"]))
@@ -642,26 +626,6 @@ fn bind_lanes(
         }
         Ok(lane)
     })
-}
-
-/// Field 1 (`id`, a string) of a serialized `envoy.config.core.v3.Node`.
-fn node_id_of(b: &[u8]) -> Option<String> {
-    let (&tag, rest) = b.split_first()?;
-    if tag != 0x0a {
-        return None;
-    }
-    let (mut len, mut shift, mut at) = (0usize, 0u32, 0usize);
-    loop {
-        let byte = *rest.get(at)?;
-        len |= usize::from(byte & 0x7f).checked_shl(shift)?;
-        at += 1;
-        if byte & 0x80 == 0 {
-            break;
-        }
-        shift += 7;
-    }
-    let id = rest.get(at..at.checked_add(len)?)?;
-    String::from_utf8(id.to_vec()).ok()
 }
 
 /// Random keys for a new directory (WASI random through std's RandomState).

@@ -397,6 +397,41 @@ fn failure_of(e: &RlsError) -> Failure {
     }
 }
 
+/// The gRPC status a failed sync call is settled with. Envoy answers every
+/// failed gRPC call as UNAVAILABLE; one that may have reached the service
+/// (a timeout, a connection cut after sending, no answer at all) may have
+/// been counted, so it is settled as DEADLINE_EXCEEDED ([`Failure::MaybeCounted`])
+/// unless Envoy's `grpc-message` of an answered call says the service was
+/// never reached ("… connection failure …", "no healthy upstream", an
+/// overflowed circuit breaker).
+pub fn failed_call_status(status: u32, answered: bool, grpc_message: &str) -> u32 {
+    let message = grpc_message.to_ascii_lowercase();
+    let unreached = answered
+        && ["connection failure", "no healthy upstream", "overflow"]
+            .iter()
+            .any(|m| message.contains(m));
+    if status != 0 && !unreached {
+        GrpcCode::DeadlineExceeded.number()
+    } else {
+        status
+    }
+}
+
+/// The `id` (field 1) of a serialized `envoy.config.core.v3.Node`, as the
+/// host's `node` property may give it; `None` when there is none.
+pub fn node_id_of(bytes: &[u8]) -> Option<String> {
+    use prost::Message;
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct NodeId {
+        #[prost(string, tag = "1")]
+        id: String,
+    }
+    NodeId::decode(bytes)
+        .ok()
+        .map(|n| n.id)
+        .filter(|id| !id.is_empty())
+}
+
 /// Each descriptor's count after the call (`limit − remaining`), or why the
 /// call gave none. A descriptor without a limit (the domain is not in the
 /// service's configuration) fails the call: nothing was counted.

@@ -602,3 +602,40 @@ fn a_sync_call_may_take_a_sync_period_not_a_requests_timeout() {
     // timeout_ms is the default 100, sync_ms 200.
     assert_eq!((call.cluster, call.timeout_ms), ("rls", 200));
 }
+
+#[test]
+fn a_failed_sync_is_taken_as_possibly_counted_unless_envoy_says_it_never_left() {
+    use crate::pipeline::fleet_sync::failed_call_status;
+    const DEADLINE: u32 = 4;
+    const UNAVAILABLE: u32 = 14;
+    // No answer at all, a timeout, a reset after sending: maybe counted.
+    assert_eq!(failed_call_status(UNAVAILABLE, false, ""), DEADLINE);
+    assert_eq!(
+        failed_call_status(UNAVAILABLE, true, "upstream reset"),
+        DEADLINE
+    );
+    assert_eq!(failed_call_status(DEADLINE, true, ""), DEADLINE);
+    // Envoy says the service was never reached: counted nothing.
+    for m in [
+        "upstream connect error or disconnect/reset before headers. reset reason: connection failure",
+        "no healthy upstream",
+        "upstream overflow",
+    ] {
+        assert_eq!(failed_call_status(UNAVAILABLE, true, m), UNAVAILABLE, "{m}");
+    }
+    // An answer is no failure.
+    assert_eq!(failed_call_status(0, true, ""), 0);
+}
+
+#[test]
+fn the_node_id_is_read_from_envoys_serialized_node() {
+    use crate::pipeline::fleet_sync::node_id_of;
+    // Node { id: "gw-1", cluster: "ingress" } and its fields in another order.
+    let node = [b"\x0a\x04gw-1".as_slice(), b"\x12\x07ingress"].concat();
+    assert_eq!(node_id_of(&node).as_deref(), Some("gw-1"));
+    let reordered = [b"\x12\x07ingress".as_slice(), b"\x0a\x04gw-1"].concat();
+    assert_eq!(node_id_of(&reordered).as_deref(), Some("gw-1"));
+    assert_eq!(node_id_of(b"\x12\x07ingress"), None, "no id");
+    assert_eq!(node_id_of(b"\x0a\x09short"), None, "truncated");
+    assert_eq!(node_id_of(b"\x0a\x02\xff\xfe"), None, "not UTF-8");
+}
