@@ -245,6 +245,19 @@ impl Sim<'_> {
         self.events.insert((t, self.seq), e);
     }
 
+    /// The call sent at `now` fails when its timeout runs out.
+    fn time_out(&mut self, now: u64, node: usize, epoch: u32, sent: Sent, failure: Failure) {
+        self.at(
+            now + self.setup.timeout_ms,
+            Event::Fail {
+                node,
+                epoch,
+                sent,
+                failure,
+            },
+        );
+    }
+
     fn latency(&mut self) -> u64 {
         1 + self.rng.next_u64() % self.setup.latency_ms.max(1)
     }
@@ -285,15 +298,7 @@ impl Sim<'_> {
                 if let Some(sent) = n.state.take_unsynced(rate, now) {
                     let reach = now + self.latency();
                     if self.down(reach) {
-                        self.at(
-                            now + self.setup.timeout_ms,
-                            Event::Fail {
-                                node,
-                                epoch,
-                                sent,
-                                failure: Failure::NotCounted,
-                            },
-                        );
+                        self.time_out(now, node, epoch, sent, Failure::NotCounted);
                     } else {
                         self.at(reach, Event::Reach { node, epoch, sent });
                     }
@@ -313,15 +318,7 @@ impl Sim<'_> {
                     .lost_answers
                     .is_some_and(|(from, to)| from <= now && now < to);
                 if lost {
-                    self.at(
-                        now + self.setup.timeout_ms,
-                        Event::Fail {
-                            node,
-                            epoch,
-                            sent,
-                            failure: Failure::MaybeCounted,
-                        },
-                    );
+                    self.time_out(now, node, epoch, sent, Failure::MaybeCounted);
                     return;
                 }
                 self.at(
