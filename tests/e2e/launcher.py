@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -60,10 +61,28 @@ def envoy_binary() -> str:
         return str(ROOT / ".venv" / "bin" / "envoy")
 
 
+# Listening ports come from below the kernel's ephemeral range (Linux:
+# 32768-60999): a port the kernel hands out (bind to 0) is one it may also
+# give a client socket before the server binds it, and the load the tests
+# make opens thousands of those. This range is never handed out by itself.
+_PORTS = range(20000, 32000)
+_given: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port no socket holds now and this process has not handed out."""
+    for _ in range(200):
+        port = random.choice(_PORTS)
+        if port in _given:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given.add(port)
+        return port
+    raise RuntimeError("no free port in 20000-31999")
 
 
 # --------------------------------------------------------------------------
@@ -354,13 +373,19 @@ class Envoy:
 
     # ---- lifecycle -----------------------------------------------------
     def start(self, wait: bool = True, timeout: float = READY_TIMEOUT) -> "Envoy":
-        """Start Envoy (and wait until it serves, unless wait=False). If a
-        port was taken in between, retry (at most 3 attempts): with new free
-        ports, or after a pause on the ports the caller chose."""
+        """Start Envoy, and wait until it serves (wait_started) unless
+        wait=False."""
+        self._spawn()
+        if wait:
+            self.wait_started(timeout)
+        return self
+
+    def wait_started(self, timeout: float = READY_TIMEOUT) -> "Envoy":
+        """Until the Envoy spawned by start(wait=False) serves. A free port
+        can be taken by another process between picking and binding: then
+        start again (at most 3 attempts in all), with new free ports, or
+        after a pause on the ports the caller chose."""
         for attempt in range(3):
-            self._spawn()
-            if not wait:
-                return self
             try:
                 self.wait_ready(timeout)
                 return self
@@ -372,6 +397,7 @@ class Envoy:
                     time.sleep(1.0)
                 else:
                     self.admin_port, self.port = free_port(), free_port()
+                self._spawn()
         return self
 
     def restart(self, wait: bool = True, timeout: float = READY_TIMEOUT) -> "Envoy":

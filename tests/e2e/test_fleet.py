@@ -253,7 +253,7 @@ def start_all(envoys) -> None:
     for e in envoys:
         e.start(wait=False)
     for e in envoys:
-        e.wait_ready()
+        e.wait_started()
 
 
 def synced(envoys, nodes: int | None = NODES, timeout: float = 20.0) -> None:

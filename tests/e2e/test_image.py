@@ -18,7 +18,6 @@ import io
 import json
 import os
 import re
-import socket
 import subprocess
 import tarfile
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from launcher import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = Path(os.environ.get("RATEBOUND_TOOLS", ROOT / ".tools")) / "bin"
@@ -50,12 +51,6 @@ def run(*args, env=None, check=True, timeout=120) -> subprocess.CompletedProcess
     if check:
         assert proc.returncode == 0, f"{args}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
