@@ -6,11 +6,12 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use ratebound::config::parse;
 use ratebound::config::plan::{Plan, RequestInfo};
-use ratebound::count::limiter::{Caller, Limiter};
-use ratebound::count::slots::{self, Lane, Table};
+use ratebound::count::lane::{self, Lane, Table};
+use ratebound::count::node_lane;
 use ratebound::count::store::MemStore;
 use ratebound::count::window::{Counts, Rate};
 use ratebound::pipeline::decide;
+use ratebound::pipeline::limiter::{Caller, Limiter};
 use ratebound::pipeline::mock::{Filter, MockHost};
 use std::hint::black_box;
 
@@ -23,10 +24,10 @@ fn full_table(store: &MemStore) -> Lane {
     lane.create_keys(store).unwrap();
     for caller in 0..u64::from(Table::DEFAULT.cap) {
         let key = caller.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let p = slots::prepare(store, &lane, key, 1_000).unwrap();
-        slots::commit(store, &lane, key, &p).unwrap();
+        let p = node_lane::prepare(store, &lane, key, 1_000).unwrap();
+        lane::commit(store, &lane, key, &p).unwrap();
     }
-    assert_eq!(slots::tracked(store, &lane).unwrap(), Table::DEFAULT.cap);
+    assert_eq!(lane::tracked(store, &lane).unwrap(), Table::DEFAULT.cap);
     lane
 }
 
@@ -51,7 +52,7 @@ fn core(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 7) % u64::from(Table::DEFAULT.cap);
             let key = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            slots::prepare(&store, &lane, black_box(key), 2_000).unwrap()
+            node_lane::prepare(&store, &lane, black_box(key), 2_000).unwrap()
         })
     });
 
@@ -61,7 +62,7 @@ fn core(c: &mut Criterion) {
     let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
     let store = MemStore::new();
     let lim = Limiter::bind(plan, [1, 2], |n, b| {
-        let l = Lane::for_bound(b, &format!("l:{n}"), 1, Table::DEFAULT);
+        let l = ratebound::pipeline::limiter::bound_lane(b, &format!("l:{n}"), 1, Table::DEFAULT);
         l.create_keys(&store).map(|()| l)
     })
     .unwrap();

@@ -8,11 +8,12 @@ use proptest::prelude::*;
 use ratebound::config::parse;
 use ratebound::config::plan::Plan;
 use ratebound::count::accuracy::population;
-use ratebound::count::limiter::{Caller, Limiter};
-use ratebound::count::slots::{self, Lane, Table};
+use ratebound::count::lane::{self, Lane, Table};
 use ratebound::count::store::{MemStore, Store};
 use ratebound::count::window::{Counts, Rate, Verdict};
+use ratebound::count::{lane_upkeep, node_lane};
 use ratebound::pipeline::decide;
+use ratebound::pipeline::limiter::{Caller, Limiter};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(8))]
@@ -217,12 +218,12 @@ proptest! {
             now += dt;
             let caller = caller.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             if sweep {
-                slots::sweep(&store, &l, 0..TABLE.buckets, now).unwrap();
+                lane_upkeep::sweep(&store, &l, 0..TABLE.buckets, now).unwrap();
             }
-            let p = slots::prepare(&store, &l, caller, now).unwrap();
+            let p = node_lane::prepare(&store, &l, caller, now).unwrap();
             if let Verdict::Admit { .. } = p.verdict {
-                let done = slots::commit(&store, &l, caller, &p).unwrap();
-                prop_assert!(matches!(done, slots::Committed::Done(_)));
+                let done = lane::commit(&store, &l, caller, &p).unwrap();
+                prop_assert!(matches!(done, lane::Committed::Done(_)));
             }
             let held = bucket_callers(&store);
             let all: Vec<u64> = held.iter().flatten().copied().collect();
@@ -230,7 +231,7 @@ proptest! {
             distinct.sort_unstable();
             distinct.dedup();
             prop_assert_eq!(distinct.len(), all.len(), "a caller is held twice");
-            prop_assert_eq!(slots::tracked(&store, &l).unwrap() as usize, all.len());
+            prop_assert_eq!(lane::tracked(&store, &l).unwrap() as usize, all.len());
             prop_assert!(all.len() <= TABLE.cap as usize);
             prop_assert!(held.iter().all(|b| b.len() <= TABLE.per_bucket));
             prop_assert_eq!(store.key_count(), keys, "keys are never added");
@@ -253,7 +254,7 @@ proptest! {
         let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
         let store = MemStore::new();
         let lim = Limiter::bind(plan, [3, 4], |n, b| {
-            let l = Lane::for_bound(b, &format!("p:{n}"), 1, TABLE);
+            let l = ratebound::pipeline::limiter::bound_lane(b, &format!("p:{n}"), 1, TABLE);
             l.create_keys(&store).map(|()| l)
         })
         .unwrap();
@@ -282,7 +283,12 @@ fn a_failing_store_fails_open_and_says_so() {
     let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
     let store = MemStore::new();
     let lim = Limiter::bind(plan, [0, 0], |n, b| {
-        Ok::<_, ()>(Lane::for_bound(b, &format!("f:{n}"), 1, TABLE))
+        Ok::<_, ()>(ratebound::pipeline::limiter::bound_lane(
+            b,
+            &format!("f:{n}"),
+            1,
+            TABLE,
+        ))
     })
     .unwrap();
     store.fail_next(1);
@@ -314,7 +320,7 @@ proptest! {
             .map(|_| {
                 let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
                 Limiter::bind(plan, [5, 6], |n, b| {
-                    let l = Lane::for_bound(b, &format!("x:{n}"), 1, TABLE);
+                    let l = ratebound::pipeline::limiter::bound_lane(b, &format!("x:{n}"), 1, TABLE);
                     l.create_keys(&store).map(|()| l)
                 })
                 .unwrap()
@@ -324,10 +330,10 @@ proptest! {
         let caller = |c: u8| Caller { address: &addresses[c as usize], identity: None };
         let counter = |c: u8| if per_route { 0 } else { c as usize };
         let now = 3_600_000 * 500 + 17;
-        let mut parked: Vec<Option<(u8, ratebound::count::limiter::Pending)>> = vec![None, None, None];
+        let mut parked: Vec<Option<(u8, ratebound::pipeline::limiter::Pending)>> = vec![None, None, None];
         let mut admitted = [0usize; 4];
         let mut refused = [false; 4];
-        let mut outcome = |c: u8, d: ratebound::count::limiter::Decision, admitted: &mut [usize; 4]| {
+        let mut outcome = |c: u8, d: ratebound::pipeline::limiter::Decision, admitted: &mut [usize; 4]| {
             assert!(d.errors.is_empty(), "{:?}", d.errors);
             match d.refused {
                 None => admitted[counter(c)] += 1,
@@ -371,7 +377,7 @@ proptest! {
         for c in 0..4u8 {
             let i = counter(c);
             let key = workers[0].caller_key(workers[0].plan.routes[0].bounds[0].per, &caller(c));
-            let held = slots::peek(&store, &workers[0].lanes[0][0], key).unwrap().map_or(0, |n| n.cur);
+            let held = node_lane::peek(&store, &workers[0].lanes[0][0], key).unwrap().map_or(0, |n| n.cur);
             prop_assert_eq!(held as usize, admitted[i], "counter {} holds what was admitted", i);
             prop_assert!(admitted[i] <= LIMIT);
             if refused[i] {

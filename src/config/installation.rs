@@ -8,11 +8,12 @@
 //! [`InstallationBound`], which the plan keeps beside the node bounds (it
 //! has no lane: nothing of it lives in shared data).
 
+use super::error::{err, ConfigError};
 use super::model::{
     AccountSource, BoundConfig, Config, KeySecretConfig, Per, RouteConfig, Scope, Secret,
     MIN_SECRET_BYTES,
 };
-use super::validate::{err, ConfigError};
+use super::names::{is_header_name, valid_name};
 use crate::config::Access;
 
 /// A fleet bound's window holds at least this many syncs (docs/fleet.md:
@@ -209,7 +210,7 @@ pub fn validate_account(a: &AccountSource, at: &str, errors: &mut Vec<ConfigErro
         }
     }
     if let Some(h) = &a.header {
-        if !super::validate::is_header_name(h) {
+        if !is_header_name(h) {
             errors.push(err(
                 format!("{at}.header"),
                 format!("{h:?} is not a lowercase request header name; e.g. \"x-login\""),
@@ -244,7 +245,7 @@ pub fn validate_service(c: &Config, errors: &mut Vec<ConfigError>) {
             ),
         ));
     }
-    if !super::validate::valid_name(&s.domain) {
+    if !valid_name(&s.domain) {
         errors.push(err(
             format!("{at}.domain"),
             "must be 1-64 characters of A-Z a-z 0-9 _ - (the service's configuration names it)",

@@ -8,16 +8,19 @@
 //! - [`plan`]: the compiled form the request path reads;
 //! - [`operations`], [`normalize`]: OpenAPI operations and request paths as
 //!   the matchers compare them;
-//! - [`duration`]: windows as written; [`budget`]: the shared-data key budget.
+//! - [`duration`]: windows as written (the shared-data key budget they are
+//!   checked against is [`crate::count::budget`]).
 
-pub mod budget;
 pub mod duration;
+pub mod error;
 pub mod installation;
 pub mod model;
+pub mod names;
 pub mod normalize;
 pub mod operations;
 pub mod plan;
 pub mod validate;
 
+pub use error::ConfigError;
 pub use model::*;
 pub use validate::*;

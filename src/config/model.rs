@@ -297,8 +297,8 @@ impl Default for ClientAddressConfig {
 impl ClientAddressConfig {
     /// The prefixes as the request path uses them (validated ranges; out
     /// of range saturates, never panics).
-    pub fn prefixes(&self) -> crate::identity::address::Prefixes {
-        crate::identity::address::Prefixes {
+    pub fn prefixes(&self) -> crate::config::plan::Prefixes {
+        crate::config::plan::Prefixes {
             ipv4: u8::try_from(self.ipv4_prefix.min(32)).unwrap_or(32),
             ipv6: u8::try_from(self.ipv6_prefix.min(128)).unwrap_or(128),
         }

@@ -14,12 +14,25 @@ use crate::config::{
 };
 use crate::config::{GrpcRefusal, HeaderProfile};
 use crate::count::window::Rate;
-use crate::identity::address::Prefixes;
 use crate::reply::Style;
 use siphasher::sip::SipHasher13;
 use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
+
+/// How many leading bits of an address name its caller, per family
+/// (validated: IPv4 1–32, IPv6 1–128).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Prefixes {
+    pub ipv4: u8,
+    pub ipv6: u8,
+}
+
+impl Default for Prefixes {
+    fn default() -> Self {
+        Prefixes { ipv4: 32, ipv6: 64 }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -671,11 +684,11 @@ impl Plan {
     }
 
     /// What every bound, in plan order, asks of the lane directory.
-    pub fn wants(&self) -> Vec<crate::count::lanes::Want> {
+    pub fn wants(&self) -> Vec<crate::count::directory::Want> {
         self.routes
             .iter()
             .flat_map(|r| r.bounds.iter())
-            .map(|b| crate::count::lanes::Want {
+            .map(|b| crate::count::directory::Want {
                 fingerprint: b.fingerprint,
                 table: b.per != Per::Route,
             })

@@ -1,29 +1,10 @@
 //! [`parse`]: the configuration text to a [`Config`], or every problem
 //! found, each with its JSON path and what would be valid.
 
+use super::error::{err, ConfigError};
 use super::installation;
 use super::model::*;
-use std::fmt;
-
-/// One problem in a configuration: where it is and what would be valid.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    pub path: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-pub(super) fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        path: path.into(),
-        message: message.into(),
-    }
-}
+use super::names::{is_header_name, valid_name};
 
 /// Parses and validates a JSON configuration. Returns every error found.
 pub fn parse(bytes: &[u8]) -> Result<Config, Vec<ConfigError>> {
@@ -67,13 +48,6 @@ fn json_path(serde_path: &str) -> String {
     } else {
         format!("$.{serde_path}")
     }
-}
-
-pub(super) fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 fn validate(c: &Config) -> Vec<ConfigError> {
@@ -145,9 +119,9 @@ pub fn bound_kinds(c: &Config) -> (usize, usize) {
     (bounds.count() - singles, singles)
 }
 
-/// The configuration fits the shared-data budget (`crate::config::budget`).
+/// The configuration fits the shared-data budget (`crate::count::budget`).
 fn validate_budget(c: &Config, errors: &mut Vec<ConfigError>) {
-    use crate::config::budget::{keys_of, CONFIG_BOUNDS, CONFIG_KEYS, TABLE_KEYS};
+    use crate::count::budget::{keys_of, CONFIG_BOUNDS, CONFIG_KEYS, TABLE_KEYS};
     let (tables, singles) = bound_kinds(c);
     if tables + singles > CONFIG_BOUNDS {
         errors.push(err(
@@ -295,14 +269,6 @@ fn authority_error(v: &str, path: String, any_port: &str) -> Option<ConfigError>
         }
     };
     Some(err(path, message))
-}
-
-/// A lowercase request header name a trusted filter can set.
-pub(super) fn is_header_name(v: &str) -> bool {
-    !v.is_empty()
-        && !v.starts_with(':')
-        && v.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
 fn validate_identity(id: &IdentityConfig, errors: &mut Vec<ConfigError>) {

@@ -13,7 +13,7 @@
 //! the bucket's bytes, as the node path does.
 
 use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Guard, Sent};
-use crate::count::slots::{encode_live_for, tracked_with, u32_at, u64_at, Lane, Place, Prepared};
+use crate::count::lane::{encode_live_for, tracked_with, u32_at, u64_at, Lane, Place, Prepared};
 use crate::count::store::{update, Store, StoreError};
 use crate::count::window::{Counts, Rate, Verdict};
 
@@ -594,7 +594,7 @@ pub fn peek<S: Store + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::count::slots::{commit, Committed, Table};
+    use crate::count::lane::{commit, Committed, Table};
     use crate::count::store::MemStore;
 
     const SMALL: Table = Table {

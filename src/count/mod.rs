@@ -2,29 +2,37 @@
 //! data, and the per-worker memories that save reads.
 //!
 //! - [`window`]: the two-window estimate as pure functions of counts and now;
+//! - [`budget`]: the shared-data keys a configuration, and a vm_id, may create;
 //! - [`store`]: the one door to counter storage (get, compare-and-swap set);
-//! - [`slots`] and [`lanes`]: which keys a bound's counters use;
-//! - [`limiter`]: every bound of a route, read then committed;
+//! - [`lane`]: which keys a bound's counters use, and the compare-and-swap
+//!   that records a request in them;
+//! - [`node_lane`] and [`fleet_lane`]: the entries of a node bound's lane and
+//!   of a fleet bound's; [`lane_upkeep`]: taking back and sweeping either;
+//! - [`directory`]: the lanes a vm_id has given out, and to which configurations;
 //! - [`write_memory`] and [`refusals`]: what a worker remembers to skip reads;
 //! - [`locks`]: callers the rate-limit service locked out, until their window ends;
 //! - [`fleet`]: fleet bounds, the synced fleet count plus this node's hits;
-//! - [`fleet_lane`]: where a fleet bound's counts live, and what a sync takes;
-//! - [`fleet_sim`]: a simulated fleet and service, to measure fleet bounds;
-//! - [`accuracy`]: how far the estimate is from an exact log (tests, example).
+//!
+//! Test support (`cfg(test)` or the `test-support` feature, never in the
+//! module): `mem_store` (an in-memory store), `fleet_sim` (a simulated
+//! fleet and service, to measure fleet bounds) and `accuracy` (how far the
+//! estimate is from an exact log).
 
+#[cfg(any(test, feature = "test-support"))]
 pub mod accuracy;
+pub mod budget;
+pub mod directory;
 pub mod fleet;
 pub mod fleet_lane;
+#[cfg(any(test, feature = "test-support"))]
 pub mod fleet_sim;
-pub mod lanes;
-pub mod limiter;
+pub mod lane;
+pub mod lane_upkeep;
 pub mod locks;
+#[cfg(any(test, feature = "test-support"))]
+pub mod mem_store;
+pub mod node_lane;
 pub mod refusals;
-pub mod slots;
 pub mod store;
-// A test suite (also built into the selftest module): it may index.
-#[cfg(any(test, feature = "selftest"))]
-#[allow(clippy::indexing_slicing)]
-pub mod store_suite;
 pub mod window;
 pub mod write_memory;

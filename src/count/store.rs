@@ -1,11 +1,11 @@
 //! The one door to counter storage: get and compare-and-swap set, with the
 //! semantics Envoy's shared data has (docs/envoy-host.md): an absent key reads as
 //! `(None, None)`, any set creates it, a stale cas is refused, keys are never
-//! deleted. [`MemStore`] implements the same semantics for native tests; the
-//! shared-data implementation lives in the host layer.
+//! deleted. `MemStore` (test support) implements the same semantics for
+//! native tests; the shared-data implementation lives in the host layer.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+#[cfg(any(test, feature = "test-support"))]
+pub use super::mem_store::MemStore;
 
 /// Why a store operation gave no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,8 +21,6 @@ pub enum StoreError {
     Contended { what: String, attempts: usize },
     /// A request the store was asked to do that cannot be done.
     Invalid(&'static str),
-    /// A failure a test made happen.
-    Injected,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +44,6 @@ impl std::fmt::Display for StoreError {
                 "{what}: still contended after {attempts} compare-and-swap attempts"
             ),
             StoreError::Invalid(why) => f.write_str(why),
-            StoreError::Injected => f.write_str("injected failure"),
         }
     }
 }
@@ -108,104 +105,6 @@ pub fn ensure<S: Store + ?Sized>(store: &S, key: &str) -> Result<(), StoreError>
     }
 }
 
-/// In-memory store with Envoy's semantics: one global cas counter.
-#[derive(Default)]
-pub struct MemStore {
-    inner: RefCell<MemInner>,
-}
-
-#[derive(Default)]
-struct MemInner {
-    map: HashMap<String, (Vec<u8>, u32)>,
-    next_cas: u32,
-    /// Test hook: fail this many upcoming calls.
-    fail_next: usize,
-    /// Successful writes, stale writes and reads so far.
-    sets: usize,
-    stale_sets: usize,
-    gets: usize,
-}
-
-impl MemStore {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn key_count(&self) -> usize {
-        self.inner.borrow().map.len()
-    }
-
-    /// Every key and value, sorted: compare two to see what a call wrote.
-    pub fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
-        let mut all: Vec<_> = self
-            .inner
-            .borrow()
-            .map
-            .iter()
-            .map(|(k, (v, _))| (k.clone(), v.clone()))
-            .collect();
-        all.sort();
-        all
-    }
-
-    /// Makes the next `n` calls fail, as a broken host would.
-    pub fn fail_next(&self, n: usize) {
-        self.inner.borrow_mut().fail_next = n;
-    }
-
-    /// Number of successful writes so far.
-    pub fn writes(&self) -> usize {
-        self.inner.borrow().sets
-    }
-
-    /// Number of writes refused for a stale cas so far.
-    pub fn stale_writes(&self) -> usize {
-        self.inner.borrow().stale_sets
-    }
-
-    /// Number of reads so far.
-    pub fn reads(&self) -> usize {
-        self.inner.borrow().gets
-    }
-
-    fn check_fail(inner: &mut MemInner) -> Result<(), StoreError> {
-        if inner.fail_next > 0 {
-            inner.fail_next -= 1;
-            return Err(StoreError::Injected);
-        }
-        Ok(())
-    }
-}
-
-impl Store for MemStore {
-    fn get(&self, key: &str) -> Result<Versioned, StoreError> {
-        let mut inner = self.inner.borrow_mut();
-        Self::check_fail(&mut inner)?;
-        inner.gets += 1;
-        Ok(match inner.map.get(key) {
-            Some((v, cas)) => (Some(v.clone()), Some(*cas)),
-            None => (None, None),
-        })
-    }
-
-    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
-        let mut inner = self.inner.borrow_mut();
-        Self::check_fail(&mut inner)?;
-        if let (Some(want), Some((_, have))) = (cas, inner.map.get(key)) {
-            if want != *have {
-                inner.stale_sets += 1;
-                return Ok(false);
-            }
-        }
-        // 0 means "no cas" at the proxy-wasm ABI: never hand it out.
-        inner.next_cas = inner.next_cas.wrapping_add(1).max(1);
-        let cas = inner.next_cas;
-        inner.map.insert(key.to_string(), (value.to_vec(), cas));
-        inner.sets += 1;
-        Ok(true)
-    }
-}
-
 impl<S: Store + ?Sized> Store for &S {
     fn get(&self, key: &str) -> Result<Versioned, StoreError> {
         (**self).get(key)
@@ -249,7 +148,5 @@ mod error_tests {
             e.to_string(),
             "k: still contended after 32 compare-and-swap attempts"
         );
-        s.0.fail_next(1);
-        assert_eq!(s.get("k"), Err(StoreError::Injected));
     }
 }

@@ -21,7 +21,7 @@
 //! that are at most a second late.
 
 use crate::config::plan::Plan;
-use crate::count::limiter::{BoundEvent, Event};
+use crate::pipeline::limiter::{BoundEvent, Event};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 use std::cell::Cell;

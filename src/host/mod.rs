@@ -7,13 +7,14 @@ mod shared;
 use crate::config;
 use crate::config::plan::Plan;
 use crate::console;
-use crate::count::lanes;
-use crate::count::limiter::{lanes_for, BoundEvent, Limiter};
-use crate::count::slots::{self, Lane, Table};
+use crate::count::directory;
+use crate::count::lane::{self, Lane, Table};
+use crate::count::lane_upkeep;
 use crate::count::store::{Store, StoreError};
 use crate::identity::cache::IdentityCache;
 use crate::pipeline::fleet_sync::{self, Batch, Settled};
 use crate::pipeline::installation::ServiceCall;
+use crate::pipeline::limiter::{lanes_for, BoundEvent, Limiter};
 use crate::pipeline::warm_up::{self, WarmUp};
 use crate::pipeline::{
     Exchange, Host, Level, LocalReply, LogGate, SessionCall, Stat, Step, Waits, Worker,
@@ -130,7 +131,7 @@ impl RootContext for Root {
             ),
         );
         #[cfg(feature = "selftest")]
-        crate::count::store_suite::report(
+        crate::pipeline::store_suite::report(
             &SharedData,
             &format!("selftest{:x}", fresh_seed()[0]),
             |line| log(LogLevel::Info, line),
@@ -196,7 +197,7 @@ impl RootContext for Root {
             .metrics
             .write_memory(active.limiter.take_memory_counts());
         active.metrics.flush();
-        match lanes::beat(&SharedData, active.gen, !self.joined, now) {
+        match directory::beat(&SharedData, active.gen, !self.joined, now) {
             Ok(Some(beat)) => {
                 self.joined = true;
                 self.current = beat.current;
@@ -431,7 +432,7 @@ impl Root {
         if !std::mem::take(&mut self.joined) {
             return;
         }
-        match lanes::leave(&SharedData, active.gen) {
+        match directory::leave(&SharedData, active.gen) {
             Ok(left) => log(
                 LogLevel::Debug,
                 &format!(
@@ -447,7 +448,7 @@ impl Root {
     }
 
     /// The directory no longer knows this configuration: none of its
-    /// contexts ticked for `lanes::LEASE_MS`. In force, it registers again
+    /// contexts ticked for `directory::LEASE_MS`. In force, it registers again
     /// (its counts start over); superseded, it stops counting, since its
     /// lanes may be another bound's by now.
     fn forgotten(&mut self, active: &Active) {
@@ -496,7 +497,7 @@ fn sweep(active: &Active, now: u64) {
     for (r, lanes_of_route) in active.limiter.lanes.iter().enumerate() {
         for (b, lane) in lanes_of_route.iter().enumerate() {
             let Some(table) = lane.table else { continue };
-            let mut n = match slots::tracked(&store, lane) {
+            let mut n = match lane::tracked(&store, lane) {
                 Ok(n) => n,
                 Err(e) => {
                     active.metrics.store_error();
@@ -507,7 +508,7 @@ fn sweep(active: &Active, now: u64) {
             if n > 0 {
                 let chunks = table.buckets.div_ceil(SWEEP_CHUNK).max(1) as u64;
                 let start = ((period % chunks) as usize) * SWEEP_CHUNK;
-                match slots::sweep(&store, lane, start..start + SWEEP_CHUNK, now) {
+                match lane_upkeep::sweep(&store, lane, start..start + SWEEP_CHUNK, now) {
                     Ok(removed) => n = n.saturating_sub(removed),
                     Err(e) => {
                         active.metrics.store_error();
@@ -524,7 +525,7 @@ fn sweep(active: &Active, now: u64) {
 enum ConfigureError {
     /// One problem in the configuration (it names the JSON path).
     Config(config::ConfigError),
-    Lanes(lanes::RegisterError),
+    Lanes(directory::RegisterError),
     /// The directory assigned fewer lanes than the plan has bounds.
     ShortAssignment,
     SharedData(StoreError),
@@ -556,7 +557,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
         config::installation::resolve_key_secret(&config, |name| std::env::var(name).ok())
             .map_err(|e| vec![ConfigureError::Config(e)])?;
     let store = SharedData;
-    let resolved = lanes::register(
+    let resolved = directory::register(
         &store,
         &plan.instance,
         plan.hash,
@@ -576,7 +577,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
                 plan.instance,
                 resolved.alive,
                 resolved.keys,
-                crate::config::budget::VM_KEYS
+                crate::count::budget::VM_KEYS
             ),
         );
         for w in console::warnings(&plan, None) {
@@ -589,7 +590,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
         }
     }
     let all = bind_lanes(&plan, &resolved.registered.assigned).inspect_err(|_| {
-        let _ = lanes::leave(&store, gen);
+        let _ = directory::leave(&store, gen);
     })?;
     let metrics = Metrics::define(&plan);
     let (sessions, tokens) = crate::identity::cache::caches_for(plan.identity.as_ref());
@@ -610,7 +611,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
 /// last); every other VM reads that one key.
 fn bind_lanes(
     plan: &Plan,
-    assigned: &[lanes::Assigned],
+    assigned: &[directory::Assigned],
 ) -> Result<Vec<Vec<Lane>>, Vec<ConfigureError>> {
     let store = SharedData;
     let store_err = |e: StoreError| vec![ConfigureError::SharedData(e)];
@@ -618,7 +619,12 @@ fn bind_lanes(
         let a = assigned
             .get(n)
             .ok_or_else(|| vec![ConfigureError::ShortAssignment])?;
-        let lane = Lane::for_bound(bound, &lanes::lane_prefix(a.lane), a.tag, Table::DEFAULT);
+        let lane = crate::pipeline::limiter::bound_lane(
+            bound,
+            &directory::lane_prefix(a.lane),
+            a.tag,
+            Table::DEFAULT,
+        );
         if a.new_table {
             lane.create_new_keys(&store).map_err(store_err)?;
         } else if store.get(lane.last_key()).map_err(store_err)?.0.is_none() {

@@ -25,19 +25,7 @@ pub fn strip_port(addr: &str) -> &str {
     }
 }
 
-/// How many leading bits of an address name its caller, per family
-/// (validated: IPv4 1–32, IPv6 1–128).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Prefixes {
-    pub ipv4: u8,
-    pub ipv6: u8,
-}
-
-impl Default for Prefixes {
-    fn default() -> Self {
-        Prefixes { ipv4: 32, ipv6: 64 }
-    }
-}
+pub use crate::config::plan::Prefixes;
 
 /// The network a client is counted under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

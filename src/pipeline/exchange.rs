@@ -6,8 +6,8 @@
 
 use super::installation::{self, Ready};
 use super::{Begun, Decision, Host, Level, LocalReply, SessionError, Stat, Step, Waiting, Worker};
-use crate::count::limiter::BoundEvent;
 use crate::count::window::Quota;
+use crate::pipeline::limiter::BoundEvent;
 use crate::reply::{self, Shown, Style};
 
 /// One request's state between its callbacks.
@@ -266,7 +266,7 @@ impl<'p> Worker<'p> {
                     .iter()
                     .map(|&i| BoundEvent {
                         bound: installation::stat_index(route, i),
-                        event: crate::count::limiter::Event::ServiceCall,
+                        event: crate::pipeline::limiter::Event::ServiceCall,
                         overflow: false,
                     })
                     .collect();

@@ -17,9 +17,9 @@ use crate::config::installation::Unit;
 use crate::config::plan::Plan;
 use crate::count::fleet::{Beat, Failure, Record};
 use crate::count::fleet_lane::{self, Candidate, Outcome, Taken};
-use crate::count::limiter::Limiter;
-use crate::count::slots::Place;
+use crate::count::lane::Place;
 use crate::count::store::{update, Store, StoreError};
+use crate::pipeline::limiter::Limiter;
 use crate::rls::{self, DescriptorSpec, GrpcCode, Override, RlsError};
 
 use super::installation::ServiceCall;

@@ -2,8 +2,8 @@
 //! words it uses to say what to do (`Step`, `Stat`, `Level`).
 
 use super::installation::ServiceCall;
-use crate::count::limiter::BoundEvent;
 use crate::count::store::Store;
+use crate::pipeline::limiter::BoundEvent;
 
 /// Instance-wide counters the pipeline bumps (per-bound ones go through
 /// [`Host::record`]).

@@ -5,10 +5,10 @@ use super::installation::ServiceCall;
 use super::{Exchange, Host, Level, LocalReply, SessionCall, Stat, Step, Waits, Worker};
 use crate::config::parse;
 use crate::config::plan::Plan;
-use crate::count::limiter::{BoundEvent, Limiter};
-use crate::count::slots::{Lane, Table};
+use crate::count::lane::Table;
 use crate::count::store::MemStore;
 use crate::identity::cache::IdentityCache;
+use crate::pipeline::limiter::{BoundEvent, Limiter};
 use crate::reply::Refusal;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -284,7 +284,7 @@ impl Filter {
         let plan = Plan::compile(&config);
         let (sessions, tokens) = crate::identity::cache::caches_for(plan.identity.as_ref());
         let limiter = Limiter::bind(plan, [5, 6], |n, bound| {
-            let lane = Lane::for_bound(bound, &format!("m:{n}"), 1, SMALL);
+            let lane = crate::pipeline::limiter::bound_lane(bound, &format!("m:{n}"), 1, SMALL);
             lane.create_keys(store).map(|()| lane)
         })
         .map_err(|e| e.to_string())?;

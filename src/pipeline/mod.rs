@@ -25,22 +25,28 @@ mod exchange;
 pub mod fleet_sync;
 mod host;
 pub mod installation;
-#[cfg(any(test, not(target_arch = "wasm32")))]
+pub mod limiter;
+#[cfg(any(test, feature = "test-support"))]
 pub mod mock;
 mod sources;
+// A test suite of every store (also built into the selftest module): it may
+// index.
+#[cfg(any(test, feature = "test-support", feature = "selftest"))]
+#[allow(clippy::indexing_slicing)]
+pub mod store_suite;
 #[cfg(test)]
 mod tests;
 pub mod warm_up;
 
 use crate::config::plan::RequestInfo;
 use crate::config::{OnError, SessionSource};
-use crate::count::limiter::{Caller, Decision as Counted, Limiter, Pending};
 use crate::count::store::Store;
 use crate::count::window::Quota;
 use crate::identity::account::{self, Place, Seen, Unreadable};
 use crate::identity::address::strip_port;
 use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::{self as id_decode, Identity, SessionError};
+use crate::pipeline::limiter::{Caller, Decision as Counted, Limiter, Pending};
 use crate::reply::{Refusal, Shown};
 pub use exchange::{Exchange, Waits};
 pub use host::{Host, Level, LocalReply, LogGate, SessionCall, Stat, Step};

@@ -558,12 +558,12 @@ fn check(
             format!(", {}", plural(operations, "operation"))
         };
         let (tables, singles) = ratebound::config::bound_kinds(config);
-        let keys = ratebound::config::budget::keys_of(tables, singles);
+        let keys = ratebound::count::budget::keys_of(tables, singles);
         s.push_str(&format!(
             "{label}: {} of the {} shared-data keys one configuration may use \
              ({} keyed per caller, 1,252 keys each; {} per route, 1 each)\n",
             words::number(keys),
-            words::number(ratebound::config::budget::CONFIG_KEYS),
+            words::number(ratebound::count::budget::CONFIG_KEYS),
             plural(tables, "bound"),
             plural(singles, "bound"),
         ));
@@ -590,7 +590,7 @@ fn check(
                 "warnings": warned,
                 "notes": noted,
                 "shared_data_keys": keys,
-                "shared_data_keys_max": ratebound::config::budget::CONFIG_KEYS,
+                "shared_data_keys_max": ratebound::count::budget::CONFIG_KEYS,
             })),
         );
         if let Some(m) = d.as_object_mut() {

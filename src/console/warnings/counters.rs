@@ -6,7 +6,7 @@ use super::{about_route, route_path, Code, Warning};
 use crate::config::plan::Route;
 use crate::config::Per;
 use crate::console::words;
-use crate::count::slots::Table;
+use crate::count::lane::Table;
 use serde::Serialize;
 
 /// The counters a route's operation bounds can hold: a keyed bound tracks

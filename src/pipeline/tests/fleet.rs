@@ -467,7 +467,7 @@ fn ten_thousand_callers_are_cut_into_bounded_calls() {
         node.hit(&format!("10.{}.{}.1", i / 250, i % 250), T0 + u64::from(i));
     }
     let tracked =
-        crate::count::slots::tracked(&node.host.store, &node.filter.limiter.lanes[0][0]).unwrap();
+        crate::count::lane::tracked(&node.host.store, &node.filter.limiter.lanes[0][0]).unwrap();
     node.sync(&mut service, T0 + 2_000);
     let keys: usize = service.calls.iter().sum();
     // Every tracked key, the overflow counter, the heartbeat and the

@@ -4,8 +4,7 @@
 #![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
-use crate::count::limiter::Event;
-use crate::count::slots;
+use crate::pipeline::limiter::Event;
 use crate::pipeline::mock::{Filter, MockHost};
 use crate::pipeline::*;
 use crate::rls::proto;
@@ -80,7 +79,7 @@ fn node_count(f: &Filter, host: &MockHost) -> Option<u32> {
         identity: None,
     };
     let key = lim.caller_key(crate::config::Per::Address, &caller);
-    slots::peek(&host.store, &lim.lanes[0][0], key)
+    crate::count::node_lane::peek(&host.store, &lim.lanes[0][0], key)
         .unwrap()
         .map(|c| c.cur)
 }

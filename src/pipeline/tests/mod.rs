@@ -13,8 +13,8 @@ mod installation;
 use super::mock::{Filter, MockHost};
 use super::*;
 use crate::config::Per;
-use crate::count::limiter::Event;
-use crate::count::slots;
+
+use crate::pipeline::limiter::Event;
 
 const T0: u64 = 600_000;
 
@@ -26,7 +26,7 @@ fn filter(host: &MockHost, json: &str) -> Filter {
 fn count(f: &Filter, host: &MockHost, b: usize, caller: &Caller) -> Option<u32> {
     let lim = &f.limiter;
     let key = lim.caller_key(lim.plan.routes[0].bounds[b].per, caller);
-    slots::peek(&host.store, &lim.lanes[0][b], key)
+    crate::count::node_lane::peek(&host.store, &lim.lanes[0][b], key)
         .unwrap()
         .map(|c| c.cur)
 }

@@ -8,7 +8,7 @@
 //! would go over, counting what draining configurations still hold, is
 //! refused; Envoy keeps the previous one).
 
-use crate::count::slots::Table;
+use crate::count::lane::Table;
 
 /// Keys of one caller table (a bound keyed per caller).
 pub const TABLE_KEYS: u64 = Table::DEFAULT.keys() as u64;

@@ -8,11 +8,12 @@
 //! [`MemStore`]: crate::count::store::MemStore
 
 use crate::config::plan::Plan;
-use crate::count::limiter::{Caller, Limiter};
-use crate::count::slots::{self, Lane, Table};
+use crate::count::lane::{self, Lane, Table};
 use crate::count::store::{update, Store, StoreError, Versioned};
 use crate::count::window::{Rate, Verdict};
+use crate::count::{lane_upkeep, node_lane};
 use crate::pipeline::decide;
+use crate::pipeline::limiter::{Caller, Limiter};
 use std::cell::Cell;
 
 type Check = Result<(), String>;
@@ -142,13 +143,13 @@ fn lane<S: Store + ?Sized>(
 
 /// Decides and, when admitted, records one request.
 fn hit<S: Store + ?Sized>(s: &S, l: &Lane, caller: u64, now: u64) -> Result<bool, String> {
-    let p = slots::prepare(s, l, caller, now).map_err(e)?;
+    let p = node_lane::prepare(s, l, caller, now).map_err(e)?;
     if let Verdict::Refuse { .. } = p.verdict {
         return Ok(false);
     }
-    match slots::commit(s, l, caller, &p).map_err(e)? {
-        slots::Committed::Done(_) => Ok(true),
-        slots::Committed::Stale => Err("unexpected contention".into()),
+    match lane::commit(s, l, caller, &p).map_err(e)? {
+        lane::Committed::Done(_) => Ok(true),
+        lane::Committed::Stale => Err("unexpected contention".into()),
     }
 }
 
@@ -170,27 +171,27 @@ fn callers_past_the_cap_share_the_overflow_counter<S: Store + ?Sized>(s: &S, p: 
     let l = lane(s, &format!("{p}:e"), 2, Some(small()))?;
     let t = 2_000_000;
     for caller in 0..12u64 {
-        let pr = slots::prepare(s, &l, caller * 7919, t).map_err(e)?;
+        let pr = node_lane::prepare(s, &l, caller * 7919, t).map_err(e)?;
         expect_eq!(pr.overflow, false);
         hit(s, &l, caller * 7919, t)?;
     }
-    expect_eq!(slots::tracked(s, &l).map_err(e)?, 12);
+    expect_eq!(lane::tracked(s, &l).map_err(e)?, 12);
     // Full: newcomers are neither refused outright nor unbounded.
-    let p1 = slots::prepare(s, &l, 1_000_001, t).map_err(e)?;
+    let p1 = node_lane::prepare(s, &l, 1_000_001, t).map_err(e)?;
     expect_eq!(p1.overflow, true);
     expect_eq!(hit(s, &l, 1_000_001, t)?, true);
     expect_eq!(hit(s, &l, 1_000_002, t)?, true);
     expect_eq!(hit(s, &l, 1_000_003, t)?, false);
-    expect_eq!(slots::tracked(s, &l).map_err(e)?, 12);
+    expect_eq!(lane::tracked(s, &l).map_err(e)?, 12);
     // Two windows on, expired callers are reclaimed before overflow.
     let later = t + 20_000;
-    let p2 = slots::prepare(s, &l, 1_000_004, later).map_err(e)?;
+    let p2 = node_lane::prepare(s, &l, 1_000_004, later).map_err(e)?;
     expect_eq!(p2.overflow, false);
     expect_eq!(hit(s, &l, 1_000_004, later)?, true);
     // And a sweep forgets the rest.
-    let removed = slots::sweep(s, &l, 0..8, later).map_err(e)?;
+    let removed = lane_upkeep::sweep(s, &l, 0..8, later).map_err(e)?;
     expect_eq!(removed, 11);
-    expect_eq!(slots::tracked(s, &l).map_err(e)?, 1);
+    expect_eq!(lane::tracked(s, &l).map_err(e)?, 1);
     Ok(())
 }
 
@@ -203,7 +204,7 @@ fn a_new_tag_starts_from_zero<S: Store + ?Sized>(s: &S, p: &str) -> Check {
     // Same keys, another bound: nothing inherited.
     let new = Lane::new(&prefix, 8, old.rate, old.table);
     expect_eq!(hit(s, &new, 5, t + 2)?, true);
-    expect_eq!(slots::tracked(s, &new).map_err(e)?, 1);
+    expect_eq!(lane::tracked(s, &new).map_err(e)?, 1);
     Ok(())
 }
 
@@ -211,7 +212,7 @@ fn limiter(s: &(impl Store + ?Sized), p: &str, bounds: &str) -> Result<Limiter, 
     let json = format!(r#"{{"instance":"suite","routes":[{{"name":"r","bounds":[{bounds}]}}]}}"#);
     let config = crate::config::parse(json.as_bytes()).map_err(|es| format!("{es:?}"))?;
     Limiter::bind(Plan::compile(&config), [1, 2], |n, b| {
-        let l = Lane::for_bound(b, &format!("{p}:{n}"), 7, small());
+        let l = crate::pipeline::limiter::bound_lane(b, &format!("{p}:{n}"), 7, small());
         l.create_keys(s).map(|()| l).map_err(e)
     })
 }
@@ -253,10 +254,16 @@ fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -
         None
     );
     let l0 = &lim.lanes[0][0];
-    expect_eq!(slots::peek(s, l0, 0).map_err(e)?.map(|c| c.cur), Some(3));
+    expect_eq!(
+        node_lane::peek(s, l0, 0).map_err(e)?.map(|c| c.cur),
+        Some(3)
+    );
     let l1 = &lim.lanes[0][1];
     let key = lim.caller_key(crate::config::Per::Address, &a);
-    expect_eq!(slots::peek(s, l1, key).map_err(e)?.map(|c| c.cur), Some(2));
+    expect_eq!(
+        node_lane::peek(s, l1, key).map_err(e)?.map(|c| c.cur),
+        Some(2)
+    );
     Ok(())
 }
 
@@ -280,13 +287,13 @@ fn a_late_refusal_takes_back_earlier_bounds<S: Store + ?Sized>(s: &S, p: &str) -
     expect_eq!(racy.fired.get(), true);
     expect_eq!(d.refused.map(|r| r.0), Some(1));
     expect_eq!(
-        slots::peek(s, &lim.lanes[0][0], 0)
+        node_lane::peek(s, &lim.lanes[0][0], 0)
             .map_err(e)?
             .map(|c| c.cur),
         Some(1)
     );
     expect_eq!(
-        slots::peek(s, &lim.lanes[0][1], 0)
+        node_lane::peek(s, &lim.lanes[0][1], 0)
             .map_err(e)?
             .map(|c| c.cur),
         Some(1)
@@ -342,9 +349,9 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
         if !d.prepared.verdict.admits() {
             return Ok(false);
         }
-        match slots::commit(s, &l, 42, &d.prepared).map_err(e)? {
-            slots::Committed::Done(_) => Ok(true),
-            slots::Committed::Stale => Err("unexpected contention".into()),
+        match lane::commit(s, &l, 42, &d.prepared).map_err(e)? {
+            lane::Committed::Done(_) => Ok(true),
+            lane::Committed::Stale => Err("unexpected contention".into()),
         }
     };
     let mut admitted = 0;

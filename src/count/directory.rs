@@ -24,10 +24,10 @@
 //! - so two different bounds alive at once never share a lane, however
 //!   many configurations drain;
 //! - the lanes, the keys they create and the configurations alive stay
-//!   within [`crate::config::budget`]; a configuration that would exceed it is
+//!   within [`crate::count::budget`]; a configuration that would exceed it is
 //!   refused (Envoy keeps the previous one).
 
-use crate::config::budget::{self, BudgetError};
+use crate::count::budget::{self, BudgetError};
 use crate::count::store::{update, Store, StoreError};
 use siphasher::sip::SipHasher13;
 use std::collections::HashMap;

@@ -9,11 +9,12 @@
 use crate::config::plan::{Bound, Plan};
 use crate::config::Per;
 use crate::count::fleet_lane::{self, Fleet};
+use crate::count::lane::{self, Committed, Lane, Prepared, Table};
 use crate::count::refusals::Refusals;
-use crate::count::slots::{self, Committed, Lane, Prepared};
 use crate::count::store::{Store, StoreError, CAS_RETRIES};
 use crate::count::window::{Quota, Verdict};
 use crate::count::write_memory::{Remembering, WriteMemory};
+use crate::count::{lane_upkeep, node_lane};
 use crate::identity::address::{network, Prefixes};
 use crate::identity::Identity;
 use siphasher::sip::SipHasher13;
@@ -131,7 +132,7 @@ impl Pending {
 
 /// How recording one bound ended.
 enum Outcome {
-    Recorded(slots::Undo),
+    Recorded(lane::Undo),
     /// A shadow bound that turned out to refuse after a race: not counted.
     Shadowed,
     Failed(StoreError),
@@ -196,10 +197,17 @@ fn fleet_known<S: Store + ?Sized>(store: &S, f: &FleetKeys, now_ms: u64) -> flee
     }
 }
 
+/// The lane of a compiled bound: its rate, and a caller table of `table`'s
+/// size when the bound is keyed on a caller (one counter for `per: route`).
+pub fn bound_lane(bound: &Bound, prefix: &str, tag: u32, table: Table) -> Lane {
+    let table = (bound.per != Per::Route).then_some(table);
+    Lane::new(prefix, tag, bound.rate, table).of_fleet(bound.fleet.is_some())
+}
+
 /// Each bound of `plan` on the lane `lane` gives it, asked in plan order
 /// (route by route, as [`Plan::wants`] lists them, numbered from 0):
 /// `lanes[route][bound]`, as [`Limiter::new`] takes them. The one way a
-/// plan meets its lanes; [`Lane::for_bound`] makes each lane.
+/// plan meets its lanes; [`bound_lane`] makes each lane.
 pub fn lanes_for<E>(
     plan: &Plan,
     mut lane: impl FnMut(usize, &Bound) -> Result<Lane, E>,
@@ -285,7 +293,7 @@ impl Limiter {
         now_ms: u64,
     ) -> Result<Prepared, StoreError> {
         let Some(f) = self.fleet.as_ref().filter(|_| lane.fleet) else {
-            return slots::prepare(store, lane, keys.node, now_ms);
+            return node_lane::prepare(store, lane, keys.node, now_ms);
         };
         let known = || fleet_known(store, f, now_ms);
         let d = fleet_lane::prepare(store, lane, f.fleet, keys.node, keys.fleet, &known, now_ms)?;
@@ -439,7 +447,7 @@ impl Limiter {
             // Decided in the loop; none after every attempt means contention.
             let mut outcome = None;
             for _ in 0..CAS_RETRIES {
-                match slots::commit(store, lane, key, &p) {
+                match lane::commit(store, lane, key, &p) {
                     Ok(Committed::Done(u)) => {
                         outcome = Some(Outcome::Recorded(u));
                         break;
@@ -455,7 +463,7 @@ impl Limiter {
                             if let Verdict::Refuse { quota } = fresh.verdict {
                                 for (j, u, _, _) in &done {
                                     let Some(l) = lanes.get(*j) else { continue };
-                                    if let Err(e) = slots::undo(store, l, *u) {
+                                    if let Err(e) = lane_upkeep::undo(store, l, *u) {
                                         d.errors.push(e);
                                     }
                                 }
@@ -608,10 +616,11 @@ impl Limiter {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)] // tests may index
 mod tests {
     use super::*;
     use crate::config::parse;
-    use crate::count::slots::Table;
+    use crate::count::lane::Table;
     use crate::count::store::MemStore;
     use crate::pipeline::decide;
 
@@ -624,7 +633,7 @@ mod tests {
     fn limiter(store: &MemStore, json: &str) -> Limiter {
         let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
         Limiter::bind(plan, [11, 12], |n, bound| {
-            let l = Lane::for_bound(bound, &format!("t:{n}"), 1, SMALL);
+            let l = bound_lane(bound, &format!("t:{n}"), 1, SMALL);
             l.create_keys(store).map(|()| l)
         })
         .unwrap()
@@ -844,13 +853,15 @@ mod tests {
         // the enforced bound counted every request.
         let dry = lim.caller_key(Per::Address, &c);
         assert_eq!(
-            slots::peek(&s, &lim.lanes[0][0], dry)
+            node_lane::peek(&s, &lim.lanes[0][0], dry)
                 .unwrap()
                 .map(|c| c.cur),
             Some(2)
         );
         assert_eq!(
-            slots::peek(&s, &lim.lanes[0][1], 0).unwrap().map(|c| c.cur),
+            node_lane::peek(&s, &lim.lanes[0][1], 0)
+                .unwrap()
+                .map(|c| c.cur),
             Some(5)
         );
         // Its headers show what enforcement would say.
@@ -928,12 +939,12 @@ mod tests {
             let (lane, c) = (&lim.lanes[0][0], Caller::default());
             let key = lim.caller_key(lim.plan.routes[0].bounds[0].per, &c);
             let now = 120_000;
-            let theirs = slots::prepare(&s, lane, key, now).unwrap();
-            let Ok(Committed::Done(undo)) = slots::commit(&s, lane, key, &theirs) else {
+            let theirs = node_lane::prepare(&s, lane, key, now).unwrap();
+            let Ok(Committed::Done(undo)) = lane::commit(&s, lane, key, &theirs) else {
                 panic!("their request is counted");
             };
             assert_eq!(admitted(&lim, &s, &c, 2), 2);
-            slots::undo(&s, lane, undo).unwrap();
+            lane_upkeep::undo(&s, lane, undo).unwrap();
             assert!(
                 decide(&lim, &s, 0, None, &c, now + 5).refused.is_none(),
                 "{per}"

@@ -1,0 +1,386 @@
+//! Where one bound's counters live: a fixed set of reusable keys (a "lane").
+//!
+//! Shared-data keys can never be deleted, so a lane's key names never carry a
+//! caller, a time or a generation; those live in values. A lane has:
+//! - `{prefix}:o` — one counter: the whole route for `per: route`, the
+//!   shared overflow counter for keyed bounds;
+//! - `{prefix}:m` — the number of callers tracked (for the cap);
+//! - `{prefix}:{i}`, `i < buckets` — buckets of caller entries.
+//!
+//! A caller hashes to two buckets and lives in the first unless it had no
+//! room (a table sized for twice the cap, 16 entries a bucket, so the
+//! second choice absorbs the unlucky and a bucket pair is never full before
+//! the cap is reached; most callers are found with one read). Every
+//! value starts with the lane's tag: a value with another tag belongs to a
+//! bound that no longer exists and reads as empty, so no count is ever
+//! inherited by a different bound.
+
+use crate::count::store::{update, Store, StoreError};
+use crate::count::window::{Rate, Verdict};
+
+/// Size of a keyed lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Table {
+    pub buckets: usize,
+    pub per_bucket: usize,
+    /// At most this many callers are tracked at once.
+    pub cap: u32,
+}
+
+impl Table {
+    /// 10,000 callers in 1,250 buckets of 16: room for twice the cap.
+    pub const DEFAULT: Table = Table {
+        buckets: 1_250,
+        per_bucket: 16,
+        cap: 10_000,
+    };
+
+    /// Keys a keyed lane ever creates.
+    pub const fn keys(&self) -> usize {
+        self.buckets + 2
+    }
+}
+
+/// One bound's storage, resolved at configure time.
+#[derive(Debug, Clone)]
+pub struct Lane {
+    pub tag: u32,
+    pub rate: Rate,
+    /// None for `per: route` (one counter, no buckets).
+    pub table: Option<Table>,
+    /// A fleet bound's: its values hold `fleet_lane` entries.
+    pub fleet: bool,
+    prefix: String,
+    pub(crate) single_key: String,
+    pub(crate) meta_key: String,
+}
+
+/// A bucket's key, written on the stack: a lane keeps no string per bucket
+/// (1,250 of them per bound in every VM would be megabytes). A prefix too
+/// long for the stack (never one of the filter's `rb:{lane}`) goes to the heap.
+pub(crate) enum BucketKey {
+    Stack { buf: [u8; 40], len: usize },
+    Heap(String),
+}
+
+impl BucketKey {
+    pub(crate) fn new(prefix: &str, i: usize) -> BucketKey {
+        // On the hot path: written by hand, no formatter.
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut n = i;
+        loop {
+            at -= 1;
+            if let Some(d) = digits.get_mut(at) {
+                *d = b'0' + (n % 10) as u8;
+            }
+            n /= 10;
+            if n == 0 || at == 0 {
+                break;
+            }
+        }
+        let digits = digits.get(at..).unwrap_or_default();
+        let len = prefix.len() + 1 + digits.len();
+        let mut buf = [0u8; 40];
+        match buf.get_mut(..len) {
+            Some(out) => {
+                let (head, tail) = out.split_at_mut(prefix.len());
+                head.copy_from_slice(prefix.as_bytes());
+                if let Some((colon, rest)) = tail.split_first_mut() {
+                    *colon = b':';
+                    rest.copy_from_slice(digits);
+                }
+                BucketKey::Stack { buf, len }
+            }
+            None => BucketKey::Heap(format!("{prefix}:{i}")),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            BucketKey::Stack { buf, len } => buf
+                .get(..*len)
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .unwrap_or(""),
+            BucketKey::Heap(s) => s,
+        }
+    }
+}
+
+impl Lane {
+    pub fn new(prefix: &str, tag: u32, rate: Rate, table: Option<Table>) -> Lane {
+        Lane {
+            tag,
+            rate,
+            table,
+            fleet: false,
+            prefix: prefix.to_string(),
+            single_key: format!("{prefix}:o"),
+            meta_key: format!("{prefix}:m"),
+        }
+    }
+
+    /// The same lane holding a fleet bound's entries (`fleet_lane`).
+    pub fn of_fleet(self, fleet: bool) -> Lane {
+        Lane { fleet, ..self }
+    }
+
+    pub(crate) fn buckets(&self) -> usize {
+        self.table.map_or(0, |t| t.buckets)
+    }
+
+    /// Its buckets (0 for `per: route`).
+    pub fn bucket_count(&self) -> usize {
+        self.buckets()
+    }
+
+    /// The route's counter, or a keyed lane's overflow counter.
+    pub fn single_key(&self) -> &str {
+        &self.single_key
+    }
+
+    /// Every key this lane uses, so they can be created ahead of use; the
+    /// tracked-count key comes last (its presence says the rest exist).
+    pub fn all_keys(&self) -> impl Iterator<Item = String> + '_ {
+        let buckets = (0..self.buckets()).map(|i| format!("{}:{i}", self.prefix));
+        let meta = self.table.map(|_| self.meta_key.clone());
+        std::iter::once(self.single_key.clone())
+            .chain(buckets)
+            .chain(meta)
+    }
+
+    /// Creates every key of the lane that does not exist yet, the
+    /// tracked-count key last, so that all later writes are compare-and-swap.
+    pub fn create_keys<S: Store + ?Sized>(&self, store: &S) -> Result<(), StoreError> {
+        for key in self.all_keys() {
+            crate::count::store::ensure(store, &key)?;
+        }
+        Ok(())
+    }
+
+    /// Creates the keys of a lane that never had a caller table, without
+    /// reading them first (none of its bucket keys can exist; the single
+    /// counter is rewritten empty, which its new tag would read as empty
+    /// anyway). Half the host calls of [`Lane::create_keys`].
+    pub fn create_new_keys<S: Store + ?Sized>(&self, store: &S) -> Result<(), StoreError> {
+        for key in self.all_keys() {
+            store.set(&key, &[], None)?;
+        }
+        Ok(())
+    }
+
+    /// The key whose presence says every key of this lane exists.
+    pub fn last_key(&self) -> &str {
+        match self.table {
+            Some(_) => &self.meta_key,
+            None => &self.single_key,
+        }
+    }
+
+    pub(crate) fn bucket_key(&self, i: usize) -> BucketKey {
+        BucketKey::new(&self.prefix, i)
+    }
+
+    pub(crate) fn buckets_of(&self, caller: u64) -> (usize, usize) {
+        let n = self.buckets().max(1) as u64;
+        let a = caller % n;
+        let mut b = (caller.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15) % n;
+        if b == a {
+            b = (a + 1) % n;
+        }
+        (a as usize, b as usize)
+    }
+}
+
+// Callers check lengths first; a short slice reads as 0, never a panic.
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_le_bytes)
+}
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+    b.get(at..at + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+pub(crate) fn tagged(tag: u32, value: Option<&[u8]>, len: usize) -> Option<&[u8]> {
+    match value {
+        Some(v) if v.len() >= 4 && u32_at(v, 0) == tag && (v.len() - 4) % len == 0 => v.get(4..),
+        _ => None,
+    }
+}
+
+pub(crate) fn decode_live(tag: u32, value: Option<&[u8]>) -> u32 {
+    match tagged(tag, value, 4) {
+        Some(b) if b.len() == 4 => u32_at(b, 0),
+        _ => 0,
+    }
+}
+
+pub(crate) fn encode_live(tag: u32, live: u32) -> Vec<u8> {
+    let mut v = tag.to_le_bytes().to_vec();
+    v.extend_from_slice(&live.to_le_bytes());
+    v
+}
+
+/// The tracked count and its cas token.
+pub(crate) fn tracked_with<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+) -> Result<(u32, Option<u32>), StoreError> {
+    let (v, cas) = store.get(&lane.meta_key)?;
+    Ok((decode_live(lane.tag, v.as_deref()), cas))
+}
+
+/// The tracked count's value for `live` callers.
+pub(crate) fn encode_live_for(lane: &Lane, live: u32) -> Vec<u8> {
+    encode_live(lane.tag, live)
+}
+
+/// Where a request was (or would be) counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// The lane's single counter: the route, or the overflow of a keyed lane.
+    Single,
+    Bucket(usize),
+}
+
+/// A decision read from the store and the write that would record it.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub verdict: Verdict,
+    /// The caller is untracked and shares the overflow counter.
+    pub overflow: bool,
+    pub(crate) place: Place,
+    pub(crate) value: Vec<u8>,
+    pub(crate) cas: Option<u32>,
+    /// The write takes a free position: the tracked count must grow first
+    /// (the grown count and the cas it was read with).
+    pub(crate) reserve: Option<(Vec<u8>, Option<u32>)>,
+}
+
+impl Prepared {
+    /// A decision another kind of entry made (`fleet_lane`), to be
+    /// committed as this module's.
+    pub(crate) fn new(
+        verdict: Verdict,
+        overflow: bool,
+        place: Place,
+        value: Vec<u8>,
+        cas: Option<u32>,
+        reserve: Option<(Vec<u8>, Option<u32>)>,
+    ) -> Prepared {
+        Prepared {
+            verdict,
+            overflow,
+            place,
+            value,
+            cas,
+            reserve,
+        }
+    }
+}
+
+/// What committing a prepared write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    Done(Undo),
+    /// Someone wrote in between: prepare again.
+    Stale,
+}
+
+/// Enough to take one counted request back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Undo {
+    pub(crate) place: Place,
+    pub(crate) caller: u64,
+    pub(crate) win: u64,
+}
+
+/// The key of a place: the lane's single counter or one of its buckets.
+pub(crate) enum PlaceKey<'a> {
+    Single(&'a str),
+    Bucket(BucketKey),
+}
+
+impl PlaceKey<'_> {
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            PlaceKey::Single(k) => k,
+            PlaceKey::Bucket(b) => b.as_str(),
+        }
+    }
+}
+
+impl Lane {
+    pub(crate) fn key_of(&self, place: Place) -> PlaceKey<'_> {
+        match place {
+            Place::Single => PlaceKey::Single(&self.single_key),
+            Place::Bucket(i) => PlaceKey::Bucket(self.bucket_key(i)),
+        }
+    }
+}
+
+/// Records an admitted, prepared request with compare-and-swap.
+pub fn commit<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    caller: u64,
+    p: &Prepared,
+) -> Result<Committed, StoreError> {
+    let Verdict::Admit { counts, .. } = p.verdict else {
+        return Err(StoreError::Invalid("refused requests are not committed"));
+    };
+    let undo = Undo {
+        place: p.place,
+        caller,
+        win: counts.win,
+    };
+    if let Some((grown, meta_cas)) = &p.reserve {
+        if !store.set(&lane.meta_key, grown, *meta_cas)? {
+            return Ok(Committed::Stale);
+        }
+        if !store.set(lane.key_of(p.place).as_str(), &p.value, p.cas)? {
+            release(store, lane, 1)?;
+            return Ok(Committed::Stale);
+        }
+        return Ok(Committed::Done(undo));
+    }
+    if store.set(lane.key_of(p.place).as_str(), &p.value, p.cas)? {
+        Ok(Committed::Done(undo))
+    } else {
+        Ok(Committed::Stale)
+    }
+}
+
+pub(crate) fn release<S: Store + ?Sized>(store: &S, lane: &Lane, n: u32) -> Result<(), StoreError> {
+    update(store, &lane.meta_key, |v| {
+        let live = decode_live(lane.tag, v);
+        (Some(encode_live(lane.tag, live.saturating_sub(n))), ())
+    })
+}
+
+/// Callers currently tracked (expired ones count until swept or reclaimed).
+pub fn tracked<S: Store + ?Sized>(store: &S, lane: &Lane) -> Result<u32, StoreError> {
+    Ok(decode_live(
+        lane.tag,
+        store.get(&lane.meta_key)?.0.as_deref(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_keys_are_distinct_for_short_and_long_prefixes() {
+        for prefix in ["rb:4095", &"p".repeat(200)] {
+            let keys: std::collections::HashSet<String> = (0..1_250)
+                .map(|i| BucketKey::new(prefix, i).as_str().to_string())
+                .collect();
+            assert_eq!(keys.len(), 1_250, "{prefix}");
+            assert!(keys.contains(&format!("{prefix}:1249")));
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! What works on a lane whatever kind of entry it holds (node or fleet):
+//! taking a counted request back, sweeping expired callers out.
+
+use crate::count::lane::{release, Lane, Undo};
+use crate::count::store::{update, Store, StoreError};
+use crate::count::{fleet_lane, node_lane};
+
+/// Takes back one request recorded by [`commit`](crate::count::lane::commit)
+/// (a later bound refused).
+pub fn undo<S: Store + ?Sized>(store: &S, lane: &Lane, u: Undo) -> Result<(), StoreError> {
+    if lane.fleet {
+        fleet_lane::undo(store, lane, u.place, u.caller, u.win)
+    } else {
+        node_lane::undo(store, lane, u.place, u.caller, u.win)
+    }
+}
+
+/// Removes expired callers from buckets `range` and shrinks the tracked
+/// count to match. Returns how many were removed.
+pub fn sweep<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    range: std::ops::Range<usize>,
+    now_ms: u64,
+) -> Result<u32, StoreError> {
+    if lane.table.is_none() {
+        return Ok(0);
+    }
+    let win = lane.rate.window_of(now_ms);
+    let value_of = if lane.fleet {
+        fleet_lane::sweep_value
+    } else {
+        node_lane::sweep_value
+    };
+    let mut removed = 0u32;
+    for i in range.filter(|i| *i < lane.bucket_count()) {
+        removed += update(store, lane.bucket_key(i).as_str(), |v| {
+            value_of(lane.tag, v, win)
+        })?;
+    }
+    if removed > 0 {
+        release(store, lane, removed)?;
+    }
+    Ok(removed)
+}

@@ -1,0 +1,318 @@
+//! A node bound's entries in its lane ([`crate::count::lane`]): one
+//! two-window count per caller (24 bytes: caller, window, current,
+//! previous), or the lane's single counter; the decision for one request,
+//! taking it back, sweeping expired callers, and reading a caller's counts.
+
+use crate::count::lane::{decode_live, encode_live, tagged, u32_at, u64_at, Lane, Place, Prepared};
+use crate::count::store::{update, Store, StoreError};
+use crate::count::window::{Counts, Verdict};
+
+// ---- value encodings (little endian, tag first) ----
+
+const ENTRY: usize = 24;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    caller: u64,
+    counts: Counts,
+}
+
+fn decode_counts(tag: u32, value: Option<&[u8]>) -> Counts {
+    match tagged(tag, value, 16) {
+        Some(b) if b.len() == 16 => Counts {
+            win: u64_at(b, 0),
+            cur: u32_at(b, 8),
+            prev: u32_at(b, 12),
+        },
+        _ => Counts::default(),
+    }
+}
+
+fn encode_counts(tag: u32, c: Counts) -> Vec<u8> {
+    let mut v = Vec::with_capacity(20);
+    v.extend_from_slice(&tag.to_le_bytes());
+    v.extend_from_slice(&c.win.to_le_bytes());
+    v.extend_from_slice(&c.cur.to_le_bytes());
+    v.extend_from_slice(&c.prev.to_le_bytes());
+    v
+}
+
+fn decode_bucket(tag: u32, value: Option<&[u8]>) -> Vec<Entry> {
+    tagged(tag, value, ENTRY)
+        .map(|b| {
+            b.chunks_exact(ENTRY)
+                .map(|e| Entry {
+                    caller: u64_at(e, 0),
+                    counts: Counts {
+                        win: u64_at(e, 8),
+                        cur: u32_at(e, 16),
+                        prev: u32_at(e, 20),
+                    },
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn encode_bucket(tag: u32, entries: &[Entry]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + entries.len() * ENTRY);
+    v.extend_from_slice(&tag.to_le_bytes());
+    for e in entries {
+        v.extend_from_slice(&e.caller.to_le_bytes());
+        v.extend_from_slice(&e.counts.win.to_le_bytes());
+        v.extend_from_slice(&e.counts.cur.to_le_bytes());
+        v.extend_from_slice(&e.counts.prev.to_le_bytes());
+    }
+    v
+}
+
+// ---- the decision for one bound ----
+
+/// Reads the counters `caller` is counted in and decides one more request.
+/// Nothing is written.
+pub fn prepare<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    caller: u64,
+    now_ms: u64,
+) -> Result<Prepared, StoreError> {
+    if lane.fleet {
+        return Err(StoreError::Invalid("a fleet lane is decided by fleet_lane"));
+    }
+    let Some(table) = lane.table else {
+        return prepare_single(store, lane, now_ms, false);
+    };
+    let (a, b) = lane.buckets_of(caller);
+    let ((mut va, mut ca), recalled) = store.recall(lane.bucket_key(a).as_str())?;
+    if recalled {
+        // Memory serves an admission of a caller it holds, which the write
+        // will check; a refusal or an absent caller is read for real.
+        match prepare_in(lane, a, &mut va, ca, caller, now_ms) {
+            Some(p) if p.verdict.admits() => return Ok(p),
+            _ => (va, ca) = store.get(lane.bucket_key(a).as_str())?,
+        }
+    }
+    if let Some(p) = prepare_in(lane, a, &mut va, ca, caller, now_ms) {
+        return Ok(p);
+    }
+    let (mut vb, cb) = store.get(lane.bucket_key(b).as_str())?;
+    if let Some(p) = prepare_in(lane, b, &mut vb, cb, caller, now_ms) {
+        return Ok(p);
+    }
+    let ea = decode_bucket(lane.tag, va.as_deref());
+    let eb = decode_bucket(lane.tag, vb.as_deref());
+    // A new caller goes to its first bucket unless that one has no room, so
+    // that finding it later costs one read. In a bucket: reclaim an expired
+    // entry (the tracked count is unchanged), else take a free position if
+    // the cap allows; past the cap, only expired entries are taken.
+    let win = lane.rate.window_of(now_ms);
+    let mut meta: Option<(u32, Option<u32>)> = None;
+    for (i, entries, cas) in [(a, ea, ca), (b, eb, cb)] {
+        if let Some(pos) = entries.iter().position(|e| e.counts.expired(win)) {
+            let mut entries = entries;
+            if let Some(e) = entries.get_mut(pos) {
+                *e = Entry {
+                    caller,
+                    counts: Counts::default(),
+                };
+            }
+            return Ok(admit_new(lane, i, entries, pos, cas, None, now_ms));
+        }
+        if entries.len() < table.per_bucket {
+            let (live, meta_cas) = match meta {
+                Some(m) => m,
+                None => {
+                    let (v, c) = store.get(&lane.meta_key)?;
+                    *meta.insert((decode_live(lane.tag, v.as_deref()), c))
+                }
+            };
+            if live < table.cap {
+                let mut entries = entries;
+                entries.push(Entry {
+                    caller,
+                    counts: Counts::default(),
+                });
+                let pos = entries.len() - 1;
+                let reserve = Some((encode_live(lane.tag, live + 1), meta_cas));
+                return Ok(admit_new(lane, i, entries, pos, cas, reserve, now_ms));
+            }
+        }
+    }
+    prepare_single(store, lane, now_ms, true)
+}
+
+fn prepare_single<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    now_ms: u64,
+    overflow: bool,
+) -> Result<Prepared, StoreError> {
+    let ((mut v, mut cas), recalled) = store.recall(&lane.single_key)?;
+    let mut verdict = lane
+        .rate
+        .decide(decode_counts(lane.tag, v.as_deref()), now_ms);
+    if recalled && !verdict.admits() {
+        // A refusal writes nothing, so nothing would check the memory.
+        (v, cas) = store.get(&lane.single_key)?;
+        verdict = lane
+            .rate
+            .decide(decode_counts(lane.tag, v.as_deref()), now_ms);
+    }
+    let value = match verdict {
+        Verdict::Admit { counts, .. } => encode_counts(lane.tag, counts),
+        Verdict::Refuse { .. } => Vec::new(),
+    };
+    Ok(Prepared {
+        verdict,
+        overflow,
+        place: Place::Single,
+        value,
+        cas,
+        reserve: None,
+    })
+}
+
+/// The decision for `caller` if bucket `i` (its raw value) holds it. The
+/// common path: the entry is found and rewritten in the bytes just read,
+/// which become the value to write back (no copy).
+fn prepare_in(
+    lane: &Lane,
+    i: usize,
+    value: &mut Option<Vec<u8>>,
+    cas: Option<u32>,
+    caller: u64,
+    now_ms: u64,
+) -> Option<Prepared> {
+    let entries = tagged(lane.tag, value.as_deref(), ENTRY)?;
+    let at = entries
+        .chunks_exact(ENTRY)
+        .position(|e| u64_at(e, 0) == caller)?
+        * ENTRY;
+    let e = entries.get(at..at + ENTRY)?;
+    let stored = Counts {
+        win: u64_at(e, 8),
+        cur: u32_at(e, 16),
+        prev: u32_at(e, 20),
+    };
+    let verdict = lane.rate.decide(stored, now_ms);
+    let value = match verdict {
+        Verdict::Admit { counts, .. } => {
+            let mut v = value.take().unwrap_or_default();
+            let at = 4 + at;
+            let fields: [(usize, &[u8]); 3] = [
+                (at + 8, &counts.win.to_le_bytes()),
+                (at + 16, &counts.cur.to_le_bytes()),
+                (at + 20, &counts.prev.to_le_bytes()),
+            ];
+            for (from, bytes) in fields {
+                if let Some(to) = v.get_mut(from..from + bytes.len()) {
+                    to.copy_from_slice(bytes);
+                }
+            }
+            v
+        }
+        Verdict::Refuse { .. } => Vec::new(),
+    };
+    Some(Prepared {
+        verdict,
+        overflow: false,
+        place: Place::Bucket(i),
+        value,
+        cas,
+        reserve: None,
+    })
+}
+
+fn admit_new(
+    lane: &Lane,
+    i: usize,
+    mut entries: Vec<Entry>,
+    pos: usize,
+    cas: Option<u32>,
+    reserve: Option<(Vec<u8>, Option<u32>)>,
+    now_ms: u64,
+) -> Prepared {
+    let verdict = lane.rate.decide(Counts::default(), now_ms);
+    if let Verdict::Admit { counts, .. } = verdict {
+        if let Some(e) = entries.get_mut(pos) {
+            e.counts = counts;
+        }
+    }
+    Prepared {
+        verdict,
+        overflow: false,
+        place: Place::Bucket(i),
+        value: encode_bucket(lane.tag, &entries),
+        cas,
+        reserve,
+    }
+}
+
+/// Takes back one request counted at `place` in window `win` (a later
+/// bound refused): see [`crate::count::lane_upkeep::undo`].
+pub(crate) fn undo<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    place: Place,
+    caller: u64,
+    win: u64,
+) -> Result<(), StoreError> {
+    let take_back = |c: &mut Counts| {
+        if c.win == win && c.cur > 0 {
+            c.cur -= 1;
+            true
+        } else if c.win == win + 1 && c.prev > 0 {
+            c.prev -= 1;
+            true
+        } else {
+            false
+        }
+    };
+    update(store, lane.key_of(place).as_str(), |v| match place {
+        Place::Single => {
+            let mut c = decode_counts(lane.tag, v);
+            (take_back(&mut c).then(|| encode_counts(lane.tag, c)), ())
+        }
+        Place::Bucket(_) => {
+            let mut entries = decode_bucket(lane.tag, v);
+            let changed = entries
+                .iter_mut()
+                .find(|e| e.caller == caller)
+                .is_some_and(|e| take_back(&mut e.counts));
+            (changed.then(|| encode_bucket(lane.tag, &entries)), ())
+        }
+    })
+}
+
+/// A bucket's value without the callers expired by window `win`, if any
+/// were, and how many.
+pub(crate) fn sweep_value(tag: u32, value: Option<&[u8]>, win: u64) -> (Option<Vec<u8>>, u32) {
+    let mut entries = decode_bucket(tag, value);
+    let before = entries.len();
+    entries.retain(|e| !e.counts.expired(win));
+    let gone = (before - entries.len()) as u32;
+    ((gone > 0).then(|| encode_bucket(tag, &entries)), gone)
+}
+
+/// The counts a caller currently holds (for tests and the CLI's inspection).
+pub fn peek<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    caller: u64,
+) -> Result<Option<Counts>, StoreError> {
+    if lane.table.is_none() {
+        return Ok(Some(decode_counts(
+            lane.tag,
+            store.get(&lane.single_key)?.0.as_deref(),
+        )));
+    }
+    let (a, b) = lane.buckets_of(caller);
+    for i in [a, b] {
+        let key = lane.bucket_key(i);
+        let entries = decode_bucket(lane.tag, store.get(key.as_str())?.0.as_deref());
+        if let Some(e) = entries.iter().find(|e| e.caller == caller) {
+            return Ok(Some(e.counts));
+        }
+    }
+    Ok(None)
+}
