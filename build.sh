@@ -28,7 +28,7 @@ fi
 mkdir -p dist
 
 echo "build: wasm module (release, $TARGET)"
-cargo build --profile wasm --target "$TARGET" --lib
+cargo build --profile wasm --target "$TARGET" --lib --no-default-features --features filter
 cp "target/$TARGET/wasm/ratebound.wasm" dist/ratebound.wasm
 
 echo "build: native CLI"
@@ -40,7 +40,7 @@ dist/ratebound schema > dist/ratebound.schema.json
 
 if [[ "$SELFTEST" == 1 ]]; then
   echo "build: selftest wasm module"
-  CARGO_TARGET_DIR=target/selftest cargo build --profile wasm --target "$TARGET" --lib --features selftest
+  CARGO_TARGET_DIR=target/selftest cargo build --profile wasm --target "$TARGET" --lib --no-default-features --features selftest
   cp "target/selftest/$TARGET/wasm/ratebound.wasm" dist/ratebound-selftest.wasm
 fi
 

@@ -28,14 +28,20 @@ step "cargo clippy (wasm32-wasip1)"
 if ! rustup target list --installed | grep -qx wasm32-wasip1; then
   rustup target add wasm32-wasip1
 fi
-cargo clippy --target wasm32-wasip1 --lib -- -D warnings
+cargo clippy --target wasm32-wasip1 --lib --no-default-features --features filter -- -D warnings
+
+step "the core builds for the browser (wasm32-unknown-unknown, no proxy-wasm)"
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  rustup target add wasm32-unknown-unknown
+fi
+cargo clippy --target wasm32-unknown-unknown --lib --no-default-features -- -D warnings
 
 step "cargo test"
 cargo test
 
 step "cargo test --lib, compiled to wasm32-wasip1, under Node's WASI"
 CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $ROOT/scripts/wasi-runner.mjs" \
-  cargo test --target wasm32-wasip1 --lib
+  cargo test --target wasm32-wasip1 --lib --no-default-features
 
 step "build (release module, CLI, selftest module)"
 ./build.sh --selftest

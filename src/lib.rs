@@ -26,5 +26,5 @@ pub mod rls;
 
 // Not in test builds: `cargo test --target wasm32-wasip1` runs the pure
 // core's tests as a plain WASI program (scripts/wasi-runner.mjs).
-#[cfg(all(target_arch = "wasm32", not(test)))]
+#[cfg(all(feature = "filter", not(test)))]
 mod host;

@@ -4,14 +4,14 @@
 use serde::Deserialize;
 
 /// What `valid_name` accepts, for the JSON Schema.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "schema")]
 const NAME_PATTERN: &str = "^[A-Za-z0-9_-]{1,64}$";
 /// What [`crate::config::normalize::check_authority`] accepts: a host name or a
 /// bracketed IPv6 address, then at most a port from 1 to 65535.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "schema")]
 const HOST_PATTERN: &str = r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~!$&'()*+,;=%-]+)(?::0*(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?$";
 /// A cookie name: an RFC 6265 token, as `is_cookie_name` checks.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "schema")]
 const COOKIE_PATTERN: &str = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
 
 /// Largest accepted configuration, so a hostile file cannot make us allocate
@@ -22,22 +22,19 @@ pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 /// The configuration of a ratebound filter (Envoy `configuration`, Istio
 /// `pluginConfig`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
-#[cfg_attr(
-    not(target_arch = "wasm32"),
-    schemars(title = "ratebound filter configuration")
-)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(title = "ratebound filter configuration"))]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The JSON Schema the file follows, for editors (e.g. a path or URL to
     /// `ratebound.schema.json`). Ignored by the filter.
     #[serde(rename = "$schema", default)]
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(rename = "$schema"))]
+    #[cfg_attr(feature = "schema", schemars(rename = "$schema"))]
     pub json_schema: Option<String>,
     /// Prefix of every shared-data key. Two filter configurations that share
     /// an Envoy `vm_id` must use different instances.
     #[serde(default = "default_instance")]
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(pattern(NAME_PATTERN)))]
     pub instance: String,
     /// Send RateLimit-* headers on admitted responses (most constrained bound).
     #[serde(default = "default_true")]
@@ -81,7 +78,7 @@ pub struct Config {
 
 /// The quota fields of a response (see `Config::header_profile`).
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum HeaderProfile {
     #[default]
     #[serde(rename = "ratelimit")]
@@ -94,7 +91,7 @@ pub enum HeaderProfile {
 
 /// The gRPC status of a refusal of a gRPC caller.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum GrpcRefusal {
     #[default]
@@ -106,18 +103,18 @@ pub enum GrpcRefusal {
 /// gRPC, per request that reaches them) and fleet bounds their fleet's
 /// counts (calls in the background, every `sync_ms`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitServiceConfig {
     /// Envoy cluster of the service; it must speak HTTP/2.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub cluster: String,
     /// The service configuration's `domain` these bounds live in.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(pattern(NAME_PATTERN)))]
     pub domain: String,
     /// How long a request waits for the answer, at most.
     #[serde(default = "default_rls_timeout_ms")]
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 10_000)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 10_000)))]
     pub timeout_ms: u64,
     /// What an unanswered call means: `deny` (503) or `allow`.
     #[serde(default)]
@@ -125,7 +122,7 @@ pub struct RateLimitServiceConfig {
     /// Fleet bounds: how often each node reconciles its counts with the
     /// service, in the background.
     #[serde(default = "default_sync_ms")]
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 100, max = 5_000)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 100, max = 5_000)))]
     pub sync_ms: u64,
     /// Fleet bounds: the nodes assumed until the service has counted them
     /// (a node that starts while the service is down decides alone at
@@ -133,7 +130,7 @@ pub struct RateLimitServiceConfig {
     // Unset reads as 1, and `check` warns (an Option to tell the two apart).
     #[serde(default)]
     #[cfg_attr(
-        not(target_arch = "wasm32"),
+        feature = "schema",
         schemars(with = "u32", range(min = 1, max = 10_000), extend("default" = 1))
     )]
     pub fleet_nodes: Option<u32>,
@@ -145,20 +142,17 @@ pub struct RateLimitServiceConfig {
 
 /// Where the key secret is: exactly one of `env` or `value`.
 #[derive(Clone, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct KeySecretConfig {
     /// An environment variable of the Wasm VM that holds it: Envoy's
     /// `vm_config.environment_variables`, Istio's `vmConfig.env` (from the
     /// proxy's own environment, e.g. a Kubernetes Secret).
-    #[cfg_attr(
-        not(target_arch = "wasm32"),
-        schemars(pattern("^[A-Za-z_][A-Za-z0-9_]*$"))
-    )]
+    #[cfg_attr(feature = "schema", schemars(pattern("^[A-Za-z_][A-Za-z0-9_]*$")))]
     pub env: Option<String>,
     /// The secret itself, at least 16 characters. Prefer `env`: a
     /// configuration is read by more people than a secret should be.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 16)))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 16)))]
     pub value: Option<String>,
 }
 
@@ -197,7 +191,7 @@ impl RateLimitServiceConfig {
 /// What a failed rate-limit service call (unreachable, timeout, error,
 /// UNKNOWN) means for the request.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ServiceOnError {
     /// 503 with `Retry-After: 1`: nobody gets past an unchecked sign-in
@@ -210,7 +204,7 @@ pub enum ServiceOnError {
 
 /// Where a bound's counter lives.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     /// In this Envoy's shared data: every Envoy counts on its own.
@@ -243,25 +237,22 @@ impl Scope {
 
 /// Where a sign-in request names the account it tries.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AccountSource {
     /// A top-level string field of a JSON body.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub json: Option<String>,
     /// A field of an `application/x-www-form-urlencoded` body.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub form: Option<String>,
     /// A request header.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub header: Option<String>,
     /// At most this much of the body is read (never more buffered); an
     /// account beyond it is not found.
     #[serde(default = "default_max_body_bytes")]
-    #[cfg_attr(
-        not(target_arch = "wasm32"),
-        schemars(range(min = 64, max = 1_048_576))
-    )]
+    #[cfg_attr(feature = "schema", schemars(range(min = 64, max = 1_048_576)))]
     pub max_body_bytes: usize,
 }
 
@@ -269,19 +260,19 @@ pub struct AccountSource {
 /// for per-address bounds and for anonymous callers of identity bounds: the
 /// address is masked to its family's prefix and the network is the caller.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClientAddressConfig {
     /// Leading bits of an IPv4 address that name a caller: 32 (the default)
     /// counts each address. An IPv4-mapped IPv6 address counts as IPv4.
     #[serde(default = "default_ipv4_prefix")]
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 32)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 32)))]
     pub ipv4_prefix: u32,
     /// Leading bits of an IPv6 address that name a caller: 64 (the default),
     /// the network one subscriber usually holds, so an address rotated
     /// inside it is still the same caller; 128 counts each address.
     #[serde(default = "default_ipv6_prefix")]
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(range(min = 1, max = 128)))]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 128)))]
     pub ipv6_prefix: u32,
 }
 
@@ -309,7 +300,7 @@ impl ClientAddressConfig {
 /// mTLS peer, trusted headers; the session resolve only when none of
 /// those named a user or token.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct IdentityConfig {
     pub jwt: Option<JwtSource>,
@@ -321,7 +312,7 @@ pub struct IdentityConfig {
 /// Claims of a token verified by Envoy's `jwt_authn` (`payload_in_metadata`).
 /// Claim names may be nested with dots (`realm_access.roles`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct JwtSource {
     /// `payload_in_metadata` of jwt_authn; Istio writes `payload`.
@@ -349,7 +340,7 @@ pub struct JwtSource {
 
 /// The mTLS peer: its URI SAN (a SPIFFE id) is the user.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MtlsSource {
     /// Use the SPIFFE namespace (`/ns/NS/`) as the organisation.
@@ -360,7 +351,7 @@ pub struct MtlsSource {
 /// Headers set by an earlier, trusted filter. Envoy must strip them from
 /// clients; see the README ("Who is the caller?").
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HeaderSource {
     pub user: Option<String>,
@@ -373,7 +364,7 @@ pub struct HeaderSource {
 /// A call-out to a session service that turns a cookie or Authorization
 /// header into an identity. Answers are cached per credential.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionSource {
     /// Envoy cluster of the session service.
@@ -381,10 +372,10 @@ pub struct SessionSource {
     #[serde(default = "default_session_path")]
     pub path: String,
     /// `:authority` of the call; the cluster name by default.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(HOST_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(pattern(HOST_PATTERN)))]
     pub authority: Option<String>,
     /// Name of the session cookie to forward.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(COOKIE_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(pattern(COOKIE_PATTERN)))]
     pub cookie: Option<String>,
     /// Forward the Authorization header.
     #[serde(default = "default_true")]
@@ -401,7 +392,7 @@ pub struct SessionSource {
 
 /// What a failed session resolve (timeout, 5xx, bad answer) means.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum OnError {
     /// Treat the caller as anonymous (counted per address), and log.
@@ -413,7 +404,7 @@ pub enum OnError {
 
 /// Who a bound is about: any listed grant matches; no grant means everybody.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq, Hash)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Access {
     #[serde(default)]
@@ -434,11 +425,11 @@ impl Access {
 
 /// A set of requests (its `match`) and the bounds they are counted against.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
     /// Unique among routes; names the route's stats.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(pattern(NAME_PATTERN)))]
     pub name: String,
     /// Which requests the route takes; every condition given must hold, and
     /// an empty match takes every request.
@@ -459,55 +450,52 @@ pub struct RouteConfig {
 /// One operation (HTTP method + OpenAPI path template) and its own bounds:
 /// a counter per operation and per caller.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct OperationConfig {
     /// Names the operation's stats; defaults to `operation_id`.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(pattern(NAME_PATTERN)))]
     pub name: Option<String>,
     /// The OpenAPI `operationId`, for reference and for the CLI.
     pub operation_id: Option<String>,
     /// In capitals, e.g. `POST`.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^[A-Z]+$")))]
+    #[cfg_attr(feature = "schema", schemars(pattern("^[A-Z]+$")))]
     pub method: String,
     /// An OpenAPI path template, e.g. `/orders/{id}/pay`.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^/")))]
+    #[cfg_attr(feature = "schema", schemars(pattern("^/")))]
     pub path: String,
     pub bounds: Vec<BoundConfig>,
 }
 
 /// Conditions on a request; omitted ones accept anything.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MatchConfig {
     /// Envoy's route `name` (the `xds.route_name` property).
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(length(min = 1)))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub route_name: Option<String>,
     /// Exact `:authority`, case-insensitive, one trailing dot ignored;
     /// without a port it matches any port.
-    #[cfg_attr(
-        not(target_arch = "wasm32"),
-        schemars(length(min = 1), pattern(HOST_PATTERN))
-    )]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1), pattern(HOST_PATTERN)))]
     pub host: Option<String>,
     /// Prefix of the path, query string excluded (so no `?` or `#`).
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern("^/[^?#]*$")))]
+    #[cfg_attr(feature = "schema", schemars(pattern("^/[^?#]*$")))]
     pub path_prefix: Option<String>,
     /// HTTP methods in capitals; empty means any method.
     #[serde(default)]
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(inner(pattern("^[A-Z]+$"))))]
+    #[cfg_attr(feature = "schema", schemars(inner(pattern("^[A-Z]+$"))))]
     pub methods: Vec<String>,
 }
 
 /// A bound: at most `limit` requests per `window`, counted per `per`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BoundConfig {
     /// Unique in its route; names the bound's stats. Defaults to `b0`, `b1`, …
     /// by position.
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(NAME_PATTERN)))]
+    #[cfg_attr(feature = "schema", schemars(pattern(NAME_PATTERN)))]
     pub name: Option<String>,
     /// What the counter is keyed on: one counter per distinct value.
     pub per: Per,
@@ -515,17 +503,14 @@ pub struct BoundConfig {
     #[serde(default)]
     pub applies_to: Access,
     /// Requests admitted per window, per counter.
-    #[cfg_attr(
-        not(target_arch = "wasm32"),
-        schemars(range(min = 1, max = 4_294_967_295u64))
-    )]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 4_294_967_295u64)))]
     pub limit: u64,
     /// An ISO-8601 duration of whole seconds from one second to one day:
     /// `PT1S`, `PT30S`, `PT1M`, `PT1H30M`, `P1D`. Days, then `T` and hours,
     /// minutes, seconds, each a whole number; after the first part, hours
     /// stay below 24 and minutes and seconds below 60 (`PT90S` or `PT1M30S`,
     /// not `PT1M90S`).
-    #[cfg_attr(not(target_arch = "wasm32"), schemars(pattern(window_pattern())))]
+    #[cfg_attr(feature = "schema", schemars(pattern(window_pattern())))]
     pub window: String,
     /// Count and set headers, never refuse; `would_refuse` says what
     /// enforcement would have done.
@@ -542,7 +527,7 @@ pub struct BoundConfig {
 
 /// What a bound's counter is keyed on.
 #[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, PartialEq, Eq, Hash)]
-#[cfg_attr(not(target_arch = "wasm32"), derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Per {
     /// One counter for the whole route.
@@ -561,7 +546,7 @@ pub enum Per {
 }
 
 /// Exactly the windows [`window_ms`] accepts.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "schema")]
 fn window_pattern() -> String {
     crate::config::duration::pattern()
 }

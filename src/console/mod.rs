@@ -9,7 +9,7 @@
 //! - [`warnings`]: what is legal but probably not meant, with stable codes;
 //! - [`words`]: bounds, windows and matches in plain words.
 //!
-//! The CLI only (`#[cfg(not(target_arch = "wasm32"))]`, never in the module):
+//! The CLI only (`#[cfg(feature = "cli")]`, never in the module):
 //! - [`explain`]: every route's bounds grouped by phase, with the warnings
 //!   beside them, as data (and as the JSON of `explain --format json`);
 //! - [`render`]: that explanation as text;
@@ -27,23 +27,23 @@
 pub mod warnings;
 pub mod words;
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "cli")]
 pub mod explain;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "cli")]
 pub mod input;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "cli")]
 pub mod openapi;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "cli")]
 pub mod render;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "cli")]
 pub mod rls_config;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "cli")]
 pub mod schema;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "cli")]
 pub mod source;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "cli")]
 pub mod structure;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "cli")]
 pub mod top;
 
 pub use warnings::{warnings, Code, Level, Warning};
