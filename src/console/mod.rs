@@ -40,6 +40,8 @@ pub mod rls_config;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod schema;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod snippet;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod source;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod structure;

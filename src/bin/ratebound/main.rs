@@ -9,8 +9,8 @@ use ratebound::config::plan::Plan;
 use ratebound::config::{Config, ConfigError};
 use ratebound::console::source::{Document, Position};
 use ratebound::console::{
-    explain, input, openapi, render, rls_config, schema, source, structure, warnings, words, Level,
-    Warning,
+    explain, input, openapi, render, rls_config, schema, snippet, source, structure, warnings,
+    words, Level, Warning,
 };
 use serde_json::{json, Value};
 use std::io::Write;
@@ -231,8 +231,7 @@ fn report_not_found(file: &str, text: &str, nf: &source::NotFound, format: Forma
                 .iter()
                 .map(|n| format!("note: {file}: {n}\n"))
                 .collect();
-            s.push_str(&format!("error: {}\n", nf.error));
-            s.push_str(&snippet(file, text, nf.position));
+            s.push_str(&error_at(file, text, &nf.error, nf.position));
             s.push_str(&format!("{file}: invalid, 1 error\n"));
             out(&s);
         }
@@ -306,44 +305,15 @@ fn is_key_error(e: &ConfigError) -> bool {
     e.message.starts_with("unknown field")
 }
 
-/// The line of `text` at `at`, with a caret under the column.
-fn snippet(file: &str, text: &str, at: Option<Position>) -> String {
-    let Some(at) = at else {
-        return String::new();
-    };
-    let Some(line) = text.lines().nth(at.line.saturating_sub(1) as usize) else {
-        return format!("  --> {file}:{}:{}\n", at.line, at.column);
-    };
-    let number = at.line.to_string();
-    let pad = " ".repeat(number.len());
-    // A long line is shown around the column, so the caret stays on screen.
-    let chars: Vec<char> = line.chars().collect();
-    let col = (at.column.saturating_sub(1) as usize).min(chars.len());
-    let long = chars.len() > 120;
-    let from = if long { col.saturating_sub(60) } else { 0 };
-    let to = if long {
-        (col + 60).min(chars.len())
-    } else {
-        chars.len()
-    };
-    let mut shown: String = chars.get(from..to).unwrap_or_default().iter().collect();
-    let mut lead: String = chars
-        .get(from..col)
-        .unwrap_or_default()
-        .iter()
-        .map(|&c| if c == '\t' { '\t' } else { ' ' })
-        .collect();
-    if from > 0 {
-        shown.insert(0, '…');
-        lead.insert(0, ' ');
-    }
-    if to < chars.len() {
-        shown.push('…');
-    }
-    format!(
-        "{pad}--> {file}:{}:{}\n{pad} |\n{number} | {shown}\n{pad} | {lead}^\n",
-        at.line, at.column
-    )
+/// `error: …` with the line of `text` at `at` and a caret under the
+/// column; coloured on a terminal unless NO_COLOR is set.
+fn error_at(file: &str, text: &str, e: &ConfigError, at: Option<Position>) -> String {
+    use std::io::IsTerminal;
+    let colour = snippet::Colour::choose(
+        std::io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    snippet::error(file, text, &e.to_string(), at, None, colour)
 }
 
 /// The errors in the order they appear in the file (those without a
@@ -360,8 +330,12 @@ fn in_file_order<'a>(doc: &Document, errors: &'a [ConfigError]) -> Vec<&'a Confi
 fn errors_text(file: &str, text: &str, doc: &Document, errors: &[ConfigError]) -> String {
     let mut s = String::new();
     for e in in_file_order(doc, errors) {
-        s.push_str(&format!("error: {e}\n"));
-        s.push_str(&snippet(file, text, doc.position(&e.path, is_key_error(e))));
+        s.push_str(&error_at(
+            file,
+            text,
+            e,
+            doc.position(&e.path, is_key_error(e)),
+        ));
     }
     let n = errors.len();
     s.push_str(&format!(
