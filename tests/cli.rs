@@ -1160,6 +1160,26 @@ fn every_problem_is_reported_at_once_where_it_is() {
 }
 
 #[test]
+fn the_caret_is_under_the_error_after_wide_characters() {
+    // 東京 is four columns wide on a terminal, two characters.
+    let f = file(
+        "wide.json",
+        "{\"routes\": [{\"name\": \"r\", \"match\": {\"path_prefix\": \"/東京\"}, \"bounds\": [{\"per\": \"address\", \"limit\": 0, \"window\": \"PT1M\"}]}]}\n".as_bytes(),
+    );
+    let r = run(&["check", &f], None);
+    assert_eq!(r.code, 1, "{}", r.out);
+    let at = r.out.find("error: $.routes[0].bounds[0].limit").unwrap();
+    let lines: Vec<&str> = r.out[at..].lines().collect();
+    assert!(lines[1].ends_with("wide.json:1:99"), "{}", r.out);
+    let source = lines[3].strip_prefix("1 | ").unwrap();
+    let caret = lines[4].strip_prefix("  | ").unwrap();
+    // The caret's column is the width of what precedes the `0`.
+    let before = &source[..source.find("0,").unwrap()];
+    let width = before.chars().count() + before.chars().filter(|c| !c.is_ascii()).count();
+    assert_eq!(caret, format!("{}^", " ".repeat(width)), "{}", r.out);
+}
+
+#[test]
 fn check_json_is_one_object_on_stdout_whatever_the_outcome() {
     let r = run(&["check", "--format", "json", DEMO], None);
     assert_eq!(r.code, 0);

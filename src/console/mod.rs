@@ -17,6 +17,8 @@
 //! - [`openapi`]: an OpenAPI document and a bounds file into a route's
 //!   `operations`;
 //! - [`schema`]: the configuration's JSON Schema;
+//! - [`snippet`]: an error drawn under its line of the file, caret at the
+//!   column (annotate-snippets);
 //! - [`source`]: the configurations in a file (a WasmPlugin's
 //!   `pluginConfig`, the WasmPlugins of a YAML stream) and the line and
 //!   column of every JSON path;
@@ -39,6 +41,8 @@ pub mod render;
 pub mod rls_config;
 #[cfg(feature = "cli")]
 pub mod schema;
+#[cfg(feature = "cli")]
+pub mod snippet;
 #[cfg(feature = "cli")]
 pub mod source;
 #[cfg(feature = "cli")]

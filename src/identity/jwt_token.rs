@@ -6,6 +6,9 @@
 
 use crate::config::JwtSource;
 use crate::identity::{self, Identity};
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine;
 use serde_json::Value;
 
 /// The token in a header value: after a `Bearer ` prefix if there is one.
@@ -17,30 +20,18 @@ pub fn bearer(header: &str) -> &str {
     }
 }
 
-/// base64url without padding (RFC 7515 §2), padding tolerated.
+/// base64url (RFC 7515 §2 says without padding; padding is tolerated).
+/// Trailing bits that are not zero are accepted, as they were before the
+/// `base64` crate: a token jwt_authn took must still read here.
+const BASE64URL: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::URL_SAFE,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true),
+);
+
 fn base64url(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' => 62,
-            b'_' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // A lone sixth bit pattern (length ≡ 1 mod 4) is not base64.
-    (bits < 6).then_some(out)
+    BASE64URL.decode(text).ok()
 }
 
 /// A claim as Envoy hands over the same claim from jwt_authn's metadata:
@@ -170,6 +161,17 @@ mod tests {
             assert_eq!(base64url(&b64(&data)), Some(data));
         }
         assert_eq!(base64url("A"), None);
+    }
+
+    #[test]
+    fn base64url_tolerates_padding_and_refuses_the_standard_alphabet() {
+        assert_eq!(base64url("QQ"), Some(b"A".to_vec()));
+        assert_eq!(base64url("QQ=="), Some(b"A".to_vec()));
+        assert_eq!(base64url("QUI="), Some(b"AB".to_vec()));
+        // 0xfb 0xff: `+/` in the standard alphabet, `-_` in base64url.
+        assert_eq!(base64url("-_8"), Some(vec![0xfb, 0xff]));
+        assert_eq!(base64url("+/8"), None);
+        assert_eq!(base64url("QQ=x"), None);
     }
 
     #[test]
