@@ -15,7 +15,6 @@
 pub mod config;
 // Mostly the CLI's; its warnings (and their words) also run in the module,
 // once at configure time (`console/mod.rs` says which part is which).
-#[allow(clippy::indexing_slicing)]
 pub mod console;
 pub mod count;
 pub mod identity;

@@ -3,6 +3,7 @@
 //! engine) stands alone. Read from the source: every `crate::<folder>` a
 //! folder's code names (comments aside) must be on a floor below it.
 
+#![allow(clippy::unwrap_used)] // a test: a missing file is a failure
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;

@@ -29,25 +29,37 @@
 pub mod warnings;
 pub mod words;
 
+// The CLI may index (a panic there is a message and exit, not a dead
+// worker); warnings and words run in the module, under the ban.
 #[cfg(feature = "cli")]
+#[allow(clippy::indexing_slicing)]
 pub mod explain;
 #[cfg(feature = "cli")]
+#[allow(clippy::indexing_slicing)]
 pub mod input;
 #[cfg(feature = "cli")]
+#[allow(clippy::indexing_slicing)]
 pub mod openapi;
 #[cfg(feature = "cli")]
+#[allow(clippy::indexing_slicing)]
 pub mod render;
 #[cfg(feature = "cli")]
+#[allow(clippy::indexing_slicing)]
 pub mod rls_config;
 #[cfg(feature = "cli")]
+#[allow(clippy::indexing_slicing)]
 pub mod schema;
 #[cfg(feature = "cli")]
+#[allow(clippy::indexing_slicing)]
 pub mod snippet;
 #[cfg(feature = "cli")]
+#[allow(clippy::indexing_slicing)]
 pub mod source;
 #[cfg(feature = "cli")]
+#[allow(clippy::indexing_slicing)]
 pub mod structure;
 #[cfg(feature = "cli")]
+#[allow(clippy::indexing_slicing)]
 pub mod top;
 
 pub use warnings::{warnings, Code, Level, Warning};
