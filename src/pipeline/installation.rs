@@ -23,8 +23,9 @@ use crate::config::{Per, RateLimitServiceConfig, ServiceOnError};
 use crate::count::locks;
 use crate::count::window::Quota;
 use crate::identity::account::Seen;
-use crate::identity::address::{network, Prefixes};
+use crate::identity::address::Prefixes;
 use crate::identity::Identity;
+use crate::pipeline::caller_key::{self, Named};
 use crate::pipeline::limiter::{BoundEvent, Event};
 use crate::reply::Shown;
 use crate::rls::{self, Code, DescriptorSpec, Override, RlsError};
@@ -68,7 +69,8 @@ pub fn stat_index(route: &Route, i: usize) -> usize {
     route.bounds.len() + i
 }
 
-/// The descriptor value a caller is counted under for a bound keyed `per`.
+/// The descriptor value a caller is counted under for a bound keyed `per`
+/// (the caller-key rule: [`caller_key`]), `v` or `n` for what named it.
 fn caller_value(
     keys: (u64, u64),
     per: Per,
@@ -76,21 +78,11 @@ fn caller_value(
     address: &str,
     prefixes: Prefixes,
 ) -> String {
-    let mut h = SipHasher13::new_with_keys(keys.0, keys.1);
-    h.write(per.as_str().as_bytes());
-    let tag = match value {
-        Some(v) => {
-            h.write_u8(1);
-            h.write(v.as_bytes());
-            'v'
-        }
-        None => {
-            h.write_u8(0);
-            network(address, prefixes).hash_into(&mut h);
-            'n'
-        }
+    let (named, k) = caller_key::key128([keys.0, keys.1], per, value, address, prefixes);
+    let tag = match named {
+        Named::Value => 'v',
+        Named::Network => 'n',
     };
-    let k = h.finish128();
     format!("{tag}{:016x}{:016x}", k.h1, k.h2)
 }
 
@@ -130,11 +122,8 @@ impl<'p> Worker<'p> {
             .map(|b| {
                 let value = match b.per {
                     Per::Route => return None,
-                    Per::Address => None,
-                    Per::User => id.and_then(|i| i.user.as_deref()),
-                    Per::Org => id.and_then(|i| i.org.as_deref()),
-                    Per::Token => id.and_then(|i| i.token.as_deref()),
                     Per::Account => ready.account.as_deref(),
+                    per => caller_key::value_of(per, id),
                 };
                 Some(caller_value(
                     lim.service_keys,

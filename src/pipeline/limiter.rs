@@ -15,12 +15,11 @@ use crate::count::store::{Store, StoreError, CAS_RETRIES};
 use crate::count::window::{Quota, Verdict};
 use crate::count::write_memory::{Remembering, WriteMemory};
 use crate::count::{lane_upkeep, node_lane};
-use crate::identity::address::{network, Prefixes};
+use crate::identity::address::Prefixes;
 use crate::identity::Identity;
-use siphasher::sip::SipHasher13;
+use crate::pipeline::caller_key;
 use smallvec::{smallvec, SmallVec};
 use std::cell::RefCell;
-use std::hash::Hasher;
 
 /// A compiled plan with every bound bound to its lane.
 pub struct Limiter {
@@ -152,28 +151,8 @@ pub struct Pending {
 
 /// A caller's key for a bound keyed `per`, hashed with `seed`.
 fn key_with(seed: [u64; 2], prefixes: Prefixes, per: Per, caller: &Caller) -> u64 {
-    let id = caller.identity;
-    let value = match per {
-        Per::Route | Per::Address => None,
-        Per::User => id.and_then(|i| i.user.as_deref()),
-        Per::Org => id.and_then(|i| i.org.as_deref()),
-        // Installation bounds only (validated): never counted here.
-        Per::Account => None,
-        Per::Token => id.and_then(|i| i.token.as_deref()),
-    };
-    let mut h = SipHasher13::new_with_keys(seed[0], seed[1]);
-    h.write(per.as_str().as_bytes());
-    match value {
-        Some(v) => {
-            h.write_u8(1);
-            h.write(v.as_bytes());
-        }
-        None => {
-            h.write_u8(0);
-            network(caller.address, prefixes).hash_into(&mut h);
-        }
-    }
-    h.finish()
+    let value = caller_key::value_of(per, caller.identity);
+    caller_key::key64(seed, per, value, caller.address, prefixes)
 }
 
 /// The shared-data key of an instance's fleet record.

@@ -21,6 +21,7 @@
 //! must be impossible, so indexing is denied here.
 #![deny(clippy::indexing_slicing)]
 
+mod caller_key;
 mod exchange;
 pub mod fleet_sync;
 mod host;
