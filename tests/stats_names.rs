@@ -279,7 +279,8 @@ fn kinds_are_what_the_dashboard_and_the_rules_assume() {
     let text = format!("{}\n{}", read(DASHBOARD), read(RULES));
     let rated = Regex::new(r"(?:rate|increase)\((ratebound_[a-z_]+)").unwrap();
     for c in rated.captures_iter(&text) {
-        let stat = Stat::from_prometheus(&c[1]).unwrap();
+        let stat = Stat::from_prometheus(&c[1])
+            .unwrap_or_else(|| panic!("{}: not a stat's series", &c[1]));
         assert!(
             stat.kind() == Kind::Counter || c[1].ends_with("_bucket"),
             "{}: a {:?} read as a rate",
