@@ -210,6 +210,10 @@ impl Stat {
         }
     }
 
+    /// How many stats a bound can have: they come first in [`Stat::ALL`],
+    /// so a bound's table of stats stops there.
+    pub const PER_BOUND: usize = 7;
+
     /// Its place in [`Stat::ALL`], for tables indexed by stat.
     pub const fn index(self) -> usize {
         self as usize
@@ -336,6 +340,9 @@ mod tests {
             for series in s.prometheus_series() {
                 assert_eq!(Stat::from_prometheus(&series), Some(s), "{series}");
             }
+        }
+        for (i, s) in Stat::ALL.into_iter().enumerate() {
+            assert_eq!(i < Stat::PER_BOUND, s.scope() != Scope::Instance, "{s:?}");
         }
         assert_eq!(Stat::from_name("nope"), None);
         // A histogram has no bare series; a counter no suffixed one.

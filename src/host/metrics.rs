@@ -27,13 +27,14 @@ enum Slot {
     Recorded(u32),
 }
 
-/// The stats of one bound or of the instance, by `Stat::index` (none for
-/// what it does not have, or what Envoy would not define).
-struct Slots([Option<Slot>; Stat::ALL.len()]);
+/// The stats of one bound (`N` is `Stat::PER_BOUND`) or of the instance
+/// (all), by `Stat::index`: none for what it does not have, or what Envoy
+/// would not define.
+struct Slots<const N: usize>([Option<Slot>; N]);
 
-impl Slots {
-    fn new() -> Slots {
-        Slots([None; Stat::ALL.len()])
+impl<const N: usize> Slots<N> {
+    fn new() -> Self {
+        Slots([None; N])
     }
 
     fn get(&self, stat: Stat) -> Option<Slot> {
@@ -47,10 +48,12 @@ impl Slots {
     }
 }
 
+type BoundSlots = Slots<{ Stat::PER_BOUND }>;
+
 pub struct Metrics {
     counters: Vec<Counter>,
-    bounds: Vec<Vec<Slots>>,
-    instance: Slots,
+    bounds: Vec<Vec<BoundSlots>>,
+    instance: Slots<{ Stat::ALL.len() }>,
 }
 
 impl Metrics {
@@ -82,7 +85,7 @@ impl Metrics {
                 let installation = r.installation.iter().map(|b| (&b.name, true));
                 node.chain(installation)
                     .map(|(name, installation)| {
-                        let mut slots = Slots::new();
+                        let mut slots = BoundSlots::new();
                         for stat in stats::bound_stats(installation) {
                             let n = stats::bound_name(instance, &r.name, name, stat);
                             slots.set(stat, define(stat, n));
@@ -169,7 +172,7 @@ impl Metrics {
         }
     }
 
-    fn slots(&self, route: usize, bound: usize) -> Option<&Slots> {
+    fn slots(&self, route: usize, bound: usize) -> Option<&BoundSlots> {
         self.bounds.get(route).and_then(|r| r.get(bound))
     }
 
