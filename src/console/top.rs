@@ -420,6 +420,21 @@ wasmcustom.ratebound.demo.rls_latency_ms: P0(nan,nan) P25(nan,nan)
         );
         server.join().unwrap();
 
+        // An admin that takes the request and never answers: the read
+        // timeout ends the wait.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = silent.local_addr().unwrap().to_string();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let asked = address.clone();
+        std::thread::spawn(move || tx.send(fetch(&asked, Duration::from_millis(200))));
+        // A failure, not a hang, if the timeout is lost.
+        let e = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("fetch still waiting 5 s after a 200 ms timeout")
+            .unwrap_err();
+        assert!(e.contains(&address), "{e}");
+        drop(silent);
+
         // Nobody listens on a port just let go of.
         let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = free.local_addr().unwrap().to_string();
