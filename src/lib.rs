@@ -22,6 +22,8 @@ pub mod pipeline;
 pub mod reply;
 // The rate-limit service's protocol (installation bounds).
 pub mod rls;
+// Every stat's name and kind, and the names' grammar (the filter's, `top`'s).
+pub mod stats;
 
 // Not in test builds: `cargo test --target wasm32-wasip1` runs the pure
 // core's tests as a plain WASI program (scripts/wasi-runner.mjs).

@@ -78,8 +78,13 @@ fn the_proxies_keep_ratebound_stats() {
         ["inclusionPrefixes"]
         .as_array()
         .unwrap();
-    // Envoy's names: wasmcustom.ratebound.<instance>.<route>.<bound>.<stat>.
-    let stat = "wasmcustom.ratebound.demo.hello.per_address.refused";
+    // A name as the filter defines it and Envoy shows it.
+    let stat = ratebound::stats::in_envoy(&ratebound::stats::bound_name(
+        "demo",
+        "hello",
+        "per_address",
+        ratebound::stats::Stat::Refused,
+    ));
     assert!(
         prefixes
             .iter()

@@ -22,3 +22,16 @@ pub(super) fn err(path: impl Into<String>, message: impl Into<String>) -> Config
         message: message.into(),
     }
 }
+
+/// A whole number with thousands separators: `1000` → `"1,000"`.
+pub fn number(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -139,9 +139,10 @@ fn validate_budget(c: &Config, errors: &mut Vec<ConfigError>) {
             "$.routes",
             format!(
                 "{tables} bounds keyed per caller need {keys} shared-data keys \
-                 ({TABLE_KEYS} each, to track up to 10,000 callers); the budget is \
+                 ({TABLE_KEYS} each, to track up to {} callers); the budget is \
                  {CONFIG_KEYS} keys a configuration ({} keyed bounds): key some \
                  bounds per route, or remove some",
+                super::error::number(u64::from(crate::count::lane::Table::DEFAULT.cap)),
                 CONFIG_KEYS / TABLE_KEYS
             ),
         ));
@@ -801,6 +802,7 @@ mod tests {
         assert_eq!(e.len(), 1, "{e:?}");
         assert!(
             e[0].starts_with("$.routes: 129 bounds keyed per caller need 161508 shared-data keys")
+                && e[0].contains("(1252 each, to track up to 10,000 callers)")
                 && e[0].contains("the budget is 161280 keys"),
             "{e:?}"
         );

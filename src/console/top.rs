@@ -2,22 +2,15 @@
 //! admin endpoint's `/stats`, per instance, route and bound, as rates over
 //! two samples.
 //!
-//! Stats are `wasmcustom.ratebound.<instance>.<route>.<bound>.<stat>` (an
-//! operation's bound is `<operation>.<bound>`) and
-//! `wasmcustom.ratebound.<instance>.<stat>`. Names are `[A-Za-z0-9_-]`, so
-//! the first part after the instance is the route, the last the stat, and
-//! what is between the bound.
+//! Names are split with [`crate::stats`], which the filter names them with.
 
+use crate::stats::{self, Stat};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 /// How many callers a keyed bound tracks at most (the `tracked` gauge's cap).
-pub const TRACKED_CAP: u64 = 10_000;
-
-const PREFIX: &str = "wasmcustom.ratebound.";
+pub const TRACKED_CAP: u64 = crate::count::lane::Table::DEFAULT.cap as u64;
 
 /// One reading of `/stats`: every ratebound stat by name.
 pub type Sample = BTreeMap<String, u64>;
@@ -29,29 +22,12 @@ pub fn parse_stats(text: &str) -> Sample {
         .filter_map(|l| {
             let (name, value) = l.split_once(": ")?;
             let name = name.trim();
-            name.starts_with(PREFIX)
+            name.starts_with(stats::ENVOY_PREFIX)
                 .then_some(())
                 .and_then(|()| value.trim().parse::<u64>().ok())
                 .map(|v| (name.to_string(), v))
         })
         .collect()
-}
-
-/// A stat's route and bound (`shop`, `get-item.per_user`).
-type RouteBound<'a> = (&'a str, String);
-
-/// A stat's name split: instance, route and bound (none for an instance
-/// stat), stat.
-fn split(name: &str) -> Option<(&str, Option<RouteBound<'_>>, &str)> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let parts: Vec<&str> = rest.split('.').collect();
-    match parts[..] {
-        [instance, stat] => Some((instance, None, stat)),
-        [instance, route, ref between @ .., stat] if !between.is_empty() => {
-            Some((instance, Some((route, between.join("."))), stat))
-        }
-        _ => None,
-    }
 }
 
 /// A counter: its total and its rate over the interval.
@@ -115,37 +91,43 @@ fn rate(before: &Sample, after: &Sample, name: &str, seconds: f64) -> Option<Rat
 
 /// The rows of two samples `seconds` apart.
 pub fn compute(admin: &str, before: &Sample, after: &Sample, seconds: f64) -> Top {
-    let mut rows: BTreeMap<(String, String, String), ()> = BTreeMap::new();
+    // Each bound's stats: their full names, by stat.
+    type Names<'a> = BTreeMap<&'a str, &'a str>;
+    let mut rows: BTreeMap<(String, String, String), Names<'_>> = BTreeMap::new();
     let mut instances: BTreeMap<String, BTreeMap<String, Rate>> = BTreeMap::new();
     for name in after.keys() {
-        match split(name) {
-            Some((instance, Some((route, bound)), _)) => {
-                rows.insert((instance.into(), route.into(), bound), ());
+        let Some(n) = stats::split(name) else {
+            continue;
+        };
+        match n.bound {
+            Some((route, bound)) => {
+                rows.entry((n.instance.into(), route.into(), bound.into()))
+                    .or_default()
+                    .insert(n.stat, name);
             }
-            Some((instance, None, stat)) => {
+            None => {
                 if let Some(r) = rate(before, after, name, seconds) {
                     instances
-                        .entry(instance.to_string())
+                        .entry(n.instance.to_string())
                         .or_default()
-                        .insert(stat.to_string(), r);
+                        .insert(n.stat.to_string(), r);
                 }
             }
-            None => {}
         }
     }
     let mut bounds: Vec<Row> = rows
-        .into_keys()
-        .map(|(instance, route, bound)| {
-            let base = format!("{PREFIX}{instance}.{route}.{bound}");
-            let r = |stat: &str| rate(before, after, &format!("{base}.{stat}"), seconds);
+        .into_iter()
+        .map(|((instance, route, bound), names)| {
+            let name = |stat: Stat| names.get(stat.name()).copied();
+            let r = |stat: Stat| name(stat).and_then(|n| rate(before, after, n, seconds));
             Row {
-                allowed: r("allowed").unwrap_or_default(),
-                refused: r("refused").unwrap_or_default(),
-                would_refuse: r("would_refuse").unwrap_or_default(),
-                overflow: r("overflow"),
-                tracked: after.get(&format!("{base}.tracked")).copied(),
-                rls_calls: r("rls_calls"),
-                rls_errors: r("rls_errors"),
+                allowed: r(Stat::Allowed).unwrap_or_default(),
+                refused: r(Stat::Refused).unwrap_or_default(),
+                would_refuse: r(Stat::WouldRefuse).unwrap_or_default(),
+                overflow: r(Stat::Overflow),
+                tracked: name(Stat::Tracked).and_then(|n| after.get(n).copied()),
+                rls_calls: r(Stat::RlsCalls),
+                rls_errors: r(Stat::RlsErrors),
                 instance,
                 route,
                 bound,
@@ -250,11 +232,12 @@ pub fn text(t: &Top, width: usize) -> String {
         );
     }
     for i in &t.instances {
-        let errors: Vec<String> = ["store_errors", "identity_errors"]
+        let errors: Vec<String> = [Stat::StoreErrors, Stat::IdentityErrors]
             .iter()
+            .map(|s| s.name())
             .filter_map(|k| {
                 i.stats
-                    .get(*k)
+                    .get(k)
                     .map(|r| format!("{k} {} ({}/s)", r.total, per_s(r.per_s)))
             })
             .collect();
@@ -286,65 +269,40 @@ pub fn admin_address(admin: &str) -> Result<String, String> {
     Ok(rest.to_string())
 }
 
-/// `GET /stats` from the admin endpoint: a plain HTTP/1.1 request.
+/// `GET /stats` from the admin endpoint, only ratebound's: plain HTTP to
+/// a local address, every connect, read and write within `timeout`.
 pub fn fetch(address: &str, timeout: Duration) -> Result<String, String> {
-    let path = "/stats?filter=%5Ewasmcustom%5C.ratebound%5C.";
-    let addr = std::net::ToSocketAddrs::to_socket_addrs(address)
-        .map_err(|e| format!("{address}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{address}: no address"))?;
-    let mut s = TcpStream::connect_timeout(&addr, timeout)
-        .map_err(|e| format!("cannot reach the Envoy admin at {address}: {e}"))?;
-    s.set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut raw = Vec::new();
-    // Bounded: the stats of a few configurations are far below this.
-    s.take(64 << 20)
-        .read_to_end(&mut raw)
-        .map_err(|e| format!("reading {address}: {e}"))?;
-    let raw = String::from_utf8_lossy(&raw);
-    let (head, body) = raw
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("{address}: not an HTTP answer"))?;
-    let status = head.lines().next().unwrap_or_default();
-    if !status.contains(" 200") {
-        return Err(format!("{address}: {status}"));
+    // The filter is a regex: `^wasmcustom\.ratebound\.`, percent-encoded.
+    let filter = format!("%5E{}", stats::ENVOY_PREFIX.replace('.', "%5C."));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        // HTTP_PROXY and the like are for the outside: the admin is local.
+        .proxy(None)
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .timeout_connect(Some(timeout))
+        .timeout_per_read(Some(timeout))
+        .timeout_per_write(Some(timeout))
+        .build()
+        .into();
+    let mut answer = agent
+        .get(format!("http://{address}/stats?filter={filter}"))
+        .header("Accept", "text/plain")
+        .call()
+        .map_err(|e| match e {
+            ureq::Error::Protocol(_) => format!("{address}: not an HTTP answer ({e})"),
+            _ => format!("cannot reach the Envoy admin at {address}: {e}"),
+        })?;
+    let status = answer.status();
+    if status != ureq::http::StatusCode::OK {
+        return Err(format!("{address}: HTTP {status}"));
     }
-    let chunked = head.lines().any(|l| {
-        let l = l.to_ascii_lowercase();
-        l.starts_with("transfer-encoding:") && l.contains("chunked")
-    });
-    Ok(if chunked {
-        dechunk(body)
-    } else {
-        body.to_string()
-    })
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16) else {
-            break;
-        };
-        if n == 0 {
-            break;
-        }
-        let Some(chunk) = rest.get(..n) else {
-            out.push_str(rest);
-            break;
-        };
-        out.push_str(chunk);
-        body = rest.get(n + 2..).unwrap_or("");
-    }
-    out
+    answer
+        .body_mut()
+        .with_config()
+        // Bounded: the stats of a few configurations are far below this.
+        .limit(64 << 20)
+        .read_to_string()
+        .map_err(|e| format!("reading {address}: {e}"))
 }
 
 #[cfg(test)]
@@ -401,16 +359,90 @@ wasmcustom.ratebound.demo.rls_latency_ms: P0(nan,nan) P25(nan,nan)
     }
 
     #[test]
-    fn chunked_bodies_and_addresses() {
-        assert_eq!(
-            dechunk("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"),
-            "hello world"
-        );
+    fn addresses() {
         assert_eq!(
             admin_address("http://127.0.0.1:9901/").unwrap(),
             "127.0.0.1:9901"
         );
         assert!(admin_address("https://x:1").is_err());
         assert!(admin_address("127.0.0.1").is_err());
+    }
+
+    /// A one-answer HTTP server on a free local port: its address, and the
+    /// request it was sent (once `fetch` is done).
+    fn serve(answer: &'static [u8]) -> (String, std::thread::JoinHandle<String>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.ends_with(b"\r\n\r\n") {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "the request ended early");
+                request.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(answer).unwrap();
+            String::from_utf8(request).unwrap()
+        });
+        (address, server)
+    }
+
+    #[test]
+    fn fetch_asks_for_ratebound_stats_and_reads_chunked_answers() {
+        let (address, server) = serve(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n\
+              5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+        );
+        let body = fetch(&address, Duration::from_secs(5)).unwrap();
+        assert_eq!(body, "hello world");
+        let request = server.join().unwrap();
+        assert!(
+            request.starts_with("GET /stats?filter=%5Ewasmcustom%5C.ratebound%5C. HTTP/1.1\r\n"),
+            "{request}"
+        );
+    }
+
+    #[test]
+    fn fetch_errors_say_what_went_wrong() {
+        let (address, server) =
+            serve(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+        let e = fetch(&address, Duration::from_secs(5)).unwrap_err();
+        assert_eq!(e, format!("{address}: HTTP 503 Service Unavailable"));
+        server.join().unwrap();
+
+        let (address, server) = serve(b"SSH-2.0-OpenSSH\r\n\r\n");
+        let e = fetch(&address, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            e.starts_with(&format!("{address}: not an HTTP answer")),
+            "{e}"
+        );
+        server.join().unwrap();
+
+        // An admin that takes the request and never answers: the read
+        // timeout ends the wait.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = silent.local_addr().unwrap().to_string();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let asked = address.clone();
+        std::thread::spawn(move || tx.send(fetch(&asked, Duration::from_millis(200))));
+        // A failure, not a hang, if the timeout is lost.
+        let e = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("fetch still waiting 5 s after a 200 ms timeout")
+            .unwrap_err();
+        assert!(e.contains(&address), "{e}");
+        drop(silent);
+
+        // Nobody listens on a port just let go of.
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = free.local_addr().unwrap().to_string();
+        drop(free);
+        let e = fetch(&address, Duration::from_secs(5)).unwrap_err();
+        assert!(
+            e.starts_with(&format!("cannot reach the Envoy admin at {address}")),
+            "{e}"
+        );
     }
 }

@@ -5,18 +5,7 @@
 use crate::config::plan::{Bound, Operation};
 use crate::config::{Access, MatchConfig, Per};
 
-/// A whole number with thousands separators: `1000` → `"1,000"`.
-pub fn number(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::config::error::number;
 
 /// A window as it is said after a count: "a minute", "10 seconds", "an hour".
 pub fn window(window_ms: u64) -> String {

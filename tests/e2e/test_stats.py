@@ -14,6 +14,14 @@ def test_stats_add_up_across_workers_and_never_grow_with_callers(envoy):
     e = envoy(CFG, concurrency=2)
     ensure_room(60, 20)
     names_before = sorted(k for k in e.stats("ratebound") if k.startswith("wasmcustom."))
+    # Exactly the stats src/stats.rs gives node bounds and an instance with
+    # no rate-limit service, sign-in route or fleet bound.
+    per_bound = ("allowed", "refused", "would_refuse", "overflow", "tracked")
+    per_instance = ("store_errors", "identity_errors", "session_calls", "session_cache_hits",
+                    "jwt_cache_hits", "store_reads_saved", "store_stale_guesses")
+    assert names_before == sorted(
+        [f"wasmcustom.ratebound.st.api.{b}.{s}" for b in ("all", "addr") for s in per_bound]
+        + [f"wasmcustom.ratebound.st.{s}" for s in per_instance]), names_before
     # 400 callers, 4 requests each, on both workers.
     statuses = burst(e.port, 1600, 64, src_fn=lambda i: addr(i % 400, base=20))
     assert statuses.count(200) == 1200 and statuses.count(429) == 400, statuses[:20]
