@@ -607,7 +607,7 @@ fn activate(bytes: &[u8]) -> Result<Active, Vec<ConfigureError>> {
 }
 
 /// Each bound's lane, its keys created where they are not yet: the first VM
-/// to bind a new caller table creates its 1,252 keys (the tracked count
+/// to bind a new caller table creates its `TABLE_KEYS` keys (the tracked count
 /// last); every other VM reads that one key.
 fn bind_lanes(
     plan: &Plan,

@@ -90,10 +90,11 @@ pub fn run(
         let keys = ratebound::count::budget::keys_of(tables, singles);
         s.push_str(&format!(
             "{label}: {} of the {} shared-data keys one configuration may use \
-             ({} keyed per caller, 1,252 keys each; {} per route, 1 each)\n",
+             ({} keyed per caller, {} keys each; {} per route, 1 each)\n",
             words::number(keys),
             words::number(ratebound::count::budget::CONFIG_KEYS),
             plural(tables, "bound"),
+            words::number(ratebound::count::budget::TABLE_KEYS),
             plural(singles, "bound"),
         ));
         s.push_str(&format!(
