@@ -104,15 +104,6 @@ fn bound_keys(call: &Call) -> Vec<u64> {
         .collect()
 }
 
-/// Answers every call `node` made since the last time, `extra` more on
-/// each bound key.
-fn answer_all(host: &mut MockNodeHost, node: &mut Node<MockStats>, extra: u32) -> Vec<Settled> {
-    host.take_calls()
-        .iter()
-        .filter_map(|c| host.answer(node, c.token, 0, &answer_to(c, extra)))
-        .collect()
-}
-
 /// Ticks `node` at `now`; the calls it made.
 fn tick(host: &mut MockNodeHost, node: &mut Node<MockStats>, now: u64) -> Vec<Call> {
     host.pipe.now = now;
