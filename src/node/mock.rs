@@ -119,18 +119,19 @@ impl MockNodeHost {
         node.answered(self, token, (grpc_status, true), size)
     }
 
-    /// `node`'s call `token` failed without an answer (no headers): what
-    /// Envoy gives for a timeout or a reset, with its `grpc-message`.
+    /// `node`'s call `token` failed: no answer at all (`grpc_message`
+    /// `None`: a timeout, a reset), or Envoy's own answer saying why.
     pub fn fail(
         &mut self,
         node: &mut Node<MockStats>,
         token: u32,
         grpc_status: u32,
-        message: Option<&str>,
+        grpc_message: Option<&str>,
     ) -> Option<Settled> {
         self.answer_body = None;
-        self.answer_message = message.map(str::to_string);
-        node.answered(self, token, (grpc_status, false), 0)
+        self.answer_message = grpc_message.map(str::to_string);
+        let headers = grpc_message.is_some();
+        node.answered(self, token, (grpc_status, headers), 0)
     }
 }
 

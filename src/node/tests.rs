@@ -8,20 +8,13 @@ use super::{Active, Node, NodeStat};
 use crate::count::lanes;
 use crate::count::slots::Table;
 use crate::pipeline::fleet_sync::{self, Settled};
-use crate::pipeline::mock::request;
+use crate::pipeline::mock::{request, SMALL};
 use crate::pipeline::warm_up;
 use crate::pipeline::Level;
 use crate::rls::proto;
 use prost::Message;
 
 const T0: u64 = 600_000;
-
-/// Small tables: tests fill them quickly.
-const SMALL: Table = Table {
-    buckets: 16,
-    per_bucket: 4,
-    cap: 32,
-};
 
 /// A fleet bound of `limit` a minute per address, synced every 200 ms.
 fn fleet(limit: u32) -> String {

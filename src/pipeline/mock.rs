@@ -266,7 +266,7 @@ pub struct Filter {
 }
 
 /// Small tables: tests fill them quickly.
-const SMALL: Table = Table {
+pub const SMALL: Table = Table {
     buckets: 16,
     per_bucket: 4,
     cap: 32,
