@@ -8,7 +8,7 @@ mod shared;
 
 use crate::count::limiter::BoundEvent;
 use crate::count::slots::Table;
-use crate::node::{Active, Node};
+use crate::node::{Active, Node, NodeHost};
 use crate::pipeline::installation::ServiceCall;
 use crate::pipeline::{Exchange, Host, Level, LocalReply, SessionCall, Stat, Step, Waits, Worker};
 use metrics::Metrics;
@@ -31,12 +31,15 @@ proxy_wasm::main! {{
         log(LogLevel::Critical, &format!("ratebound panicked{at}"));
     }));
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-        Box::new(Root(Node::new(node::fresh_seed()[0], Table::DEFAULT)))
+        let random = node::RootHost::default().random()[0];
+        Box::new(Root { node: Node::new(random, Table::DEFAULT) })
     });
 }}
 
 /// A root context: its life is the node's (`crate::node`).
-struct Root(Node<Metrics>);
+struct Root {
+    node: Node<Metrics>,
+}
 
 impl Context for Root {
     /// A fleet sync's call, or the warm-up call, was answered.
@@ -44,12 +47,12 @@ impl Context for Root {
         let status = node::rls_status(headers, trailers);
         let mut host = node::RootHost { headers, trailers };
         let _ = self
-            .0
+            .node
             .answered(&mut host, token, (status, headers > 0), body);
     }
 
     fn on_done(&mut self) -> bool {
-        self.0.done(&mut node::RootHost::default());
+        self.node.done(&mut node::RootHost::default());
         true
     }
 }
@@ -67,7 +70,7 @@ impl RootContext for Root {
         #[cfg(feature = "selftest")]
         crate::count::store_suite::report(
             &SharedData,
-            &format!("selftest{:x}", node::fresh_seed()[0]),
+            &format!("selftest{:x}", node::RootHost::default().random()[0]),
             |line| log(LogLevel::Info, line),
         );
         true
@@ -78,16 +81,16 @@ impl RootContext for Root {
             .ok()
             .flatten()
             .unwrap_or_default();
-        self.0.configure(&mut node::RootHost::default(), bytes)
+        self.node.configure(&mut node::RootHost::default(), bytes)
     }
 
     fn on_tick(&mut self) {
-        self.0.tick(&mut node::RootHost::default());
+        self.node.tick(&mut node::RootHost::default());
     }
 
     fn create_http_context(&self, _: u32) -> Option<Box<dyn HttpContext>> {
         Some(Box::new(Request {
-            active: self.0.active(),
+            active: self.node.active(),
             exchange: Exchange::default(),
         }))
     }
@@ -105,8 +108,7 @@ struct Request {
 /// The pipeline's host: Envoy through proxy-wasm, stats into `Metrics`.
 struct Envoy<'a> {
     metrics: &'a Metrics,
-    /// Headers of the call-out answer being handled: a failed call has
-    /// none, and reading a map that is not there panics in the SDK.
+    /// Headers of the call-out answer being handled ([`node::call_map`]).
     call_headers: usize,
 }
 
@@ -146,14 +148,15 @@ impl Host for Envoy<'_> {
     }
 
     fn session_status(&self) -> Option<String> {
-        (self.call_headers > 0).then_some(())?;
-        map_value(MapType::HttpCallResponseHeaders, ":status")
+        node::call_map(
+            self.call_headers,
+            MapType::HttpCallResponseHeaders,
+            ":status",
+        )
     }
 
     fn session_body(&self, size: usize) -> Option<Vec<u8>> {
-        hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, size)
-            .ok()
-            .flatten()
+        node::call_body(size)
     }
 
     fn request_body(&self, size: usize) -> Option<Vec<u8>> {
@@ -167,9 +170,7 @@ impl Host for Envoy<'_> {
     }
 
     fn service_body(&self, size: usize) -> Option<Vec<u8>> {
-        let framed = hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, size)
-            .ok()
-            .flatten()?;
+        let framed = node::call_body(size)?;
         crate::rls::unframe(&framed).ok().map(<[u8]>::to_vec)
     }
 
@@ -212,13 +213,6 @@ impl Host for Envoy<'_> {
     }
 }
 
-fn resumed(step: Step) -> Action {
-    match step {
-        Step::Continue => Action::Continue,
-        Step::Pause => Action::Pause,
-    }
-}
-
 impl Context for Request {
     /// The session service or the rate-limit service answered: a request
     /// waits for one call-out at a time.
@@ -255,7 +249,10 @@ impl Request {
             metrics: &active.stats,
             call_headers: 0,
         };
-        resumed(f(active.worker(), &mut host, &mut self.exchange))
+        match f(active.worker(), &mut host, &mut self.exchange) {
+            Step::Continue => Action::Continue,
+            Step::Pause => Action::Pause,
+        }
     }
 }
 

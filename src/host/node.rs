@@ -12,9 +12,7 @@ use proxy_wasm::types::{BufferType, LogLevel, MapType};
 use std::time::Duration;
 
 /// Envoy for a root context's callback; `headers` and `trailers` are the
-/// sizes of the call-out answer's maps being handled (none otherwise): a
-/// failed call has none, and reading a map that is not there panics in the
-/// SDK.
+/// sizes of the maps of the call-out answer being handled ([`call_map`]).
 #[derive(Default)]
 pub struct RootHost {
     pub headers: usize,
@@ -48,8 +46,11 @@ impl NodeHost for RootHost {
         now_ms()
     }
 
+    /// WASI random through std's RandomState.
     fn random(&mut self) -> [u64; 2] {
-        fresh_seed()
+        use std::hash::BuildHasher;
+        let s = std::collections::hash_map::RandomState::new();
+        [s.hash_one(now_ms()), s.hash_one(!now_ms())]
     }
 
     fn env_var(&self, name: &str) -> Option<String> {
@@ -70,16 +71,13 @@ impl NodeHost for RootHost {
     }
 
     fn call_grpc_message(&self) -> Option<String> {
-        let map = |size: usize, map| (size > 0).then(|| map_value(map, "grpc-message"));
-        map(self.trailers, MapType::HttpCallResponseTrailers)
-            .flatten()
-            .or_else(|| map(self.headers, MapType::HttpCallResponseHeaders).flatten())
+        let name = "grpc-message";
+        call_map(self.trailers, MapType::HttpCallResponseTrailers, name)
+            .or_else(|| call_map(self.headers, MapType::HttpCallResponseHeaders, name))
     }
 
     fn call_body(&self, size: usize) -> Option<Vec<u8>> {
-        hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, size)
-            .ok()
-            .flatten()
+        call_body(size)
     }
 
     fn set_tick_period(&mut self, ms: u64) {
@@ -89,13 +87,6 @@ impl NodeHost for RootHost {
     fn log(&mut self, level: Level, msg: &str) {
         log_at(level, msg);
     }
-}
-
-/// Random keys for a new directory (WASI random through std's RandomState).
-pub fn fresh_seed() -> [u64; 2] {
-    use std::hash::BuildHasher;
-    let s = std::collections::hash_map::RandomState::new();
-    [s.hash_one(now_ms()), s.hash_one(!now_ms())]
 }
 
 /// gRPC as an HTTP/2 call-out, framed here: the SDK's gRPC call panics on a
@@ -126,19 +117,25 @@ pub fn dispatch_rls(call: &ServiceCall) -> Result<u32, String> {
 /// The gRPC status of a rate-limit service call's answer, from the sizes of
 /// its header and trailer maps as the callback gives them.
 pub fn rls_status(headers: usize, trailers: usize) -> u32 {
-    // A failed call has no maps at all: reading one that is not there is a
-    // status the SDK panics on.
-    let header = |name| {
-        (headers > 0)
-            .then(|| map_value(MapType::HttpCallResponseHeaders, name))
-            .flatten()
-    };
-    let trailer = (trailers > 0)
-        .then(|| map_value(MapType::HttpCallResponseTrailers, "grpc-status"))
-        .flatten();
     // In the trailers, or the headers of a trailers-only answer.
-    let grpc = trailer.or_else(|| header("grpc-status"));
-    crate::rls::call_status(header(":status").as_deref(), grpc.as_deref())
+    let grpc = call_map(trailers, MapType::HttpCallResponseTrailers, "grpc-status")
+        .or_else(|| call_map(headers, MapType::HttpCallResponseHeaders, "grpc-status"));
+    let http = call_map(headers, MapType::HttpCallResponseHeaders, ":status");
+    crate::rls::call_status(http.as_deref(), grpc.as_deref())
+}
+
+/// A header of a call-out answer's map of `size` entries: a failed call has
+/// no maps at all, and reading one that is not there is a status the SDK
+/// panics on.
+pub fn call_map(size: usize, map: MapType, name: &str) -> Option<String> {
+    (size > 0).then(|| map_value(map, name)).flatten()
+}
+
+/// The first `size` bytes of a call-out answer's body.
+pub fn call_body(size: usize) -> Option<Vec<u8>> {
+    hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, size)
+        .ok()
+        .flatten()
 }
 
 pub fn log_at(level: Level, msg: &str) {

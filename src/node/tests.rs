@@ -138,8 +138,8 @@ fn a_reload_mid_sync_settles_the_old_call_as_sent_and_the_new_context_syncs_at_o
 /// Issue efe6479: a root context reconfigured in place while its sync is
 /// in flight settles the answer against the configuration that sent it
 /// (it was settled against the one in force at the answer: the old
-/// configuration's key never got its count, and the new one's lane was
-/// written with the old one's take).
+/// configuration's key never got its count and stayed new to the node, a
+/// tenth of its share for its draining connections).
 #[test]
 fn an_answer_is_settled_against_the_configuration_that_sent_it() {
     let mut host = MockNodeHost::new(T0);
@@ -364,4 +364,26 @@ fn a_sync_whose_context_went_away_is_given_up_after_its_time() {
             assert_eq!(keys.as_slice(), want, "at {at}: {synced:?}");
         }
     }
+}
+
+/// A sync call the host would not send (no cluster yet, a full queue)
+/// never reached the service: settled as not counted at once, its hits go
+/// with the next sync, and the failure is said once until a sync is
+/// answered (taken as possibly counted, they would never be sent).
+#[test]
+fn a_sync_the_host_would_not_send_sends_its_hits_with_the_next() {
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, &fleet(300));
+    let a = n.active().unwrap();
+    assert_eq!(hits(&mut host, &a, "10.0.0.4", 2), 2);
+    host.dispatch_error = Some("BadArgument".into());
+    assert!(tick(&mut host, &mut n, T0).is_empty());
+    assert!(tick(&mut host, &mut n, T0 + 200).is_empty());
+    assert!(host.stats_of(0).contains(&NodeStat::FleetSyncFailed));
+    assert_eq!(host.logged(Level::Warn, "fleet sync failed"), 1, "once");
+    host.dispatch_error = None;
+    let sent = tick(&mut host, &mut n, T0 + 400);
+    assert_eq!(sent.iter().map(bound_keys).collect::<Vec<_>>(), [vec![2]]);
+    host.answer(&mut n, sent[0].token, 0, &answer_to(&sent[0], 0));
+    assert_eq!(host.logged(Level::Info, "fleet sync answered again"), 1);
 }

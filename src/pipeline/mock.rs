@@ -256,7 +256,8 @@ impl Host for MockHost {
 }
 
 /// A configuration in force over a [`MockHost`]'s store, with a worker's
-/// memories: what `host::activate` builds, with small caller tables.
+/// memories: what `node::Node::configure` builds, with small caller
+/// tables.
 pub struct Filter {
     pub limiter: Limiter,
     pub sessions: RefCell<IdentityCache>,
