@@ -15,7 +15,7 @@ use metrics::Metrics;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType};
-use shared::{log, map_value, now_ms, request_header, SharedData};
+use shared::{log, now_ms, request_header, SharedData};
 use std::rc::Rc;
 use std::time::Duration;
 
