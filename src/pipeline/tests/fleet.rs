@@ -142,20 +142,22 @@ impl Node {
         self.node.sync(&mut self.host);
         let calls = self.host.take_calls();
         self.host.pipe.now = now + 2;
-        calls
+        let settled = calls
             .iter()
             .map(|c| {
                 let (status, body) = service.answer(&c.message, now);
-                let settled = match status {
+                match status {
                     0 => self.host.answer(&mut self.node, c.token, 0, &body),
                     14 => self.host.fail(&mut self.node, c.token, 14, Some(UNREACHED)),
                     s => self.host.fail(&mut self.node, c.token, s, None),
-                };
-                let errors = self.host.stats_of(0);
-                assert!(!errors.contains(&NodeStat::StoreError), "{errors:?}");
-                settled.unwrap()
+                }
+                .unwrap()
             })
-            .collect()
+            .collect();
+        // Neither the take nor the answers met a store error.
+        let stats = self.host.stats_of(0);
+        assert!(!stats.contains(&NodeStat::StoreError), "{stats:?}");
+        settled
     }
 }
 
