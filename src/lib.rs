@@ -18,6 +18,9 @@ pub mod config;
 pub mod console;
 pub mod count;
 pub mod identity;
+// A root context's life (configure, ticks, the fleet sync, the
+// directory), over a `NodeHost` seam.
+pub mod node;
 pub mod pipeline;
 pub mod reply;
 // The rate-limit service's protocol (installation bounds).

@@ -17,6 +17,7 @@ const FLOORS: &[&str] = &[
     "identity", // who the caller is
     "rls",      // the rate-limit service's protocol
     "pipeline", // one request's decision, over the Host seam
+    "node",     // a root context's life, over the NodeHost seam
     "console",  // what the CLI and the console page say about a configuration
     "host",     // proxy-wasm, and nothing that decides
 ];

@@ -256,7 +256,8 @@ impl Host for MockHost {
 }
 
 /// A configuration in force over a [`MockHost`]'s store, with a worker's
-/// memories: what `host::activate` builds, with small caller tables.
+/// memories: what `node::Node::configure` builds, with small caller
+/// tables.
 pub struct Filter {
     pub limiter: Limiter,
     pub sessions: RefCell<IdentityCache>,
@@ -266,7 +267,7 @@ pub struct Filter {
 }
 
 /// Small tables: tests fill them quickly.
-const SMALL: Table = Table {
+pub const SMALL: Table = Table {
     buckets: 16,
     per_bucket: 4,
     cap: 32,
@@ -313,31 +314,36 @@ impl Filter {
     /// reply's too). The step of the request headers and of the last
     /// callback that decided, if a later one did.
     pub fn request(&self, host: &mut MockHost) -> (Step, Option<Step>) {
-        let w = self.worker();
-        let mut ex = Exchange::default();
-        let first = w.on_request(host, &mut ex, host.request_body.is_none());
-        let mut last = None;
-        if ex.waits_for() == Some(Waits::Session) {
-            let size = host.session_body.as_ref().map_or(0, Vec::len);
-            last = Some(w.on_session_answer(host, &mut ex, size));
-        }
-        // Envoy delivers no more of a request it was told to answer.
-        let body = host.request_body.as_ref().map(Vec::len);
-        if let Some(size) = body.filter(|_| !ex.replied()) {
-            let waited = ex.waits_for() == Some(Waits::Body);
-            let step = w.on_request_body(host, &mut ex, size, true);
-            if waited {
-                last = Some(step);
-            }
-        }
-        if ex.waits_for() == Some(Waits::Service) {
-            let (status, size) = host
-                .service_answer
-                .as_ref()
-                .map_or((14, 0), |(s, b)| (*s, b.len()));
-            last = Some(w.on_service_answer(host, &mut ex, status, size));
-        }
-        w.on_response(host, &mut ex);
-        (first, last)
+        request(self.worker(), host)
     }
+}
+
+/// One whole request through worker `w` (see [`Filter::request`]): a
+/// configuration the filter's or a node's (`crate::node`).
+pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
+    let mut ex = Exchange::default();
+    let first = w.on_request(host, &mut ex, host.request_body.is_none());
+    let mut last = None;
+    if ex.waits_for() == Some(Waits::Session) {
+        let size = host.session_body.as_ref().map_or(0, Vec::len);
+        last = Some(w.on_session_answer(host, &mut ex, size));
+    }
+    // Envoy delivers no more of a request it was told to answer.
+    let body = host.request_body.as_ref().map(Vec::len);
+    if let Some(size) = body.filter(|_| !ex.replied()) {
+        let waited = ex.waits_for() == Some(Waits::Body);
+        let step = w.on_request_body(host, &mut ex, size, true);
+        if waited {
+            last = Some(step);
+        }
+    }
+    if ex.waits_for() == Some(Waits::Service) {
+        let (status, size) = host
+            .service_answer
+            .as_ref()
+            .map_or((14, 0), |(s, b)| (*s, b.len()));
+        last = Some(w.on_service_answer(host, &mut ex, status, size));
+    }
+    w.on_response(host, &mut ex);
+    (first, last)
 }

@@ -1,15 +1,19 @@
-//! Fleet bounds through the whole pipeline, natively: several nodes (each a
-//! filter over its own store), the sync of `fleet_sync` between them and a
-//! service that counts as envoyproxy/ratelimit does (fixed clock windows,
-//! every hit added, the override's limit answered).
+//! Fleet bounds through the whole pipeline, natively: several nodes (each
+//! a root context, `crate::node`, over its own store), their fleet syncs
+//! (the node's driver, with its calls in flight) and a service that counts
+//! as envoyproxy/ratelimit does (fixed clock windows, every hit added, the
+//! override's limit answered).
 #![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
-use crate::pipeline::fleet_sync::{self, Settled, MAX_DESCRIPTORS};
-use crate::pipeline::mock::{Filter, MockHost};
+use crate::node::mock::{MockNodeHost, MockStats};
+use crate::node::{Active, NodeStat};
+use crate::pipeline::fleet_sync::{Settled, MAX_DESCRIPTORS};
+use crate::pipeline::mock::{request, SMALL};
 use crate::rls::proto;
 use prost::Message;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 const T0: u64 = 600_000;
 
@@ -92,58 +96,68 @@ impl Service {
     }
 }
 
+/// What Envoy answers for a call to a service that is down: it never
+/// reached it (counted nothing).
+const UNREACHED: &str = "no healthy upstream";
+
 struct Node {
-    host: MockHost,
-    filter: Filter,
-    me: u64,
-    /// Its stable node id (the heartbeat's own key).
-    id: String,
+    host: MockNodeHost,
+    node: crate::node::Node<MockStats>,
 }
 
 impl Node {
     fn new(json: &str, me: u64) -> Node {
-        let host = MockHost::new(T0);
-        let filter = Filter::new(&host.store, json).unwrap();
-        Node {
-            host,
-            filter,
-            me,
-            id: format!("node-{me}"),
-        }
+        let mut host = MockNodeHost::new(T0);
+        // Its stable node id (the heartbeat's own key).
+        let id = format!("node-{me}").into_bytes();
+        host.pipe.properties.insert("node.id".into(), id);
+        let mut node = crate::node::Node::new(me, SMALL);
+        assert!(node.configure(&mut host, json.as_bytes().to_vec()));
+        Node { host, node }
+    }
+
+    /// The configuration in force.
+    fn active(&self) -> Rc<Active<MockStats>> {
+        self.node.active().unwrap()
     }
 
     /// One request from `address`: admitted?
     fn hit(&mut self, address: &str, now: u64) -> bool {
-        self.host.now = now;
-        self.host.request_headers.clear();
-        self.host.replies.clear();
-        self.host.properties.insert(
+        let active = self.active();
+        let pipe = &mut self.host.pipe;
+        pipe.now = now;
+        pipe.request_headers.clear();
+        pipe.replies.clear();
+        pipe.properties.insert(
             "source.address".into(),
             format!("{address}:5000").into_bytes(),
         );
-        self.filter.request(&mut self.host);
-        self.host.replies.is_empty()
+        request(active.worker(), pipe);
+        pipe.replies.is_empty()
     }
 
     /// One sync with `service`, answered at once; the calls it made.
     fn sync(&mut self, service: &mut Service, now: u64) -> Vec<Settled> {
-        let lim = &self.filter.limiter;
-        let Some(record) = fleet_sync::claim(&self.host.store, lim, (self.me, 1), now).unwrap()
-        else {
-            return Vec::new();
-        };
-        let (batches, errors) = fleet_sync::collect(&self.host.store, lim, &record, &self.id, now);
-        assert!(errors.is_empty(), "{errors:?}");
-        batches
+        self.host.pipe.now = now;
+        self.node.sync(&mut self.host);
+        let calls = self.host.take_calls();
+        self.host.pipe.now = now + 2;
+        let settled = calls
             .iter()
-            .map(|b| {
-                let (status, body) = service.answer(&b.message, now);
-                let (settled, errors) =
-                    fleet_sync::settle(&self.host.store, lim, b, status, Some(&body), now + 2);
-                assert!(errors.is_empty(), "{errors:?}");
-                settled
+            .map(|c| {
+                let (status, body) = service.answer(&c.message, now);
+                match status {
+                    0 => self.host.answer(&mut self.node, c.token, 0, &body),
+                    14 => self.host.fail(&mut self.node, c.token, 14, Some(UNREACHED)),
+                    s => self.host.fail(&mut self.node, c.token, s, None),
+                }
+                .unwrap()
             })
-            .collect()
+            .collect();
+        // Neither the take nor the answers met a store error.
+        let stats = self.host.stats_of(0);
+        assert!(!stats.contains(&NodeStat::StoreError), "{stats:?}");
+        settled
     }
 }
 
@@ -163,8 +177,15 @@ fn sync_all(nodes: &mut [Node], service: &mut Service, from: u64, rounds: u64) {
 
 /// The nodes this node's record knows.
 fn known_nodes(n: &Node, now: u64) -> Option<u32> {
-    let key = n.filter.limiter.fleet.as_ref().unwrap().record_key.clone();
-    let v = crate::count::store::Store::get(&n.host.store, &key)
+    let key = n
+        .active()
+        .limiter
+        .fleet
+        .as_ref()
+        .unwrap()
+        .record_key
+        .clone();
+    let v = crate::count::store::Store::get(&n.host.pipe.store, &key)
         .unwrap()
         .0;
     crate::count::fleet::Record::decode(&v?).and_then(|r| r.nodes(now))
@@ -244,7 +265,7 @@ fn a_synchronised_burst_right_after_a_sync_admits_what_the_fleet_had_left() {
     assert!(admitted <= 300 + 3, "{admitted}");
     assert!(admitted >= 297, "{admitted}");
     // A refusal for the share says to come back after a sync.
-    let last = nodes[0].host.replies.last().unwrap();
+    let last = nodes[0].host.pipe.replies.last().unwrap();
     assert!(last.status == 429, "{last:?}");
 }
 
@@ -405,7 +426,7 @@ fn without_the_service_each_node_takes_its_share_then_converges() {
     service.down = true;
     let admitted = run(&mut nodes, &mut service, "10.0.0.3", 300, T0 + 400, 6_000);
     assert_eq!(admitted, vec![100, 100, 100], "300 / 3 nodes, each alone");
-    assert!(nodes[0].filter.limiter.take_alone() > 0);
+    assert!(nodes[0].active().limiter.take_alone() > 0);
     // Back: the hits admitted alone are sent, and the fleet refuses.
     service.down = false;
     for n in nodes.iter_mut() {
@@ -439,25 +460,6 @@ fn a_failed_sync_sends_its_hits_again() {
 }
 
 #[test]
-fn one_context_per_node_syncs() {
-    let json = config(10, "route");
-    let host = MockHost::new(T0);
-    let a = Filter::new(&host.store, &json).unwrap();
-    let b = Filter::new(&host.store, &json).unwrap();
-    let claim = |f: &Filter, me, now| {
-        fleet_sync::claim(&host.store, &f.limiter, (me, 1), now)
-            .unwrap()
-            .is_some()
-    };
-    assert!(claim(&a, 1, T0));
-    assert!(!claim(&b, 2, T0 + 1_000));
-    assert!(claim(&a, 1, T0 + 2_000), "renewed");
-    let lease = fleet_sync::lease_ms(200);
-    assert!(claim(&b, 2, T0 + 2_000 + lease), "ran out: taken over");
-    assert!(!claim(&a, 1, T0 + 2_001 + lease));
-}
-
-#[test]
 fn ten_thousand_callers_are_cut_into_bounded_calls() {
     let mut nodes = fleet(1, &config(5, "address"));
     let mut service = Service::default();
@@ -467,7 +469,8 @@ fn ten_thousand_callers_are_cut_into_bounded_calls() {
         node.hit(&format!("10.{}.{}.1", i / 250, i % 250), T0 + u64::from(i));
     }
     let tracked =
-        crate::count::lane::tracked(&node.host.store, &node.filter.limiter.lanes[0][0]).unwrap();
+        crate::count::lane::tracked(&node.host.pipe.store, &node.active().limiter.lanes[0][0])
+            .unwrap();
     node.sync(&mut service, T0 + 2_000);
     let keys: usize = service.calls.iter().sum();
     // Every tracked key, the overflow counter, the heartbeat and the
@@ -490,18 +493,19 @@ fn a_service_without_the_domain_is_a_failed_sync() {
     let mut nodes = fleet(1, &config(5, "route"));
     let node = &mut nodes[0];
     assert!(node.hit("10.0.0.5", T0));
-    let lim = &node.filter.limiter;
-    let record = fleet_sync::claim(&node.host.store, lim, (1, 1), T0 + 1)
-        .unwrap()
-        .unwrap();
-    let (batches, _) = fleet_sync::collect(&node.host.store, lim, &record, "n", T0 + 1);
+    node.host.pipe.now = T0 + 1;
+    node.node.sync(&mut node.host);
+    let calls = node.host.take_calls();
     let none = proto::RateLimitResponse {
         overall_code: 1,
         statuses: vec![proto::DescriptorStatus::default(); 3],
     }
     .encode_to_vec();
-    let (settled, _) =
-        fleet_sync::settle(&node.host.store, lim, &batches[0], 0, Some(&none), T0 + 2);
+    node.host.pipe.now = T0 + 2;
+    let settled = node
+        .host
+        .answer(&mut node.node, calls[0].token, 0, &none)
+        .unwrap();
     assert!(
         matches!(
             settled,
@@ -592,15 +596,13 @@ mod properties {
 
 #[test]
 fn a_sync_call_may_take_a_sync_period_not_a_requests_timeout() {
-    let nodes = fleet(1, &config(5, "route"));
-    let lim = &nodes[0].filter.limiter;
-    let record = fleet_sync::claim(&nodes[0].host.store, lim, (1, 1), T0)
-        .unwrap()
-        .unwrap();
-    let (mut batches, _) = fleet_sync::collect(&nodes[0].host.store, lim, &record, "n", T0);
-    let call = batches[0].call(&lim.plan).unwrap();
+    let mut nodes = fleet(1, &config(5, "route"));
+    let node = &mut nodes[0];
+    node.node.sync(&mut node.host);
+    let calls = node.host.take_calls();
+    let call = &calls[0];
     // timeout_ms is the default 100, sync_ms 200.
-    assert_eq!((call.cluster, call.timeout_ms), ("rls", 200));
+    assert_eq!((call.cluster.as_str(), call.timeout_ms), ("rls", 200));
 }
 
 #[test]

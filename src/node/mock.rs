@@ -1,0 +1,201 @@
+//! A [`NodeHost`] that records every call, over the request path's
+//! [`MockHost`] (its store, clock and properties): a root context's life
+//! runs natively, and what it asked of the host can be read back. Several
+//! nodes over one host are several root contexts of one Envoy.
+
+use super::{Node, NodeHost, NodeStat, NodeStats};
+use crate::config::plan::Plan;
+use crate::count::store::MemStore;
+use crate::pipeline::fleet_sync::Settled;
+use crate::pipeline::installation::ServiceCall;
+use crate::pipeline::mock::MockHost;
+use crate::pipeline::Level;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// A call to the rate-limit service a node dispatched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub token: u32,
+    pub cluster: String,
+    pub timeout_ms: u64,
+    pub message: Vec<u8>,
+}
+
+impl Call {
+    /// A warm-up call (`pipeline::warm_up`), not a sync.
+    pub fn is_warm_up(&self) -> bool {
+        use prost::Message;
+        crate::rls::proto::RateLimitRequest::decode(self.message.as_slice()).is_ok_and(|r| {
+            r.descriptors
+                .iter()
+                .flat_map(|d| &d.entries)
+                .any(|e| e.key == "ratebound" && e.value == "warm-up")
+        })
+    }
+}
+
+/// Stats of one configuration: what they count is kept on the host, with
+/// the configuration's number (the order they were defined in).
+pub struct MockStats {
+    config: usize,
+    seen: Rc<RefCell<Vec<(usize, NodeStat)>>>,
+}
+
+impl NodeStats for MockStats {
+    fn count(&self, stat: NodeStat) {
+        self.seen.borrow_mut().push((self.config, stat));
+    }
+}
+
+#[derive(Default)]
+pub struct MockNodeHost {
+    /// The store, the clock (`pipe.now`) and properties; requests run on it.
+    pub pipe: MockHost,
+    /// The VM's environment.
+    pub env: HashMap<String, String>,
+    /// The host refuses to dispatch calls with this status.
+    pub dispatch_error: Option<String>,
+    /// The answer being handled: its `grpc-message` and its body (framed).
+    pub answer_message: Option<String>,
+    pub answer_body: Option<Vec<u8>>,
+    // What the nodes did:
+    pub calls: Vec<Call>,
+    pub tick_ms: Option<u64>,
+    pub logs: Vec<(Level, String)>,
+    stats: Rc<RefCell<Vec<(usize, NodeStat)>>>,
+    configs: usize,
+    next_token: u32,
+    random: u64,
+}
+
+impl MockNodeHost {
+    pub fn new(now: u64) -> MockNodeHost {
+        MockNodeHost {
+            pipe: MockHost::new(now),
+            ..MockNodeHost::default()
+        }
+    }
+
+    /// The calls dispatched since the last time, taken.
+    pub fn take_calls(&mut self) -> Vec<Call> {
+        std::mem::take(&mut self.calls)
+    }
+
+    /// What configuration `config` (0 the first defined) counted.
+    pub fn stats_of(&self, config: usize) -> Vec<NodeStat> {
+        let seen = self.stats.borrow();
+        seen.iter()
+            .filter(|(c, _)| *c == config)
+            .map(|(_, s)| *s)
+            .collect()
+    }
+
+    /// How many stats definitions (configurations put in force) so far.
+    pub fn configs(&self) -> usize {
+        self.configs
+    }
+
+    /// Logs at `level` that contain `text`.
+    pub fn logged(&self, level: Level, text: &str) -> usize {
+        let hit = |(l, m): &&(Level, String)| *l == level && m.contains(text);
+        self.logs.iter().filter(hit).count()
+    }
+
+    /// `node`'s call `token` answered with `grpc_status` and `message`
+    /// (unframed; framed as Envoy hands it over).
+    pub fn answer(
+        &mut self,
+        node: &mut Node<MockStats>,
+        token: u32,
+        grpc_status: u32,
+        message: &[u8],
+    ) -> Option<Settled> {
+        let framed = crate::rls::frame(message);
+        let size = framed.len();
+        self.answer_body = Some(framed);
+        self.answer_message = None;
+        node.answered(self, token, (grpc_status, true), size)
+    }
+
+    /// `node`'s call `token` failed: no answer at all (`grpc_message`
+    /// `None`: a timeout, a reset), or Envoy's own answer saying why.
+    pub fn fail(
+        &mut self,
+        node: &mut Node<MockStats>,
+        token: u32,
+        grpc_status: u32,
+        grpc_message: Option<&str>,
+    ) -> Option<Settled> {
+        self.answer_body = None;
+        self.answer_message = grpc_message.map(str::to_string);
+        let headers = grpc_message.is_some();
+        node.answered(self, token, (grpc_status, headers), 0)
+    }
+}
+
+impl NodeHost for MockNodeHost {
+    type Store = MemStore;
+    type Stats = MockStats;
+
+    fn store(&self) -> &MemStore {
+        &self.pipe.store
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.pipe.now
+    }
+
+    fn random(&mut self) -> [u64; 2] {
+        self.random += 1;
+        [self.random, !self.random]
+    }
+
+    fn env_var(&self, name: &str) -> Option<String> {
+        self.env.get(name).cloned()
+    }
+
+    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>> {
+        self.pipe.properties.get(&path.join(".")).cloned()
+    }
+
+    fn define_stats(&mut self, _plan: &Plan) -> MockStats {
+        self.configs += 1;
+        MockStats {
+            config: self.configs - 1,
+            seen: Rc::clone(&self.stats),
+        }
+    }
+
+    fn dispatch(&mut self, call: &ServiceCall) -> Result<u32, String> {
+        if let Some(e) = &self.dispatch_error {
+            return Err(e.clone());
+        }
+        self.next_token += 1;
+        self.calls.push(Call {
+            token: self.next_token,
+            cluster: call.cluster.into(),
+            timeout_ms: call.timeout_ms,
+            message: call.message.clone(),
+        });
+        Ok(self.next_token)
+    }
+
+    fn call_grpc_message(&self) -> Option<String> {
+        self.answer_message.clone()
+    }
+
+    fn call_body(&self, size: usize) -> Option<Vec<u8>> {
+        let body = self.answer_body.as_ref()?;
+        Some(body.iter().take(size).copied().collect())
+    }
+
+    fn set_tick_period(&mut self, ms: u64) {
+        self.tick_ms = Some(ms);
+    }
+
+    fn log(&mut self, level: Level, msg: &str) {
+        self.logs.push((level, msg.into()));
+    }
+}

@@ -1,0 +1,389 @@
+//! A root context's life, natively: nodes over a recording host
+//! ([`MockNodeHost`]); several nodes over one host are several root
+//! contexts of one Envoy (one store).
+#![allow(clippy::indexing_slicing)]
+
+use super::mock::{Call, MockNodeHost, MockStats};
+use super::{Active, Node, NodeStat};
+use crate::count::directory;
+use crate::count::lane::Table;
+use crate::pipeline::fleet_sync::{self, Settled};
+use crate::pipeline::mock::{request, SMALL};
+use crate::pipeline::warm_up;
+use crate::pipeline::Level;
+use crate::rls::proto;
+use prost::Message;
+
+const T0: u64 = 600_000;
+
+/// A fleet bound of `limit` a minute per address, synced every 200 ms.
+fn fleet(limit: u32) -> String {
+    format!(
+        r#"{{"instance":"api",
+        "rate_limit_service":{{"cluster":"rls","domain":"api","sync_ms":200,"fleet_nodes":3}},
+        "routes":[{{"name":"api","bounds":[
+          {{"name":"fleet","per":"address","limit":{limit},"window":"PT1M","scope":"fleet"}}]}}]}}"#
+    )
+}
+
+/// A sign-in bound the rate-limit service counts (its calls are warmed).
+const SIGN_IN: &str = r#"{
+    "instance": "s",
+    "rate_limit_service": {"cluster": "rls", "domain": "signin"},
+    "routes": [{"name": "login", "account": {"header": "x-login"},
+        "bounds": [{"name": "attempts", "per": "account", "scope": "installation",
+                    "limit": 5, "window": "PT1M"}]}]
+}"#;
+
+fn node(host: &mut MockNodeHost, me: u64, json: &str) -> Node<MockStats> {
+    let mut n = Node::new(me, SMALL);
+    assert!(n.configure(host, json.as_bytes().to_vec()));
+    n
+}
+
+/// One request from `address` through configuration `active`: admitted?
+fn hit(host: &mut MockNodeHost, active: &Active<MockStats>, address: &str) -> bool {
+    let from = format!("{address}:5000").into_bytes();
+    host.pipe.properties.insert("source.address".into(), from);
+    host.pipe.replies.clear();
+    request(active.worker(), &mut host.pipe);
+    host.pipe.replies.is_empty()
+}
+
+/// `k` requests from `address`: how many were admitted.
+fn hits(host: &mut MockNodeHost, active: &Active<MockStats>, address: &str, k: u32) -> u32 {
+    (0..k).map(|_| u32::from(hit(host, active, address))).sum()
+}
+
+/// The service's answer to `call`: every descriptor counted with its
+/// hits, and a bound's key `extra` more (what the other nodes sent).
+fn answer_to(call: &Call, extra: u32) -> Vec<u8> {
+    let req = proto::RateLimitRequest::decode(call.message.as_slice()).unwrap();
+    let statuses = req
+        .descriptors
+        .iter()
+        .map(|d| {
+            let limit = d.limit.clone().unwrap();
+            let mut n = d.hits_addend.as_ref().map_or(1, |h| h.value) as u32;
+            if d.entries[0].key == "bound" {
+                n += extra;
+            }
+            proto::DescriptorStatus {
+                code: 1,
+                limit_remaining: limit.requests_per_unit.saturating_sub(n),
+                current_limit: Some(proto::RateLimit {
+                    requests_per_unit: limit.requests_per_unit,
+                    unit: limit.unit,
+                    name: String::new(),
+                }),
+                duration_until_reset: None,
+            }
+        })
+        .collect();
+    proto::RateLimitResponse {
+        overall_code: 1,
+        statuses,
+    }
+    .encode_to_vec()
+}
+
+/// The bound keys a call carries, with the hits it sends for each.
+fn bound_keys(call: &Call) -> Vec<u64> {
+    let req = proto::RateLimitRequest::decode(call.message.as_slice()).unwrap();
+    req.descriptors
+        .iter()
+        .filter(|d| d.entries[0].key == "bound")
+        .map(|d| d.hits_addend.as_ref().map_or(1, |h| h.value))
+        .collect()
+}
+
+/// Ticks `node` at `now`; the calls it made.
+fn tick(host: &mut MockNodeHost, node: &mut Node<MockStats>, now: u64) -> Vec<Call> {
+    host.pipe.now = now;
+    node.tick(host);
+    host.take_calls()
+}
+
+/// Issues efe6479 and 4fb7e64: a reload (a new root context with the new
+/// configuration) while the old one's sync is in flight. The old call's
+/// answer is settled against the old configuration, whose draining
+/// connections then decide with the fleet's count (settled against the
+/// other, the key stayed "new": a tenth of its share); the new context
+/// takes the lease at once, not when the old one's runs out (before
+/// 4fb7e64 the fleet synced nothing for up to 3 s after every reload).
+#[test]
+fn a_reload_mid_sync_settles_the_old_call_as_sent_and_the_new_context_syncs_at_once() {
+    let mut host = MockNodeHost::new(T0);
+    let mut old = node(&mut host, 1, &fleet(300));
+    let a = old.active().unwrap();
+    assert!(hit(&mut host, &a, "10.0.0.1"));
+    let sent = tick(&mut host, &mut old, T0);
+    assert_eq!(sent.iter().map(bound_keys).collect::<Vec<_>>(), [vec![1]]);
+    // The reload: a new root context, a newer generation.
+    let mut new = node(&mut host, 2, &fleet(301));
+    assert!(new.active().unwrap().gen > a.gen);
+    assert!(!tick(&mut host, &mut new, T0 + 100).is_empty(), "at once");
+    // The old call's answer comes after it.
+    host.pipe.now = T0 + 150;
+    let settled = host.answer(&mut old, sent[0].token, 0, &answer_to(&sent[0], 0));
+    assert_eq!(settled, Some(Settled::Answered));
+    // The old configuration knows the fleet's count: its share, not a
+    // tenth of it.
+    assert_eq!(hits(&mut host, &a, "10.0.0.1", 50), 50);
+    assert!(!host.stats_of(0).contains(&NodeStat::StoreError));
+    // The old context syncs no more: the lease is the new one's.
+    assert!(tick(&mut host, &mut old, T0 + 1_100).is_empty());
+}
+
+/// Issue efe6479: a root context reconfigured in place while its sync is
+/// in flight settles the answer against the configuration that sent it
+/// (it was settled against the one in force at the answer: the old
+/// configuration's key never got its count and stayed new to the node, a
+/// tenth of its share for its draining connections).
+#[test]
+fn an_answer_is_settled_against_the_configuration_that_sent_it() {
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, &fleet(300));
+    let a = n.active().unwrap();
+    assert!(hit(&mut host, &a, "10.0.0.2"));
+    let sent = tick(&mut host, &mut n, T0);
+    assert!(n.configure(&mut host, fleet(301).into_bytes()));
+    let b = n.active().unwrap();
+    assert!(b.gen > a.gen);
+    host.pipe.now = T0 + 50;
+    let settled: Vec<_> = sent
+        .iter()
+        .filter_map(|c| host.answer(&mut n, c.token, 0, &answer_to(c, 0)))
+        .collect();
+    assert_eq!(settled, [Settled::Answered]);
+    assert_eq!(hits(&mut host, &a, "10.0.0.2", 50), 50, "A has its count");
+    assert!(host.stats_of(1).is_empty(), "B counted nothing of it");
+    // B's own first sync carries none of A's hits.
+    let next = tick(&mut host, &mut n, T0 + 300);
+    assert!(next.iter().all(|c| bound_keys(c).is_empty()), "{next:?}");
+}
+
+/// One context per node syncs (the lease): another context of the same
+/// node syncs only when the holder stopped renewing, and then the old
+/// holder does not (moved from pipeline/tests/fleet.rs, where it called
+/// `claim` itself). Without the lease every worker's context would send
+/// each key, a share of its hits each, once per worker.
+#[test]
+fn one_context_per_node_syncs_and_takes_over_a_lease_run_out() {
+    let mut host = MockNodeHost::new(T0);
+    let json = fleet(10).replace("address", "route");
+    let mut a = node(&mut host, 1, &json);
+    let mut b = node(&mut host, 2, &json);
+    assert!(!tick(&mut host, &mut a, T0).is_empty());
+    assert!(tick(&mut host, &mut b, T0 + 1_000).is_empty());
+    assert!(!tick(&mut host, &mut a, T0 + 2_000).is_empty(), "renewed");
+    let lease = fleet_sync::lease_ms(200);
+    assert!(tick(&mut host, &mut b, T0 + 2_000 + lease - 1).is_empty());
+    assert!(
+        !tick(&mut host, &mut b, T0 + 2_000 + lease).is_empty(),
+        "ran out: taken over"
+    );
+    assert!(tick(&mut host, &mut a, T0 + 2_001 + lease).is_empty());
+}
+
+/// The configuration in force, forgotten by the directory (no tick for a
+/// minute: a VM stalled), registers again and counts on; a superseded one
+/// forgotten stops counting (its lanes may be another bound's) and says so
+/// once. Reached only end to end before (none of it had a test).
+#[test]
+fn the_directory_forgetting_a_configuration() {
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, &fleet(10));
+    tick(&mut host, &mut n, T0);
+    let gen = n.active().unwrap().gen;
+    tick(&mut host, &mut n, T0 + directory::LEASE_MS + 1);
+    assert_eq!(host.logged(Level::Error, "registering it again"), 1);
+    assert!(host.stats_of(0).contains(&NodeStat::StoreError));
+    assert_eq!(host.configs(), 2, "registered again");
+    let fresh = n.active().unwrap();
+    assert!(fresh.gen > gen && !fresh.orphaned.get());
+    tick(&mut host, &mut n, T0 + directory::LEASE_MS + 1_001);
+    tick(&mut host, &mut n, T0 + directory::LEASE_MS + 2_001);
+    assert_eq!(host.logged(Level::Error, "forgotten"), 1, "known again");
+
+    // Superseded: another context took the newer configuration and ticks;
+    // this one stalls for a minute.
+    let mut host = MockNodeHost::new(T0);
+    let mut old = node(&mut host, 1, &fleet(10));
+    let mut new = node(&mut host, 2, &fleet(11));
+    tick(&mut host, &mut old, T0);
+    let mut now = T0;
+    while now <= T0 + directory::LEASE_MS {
+        tick(&mut host, &mut new, now);
+        now += 1_000;
+    }
+    let a = old.active().unwrap();
+    tick(&mut host, &mut old, now);
+    assert!(a.orphaned.get(), "counts nothing more");
+    tick(&mut host, &mut old, now + 1_000);
+    assert_eq!(host.logged(Level::Error, "superseded configuration"), 1);
+    assert_eq!(host.configs(), 2, "not registered again");
+}
+
+/// Issue ebf7e29 (CI's 503 on a worker's first sign-in: its cold connection
+/// outlasted the request's timeout): each worker's context calls the
+/// service at its ticks, one call at a time, again after a failure (or a
+/// call the host could not send), until one is answered.
+#[test]
+fn warm_up_tries_one_call_at_a_time_until_answered() {
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, SIGN_IN);
+    let first = tick(&mut host, &mut n, T0);
+    assert!(first.len() == 1 && first[0].is_warm_up(), "{first:?}");
+    assert_eq!(first[0].timeout_ms, warm_up::TIMEOUT_MS);
+    assert!(tick(&mut host, &mut n, T0 + 1_000).is_empty(), "in flight");
+    assert_eq!(host.fail(&mut n, first[0].token, 14, None), None);
+    host.dispatch_error = Some("BadArgument".into());
+    assert!(tick(&mut host, &mut n, T0 + 2_000).is_empty(), "not sent");
+    host.dispatch_error = None;
+    let again = tick(&mut host, &mut n, T0 + 3_000);
+    assert_eq!(again.len(), 1, "tried again");
+    assert_eq!(host.answer(&mut n, again[0].token, 0, &[]), None);
+    for k in 4..10 {
+        assert!(tick(&mut host, &mut n, T0 + k * 1_000).is_empty(), "done");
+    }
+    assert_eq!(host.logged(Level::Warn, "warm-up"), 0);
+}
+
+/// Issue ebf7e29 and 4af75ed: while the service is unreachable each try is
+/// one call a tick; after `warm_up::TRIES` it gives up (the first sign-in
+/// opens the connection) and says so once; a configuration no route of
+/// which calls the service never calls (4af75ed: it encoded a call every
+/// tick).
+#[test]
+fn warm_up_gives_up_after_its_tries_and_says_so_once() {
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, SIGN_IN);
+    let mut now = T0;
+    for _ in 0..warm_up::TRIES {
+        let calls = tick(&mut host, &mut n, now);
+        assert_eq!(calls.len(), 1);
+        host.fail(&mut n, calls[0].token, 14, None);
+        now += 1_000;
+    }
+    assert_eq!(
+        host.logged(Level::Warn, "answered no warm-up call in 30"),
+        1
+    );
+    for _ in 0..3 {
+        assert!(tick(&mut host, &mut n, now).is_empty(), "given up");
+        now += 1_000;
+    }
+    let mut host = MockNodeHost::new(T0);
+    let json = r#"{"instance": "n", "routes": [{"name": "r", "bounds": [
+        {"name": "a", "per": "address", "limit": 5, "window": "PT1M"}]}]}"#;
+    let mut quiet = node(&mut host, 1, json);
+    for k in 0..3 {
+        assert!(tick(&mut host, &mut quiet, T0 + k * 1_000).is_empty());
+    }
+}
+
+/// The sweep goes through a caller table a chunk of buckets a second
+/// (`SWEEP_CHUNK`): expired callers leave the tracked gauge chunk by chunk,
+/// all of them in one turn of the chunks (a whole table each second would
+/// be thousands of host calls a tick in every VM; no sweep, a table that
+/// fills with callers long gone).
+#[test]
+fn the_sweep_goes_through_a_table_in_chunks() {
+    let table = Table {
+        buckets: 4 * super::sweep::SWEEP_CHUNK,
+        per_bucket: 4,
+        cap: 4_096,
+    };
+    let mut host = MockNodeHost::new(T0);
+    let mut n = Node::new(1, table);
+    let json = r#"{"instance": "n", "routes": [{"name": "r", "bounds": [
+        {"name": "a", "per": "address", "limit": 5, "window": "PT1S"}]}]}"#;
+    assert!(n.configure(&mut host, json.as_bytes().to_vec()));
+    let a = n.active().unwrap();
+    for i in 0..200 {
+        assert!(hit(&mut host, &a, &format!("10.0.{}.{}", i / 100, i % 100)));
+    }
+    let tracked = |host: &MockNodeHost| {
+        host.stats_of(0).iter().rev().find_map(|s| match s {
+            NodeStat::Tracked { n, .. } => Some(*n),
+            _ => None,
+        })
+    };
+    tick(&mut host, &mut n, T0);
+    assert_eq!(tracked(&host), Some(200), "not expired yet");
+    // Expired two windows later: one chunk a second.
+    let mut seen = Vec::new();
+    for k in 2..6 {
+        tick(&mut host, &mut n, T0 + k * 1_000);
+        seen.extend(tracked(&host));
+    }
+    assert!(seen[0] > 0 && seen[0] < 200, "one chunk first: {seen:?}");
+    assert!(seen.windows(2).all(|w| w[1] <= w[0]), "{seen:?}");
+    assert_eq!(seen[3], 0, "every chunk in one turn: {seen:?}");
+}
+
+/// A sync whose context went away (a reload destroyed it, its call never
+/// ended) holds its keys as in flight; the context that takes over the
+/// lease syncs them again once `fleet::LOST_MS` passed, their hits kept as
+/// possibly counted (not sent twice). Without it, a key whose sync was lost
+/// with its context was never synced again: its node decided alone.
+#[test]
+fn a_sync_whose_context_went_away_is_given_up_after_its_time() {
+    let mut host = MockNodeHost::new(T0);
+    let json = fleet(300);
+    let mut gone = node(&mut host, 1, &json);
+    let mut next = node(&mut host, 2, &json);
+    let a = gone.active().unwrap();
+    assert_eq!(hits(&mut host, &a, "10.0.0.3", 3), 3);
+    let lost = tick(&mut host, &mut gone, T0);
+    assert_eq!(lost.iter().map(bound_keys).collect::<Vec<_>>(), [vec![3]]);
+    tick(&mut host, &mut next, T0);
+    gone.done(&mut host);
+    drop(gone);
+    let mut synced = Vec::new();
+    let mut now = T0 + 1_000;
+    while now <= T0 + crate::count::fleet::LOST_MS + 1_000 {
+        let calls = tick(&mut host, &mut next, now);
+        let keys: Vec<u64> = calls.iter().flat_map(bound_keys).collect();
+        synced.push((now - T0, !calls.is_empty(), keys));
+        for c in &calls {
+            host.answer(&mut next, c.token, 0, &answer_to(c, 0));
+        }
+        now += 1_000;
+    }
+    let lease = fleet_sync::lease_ms(200);
+    // Until the lease runs out, nothing; then the heartbeat alone while
+    // the key is in flight; once lost, the key again with no hits.
+    for (at, called, keys) in &synced {
+        assert_eq!(*called, *at >= lease, "{synced:?}");
+        let lost = *at >= crate::count::fleet::LOST_MS;
+        let want: &[u64] = if lost { &[0] } else { &[] };
+        assert!(!lost || *called);
+        if *called {
+            assert_eq!(keys.as_slice(), want, "at {at}: {synced:?}");
+        }
+    }
+}
+
+/// A sync call the host would not send (no cluster yet, a full queue)
+/// never reached the service: settled as not counted at once, its hits go
+/// with the next sync, and the failure is said once until a sync is
+/// answered (taken as possibly counted, they would never be sent).
+#[test]
+fn a_sync_the_host_would_not_send_sends_its_hits_with_the_next() {
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, &fleet(300));
+    let a = n.active().unwrap();
+    assert_eq!(hits(&mut host, &a, "10.0.0.4", 2), 2);
+    host.dispatch_error = Some("BadArgument".into());
+    assert!(tick(&mut host, &mut n, T0).is_empty());
+    assert!(tick(&mut host, &mut n, T0 + 200).is_empty());
+    assert!(host.stats_of(0).contains(&NodeStat::FleetSyncFailed));
+    assert_eq!(host.logged(Level::Warn, "fleet sync failed"), 1, "once");
+    host.dispatch_error = None;
+    let sent = tick(&mut host, &mut n, T0 + 400);
+    assert_eq!(sent.iter().map(bound_keys).collect::<Vec<_>>(), [vec![2]]);
+    host.answer(&mut n, sent[0].token, 0, &answer_to(&sent[0], 0));
+    assert_eq!(host.logged(Level::Info, "fleet sync answered again"), 1);
+}
