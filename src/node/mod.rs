@@ -17,6 +17,10 @@ mod host;
 pub mod mock;
 mod sweep;
 mod sync;
+// Fleet bounds across several nodes, each over its own store, with a
+// simulated service (test code only).
+#[cfg(test)]
+mod fleet_tests;
 #[cfg(test)]
 mod tests;
 mod warm;

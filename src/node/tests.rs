@@ -165,7 +165,7 @@ fn an_answer_is_settled_against_the_configuration_that_sent_it() {
 
 /// One context per node syncs (the lease): another context of the same
 /// node syncs only when the holder stopped renewing, and then the old
-/// holder does not (moved from pipeline/tests/fleet.rs, where it called
+/// holder does not (moved from the fleet tests, where it called
 /// `claim` itself). Without the lease every worker's context would send
 /// each key, a share of its hits each, once per worker.
 #[test]

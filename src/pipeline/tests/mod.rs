@@ -3,10 +3,9 @@
 #![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
-// Installation and fleet bounds through the whole pipeline (test code
-// only, like this module: said where each is declared too).
-#[cfg(test)]
-mod fleet;
+// Installation bounds through the whole pipeline (test code only, like
+// this module: said where it is declared too); fleet bounds, which need
+// the node's sync, are tested in node/fleet_tests.rs.
 #[cfg(test)]
 mod installation;
 

@@ -1,5 +1,5 @@
 //! Fleet bounds through the whole pipeline, natively: several nodes (each
-//! a root context, `crate::node`, over its own store), their fleet syncs
+//! a root context, [`Node`](crate::node::Node), over its own store), their fleet syncs
 //! (the node's driver, with its calls in flight) and a service that counts
 //! as envoyproxy/ratelimit does (fixed clock windows, every hit added, the
 //! override's limit answered).
