@@ -33,8 +33,12 @@ def test_exactly_100_of_2000_concurrent(envoy, concurrency):
         ok = statuses.count(200)
         refused = statuses.count(429)
         other = len(statuses) - ok - refused
-        allowed_stat = e.rb(inst, "r", "per_route", "allowed")
-        refused_stat = e.rb(inst, "r", "per_route", "refused")
+        # Each worker hands its counters to Envoy on its own 1 s tick: wait
+        # (at most 5 s) until every request is in them, then compare.
+        allowed_stat, refused_stat = e.wait_value(
+            lambda: (e.rb(inst, "r", "per_route", "allowed"),
+                     e.rb(inst, "r", "per_route", "refused")),
+            lambda v: sum(v) >= len(statuses))
         results.append((inst, ok, refused, other, allowed_stat, refused_stat, round(dt, 2)))
         print(f"concurrency {concurrency} trial {trial + 1} ({inst}): 200={ok} 429={refused} "
               f"other={other} stats allowed={allowed_stat} refused={refused_stat} in {dt:.2f}s")
