@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use ratebound::config::{parse, window_ms};
 use ratebound::console::{explain, render, warnings};
-use ratebound::count::lanes;
+use ratebound::count::directory;
 use ratebound::config::plan::Plan;
 use ratebound::count::store::MemStore;
 
@@ -59,14 +59,14 @@ fuzz_target!(|data: &[u8]| {
     // nothing else alive it gets one lane per bound; a second worker joins
     // the same lanes and is not the first.
     let store = MemStore::new();
-    let first = lanes::register(&store, &plan.instance, plan.hash, &wants, 0, [1, 2]);
+    let first = directory::register(&store, &plan.instance, plan.hash, &wants, 0, [1, 2]);
     let first = match first {
         Ok(r) => r.registered,
         Err(e) => panic!("accepted, then refused lanes in an empty store: {e}"),
     };
     assert!(first.first);
     assert_eq!(first.assigned.len(), wants.len(), "a lane per bound");
-    let second = lanes::register(&store, &plan.instance, plan.hash, &wants, 1, [3, 4]);
+    let second = directory::register(&store, &plan.instance, plan.hash, &wants, 1, [3, 4]);
     assert!(
         matches!(&second, Ok(r) if !r.registered.first && r.registered.assigned == first.assigned),
         "a second worker gets other lanes"
