@@ -6,11 +6,15 @@
 //!
 //! - this file: the decision steps (`Worker::begin`, `resume`, and what
 //!   they come to: [`Decision`], or [`Begun`] naming what to wait for);
+//! - [`limiter`]: every node and fleet bound of the route, read then
+//!   committed; `caller_key`: the one rule for what names a caller;
 //! - [`installation`]: the last step, the rate-limit service's call and
 //!   answer; [`warm_up`]: each worker's connection to it, opened before
 //!   its first sign-in; [`fleet_sync`]: fleet bounds' background sync;
 //! - `exchange`: one request across Envoy's callbacks ([`Exchange`]);
-//! - `host`: the [`Host`] seam; `sources`: identity from the request.
+//! - `host`: the [`Host`] seam; `sources`: identity from the request;
+//! - test support: [`mock`] and `store_suite` (one behaviour suite for
+//!   every store, also in the selftest module).
 //!
 //! Everything it asks of Envoy goes through [`Host`]; `host/` implements it
 //! over proxy-wasm, [`mock::MockHost`] records every call for native tests.
