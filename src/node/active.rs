@@ -8,11 +8,9 @@ use crate::console;
 use crate::count::directory;
 use crate::count::lane::{Lane, Table};
 use crate::count::store::{Store, StoreError};
-use crate::identity::cache::IdentityCache;
 use crate::pipeline::limiter::{lanes_for, Limiter};
-use crate::pipeline::{Level, LogGate, Worker};
-use crate::reply;
-use std::cell::{Cell, RefCell};
+use crate::pipeline::{Level, Memories, Worker};
+use std::cell::Cell;
 
 /// A configuration in force: the limiter, its stats, the session cache.
 pub struct Active<S> {
@@ -23,24 +21,12 @@ pub struct Active<S> {
     /// another bound's now, so it counts nothing more.
     pub orphaned: Cell<bool>,
     pub stats: S,
-    sessions: RefCell<IdentityCache>,
-    /// Identities of JWTs jwt_authn verified, per token.
-    tokens: RefCell<IdentityCache>,
-    /// The last 429 written, its buffers reused for the next.
-    refusal: RefCell<reply::Refusal>,
-    /// Rate-limit service failures, logged at most once per 10 s.
-    quiet: LogGate,
+    memories: Memories,
 }
 
 impl<S> Active<S> {
     pub fn worker(&self) -> Worker<'_> {
-        Worker {
-            limiter: &self.limiter,
-            sessions: &self.sessions,
-            tokens: &self.tokens,
-            refusal: &self.refusal,
-            quiet: &self.quiet,
-        }
+        self.memories.worker(&self.limiter)
     }
 }
 
@@ -123,16 +109,13 @@ pub fn activate<H: NodeHost>(
         },
     )?;
     let stats = host.define_stats(&plan);
-    let (sessions, tokens) = crate::identity::cache::caches_for(plan.identity.as_ref());
+    let memories = Memories::new(plan.identity.as_ref());
     Ok(Active {
         limiter: Limiter::new(plan, all, resolved.seed),
         gen,
         orphaned: Cell::new(false),
         stats,
-        sessions,
-        tokens,
-        refusal: RefCell::default(),
-        quiet: LogGate::default(),
+        memories,
     })
 }
 

@@ -7,10 +7,8 @@ use crate::config::parse;
 use crate::config::plan::Plan;
 use crate::count::lane::Table;
 use crate::count::store::MemStore;
-use crate::identity::cache::IdentityCache;
 use crate::pipeline::limiter::{BoundEvent, Limiter};
-use crate::reply::Refusal;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::HashMap;
 
 /// A session call the pipeline dispatched.
@@ -260,10 +258,7 @@ impl Host for MockHost {
 /// tables.
 pub struct Filter {
     pub limiter: Limiter,
-    pub sessions: RefCell<IdentityCache>,
-    pub tokens: RefCell<IdentityCache>,
-    pub refusal: RefCell<Refusal>,
-    pub quiet: super::LogGate,
+    pub memories: super::Memories,
 }
 
 /// Small tables: tests fill them quickly.
@@ -283,29 +278,17 @@ impl Filter {
                 .join("; ")
         })?;
         let plan = Plan::compile(&config);
-        let (sessions, tokens) = crate::identity::cache::caches_for(plan.identity.as_ref());
+        let memories = super::Memories::new(plan.identity.as_ref());
         let limiter = Limiter::bind(plan, [5, 6], |n, bound| {
             let lane = crate::pipeline::limiter::bound_lane(bound, &format!("m:{n}"), 1, SMALL);
             lane.create_keys(store).map(|()| lane)
         })
         .map_err(|e| e.to_string())?;
-        Ok(Filter {
-            limiter,
-            sessions,
-            tokens,
-            refusal: RefCell::default(),
-            quiet: super::LogGate::default(),
-        })
+        Ok(Filter { limiter, memories })
     }
 
     pub fn worker(&self) -> Worker<'_> {
-        Worker {
-            limiter: &self.limiter,
-            sessions: &self.sessions,
-            tokens: &self.tokens,
-            refusal: &self.refusal,
-            quiet: &self.quiet,
-        }
+        self.memories.worker(&self.limiter)
     }
 
     /// One whole request as Envoy drives it: its headers, the session

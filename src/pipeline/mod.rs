@@ -74,6 +74,43 @@ pub struct Worker<'a> {
     pub quiet: &'a LogGate,
 }
 
+/// What a worker remembers for the requests of one configuration: the
+/// memories a [`Worker`] lends out beside its limiter.
+pub struct Memories {
+    sessions: RefCell<IdentityCache>,
+    tokens: RefCell<IdentityCache>,
+    refusal: RefCell<Refusal>,
+    quiet: LogGate,
+}
+
+impl Memories {
+    /// Empty memories, with identity caches sized for `identity`.
+    pub fn new(identity: Option<&crate::config::IdentityConfig>) -> Memories {
+        let (sessions, tokens) = crate::identity::cache::caches_for(identity);
+        Memories {
+            sessions,
+            tokens,
+            refusal: RefCell::default(),
+            quiet: LogGate::default(),
+        }
+    }
+
+    /// The session identities (tests size the cache).
+    pub fn sessions(&self) -> &RefCell<IdentityCache> {
+        &self.sessions
+    }
+
+    pub fn worker<'a>(&'a self, limiter: &'a Limiter) -> Worker<'a> {
+        Worker {
+            limiter,
+            sessions: &self.sessions,
+            tokens: &self.tokens,
+            refusal: &self.refusal,
+            quiet: &self.quiet,
+        }
+    }
+}
+
 /// A request paused for its session resolve: early bounds already read.
 pub struct Waiting {
     pending: Pending,

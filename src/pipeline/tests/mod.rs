@@ -330,7 +330,7 @@ fn a_late_refusal_after_the_call_out_leaves_the_earlier_bounds_untouched() {
     f.request(&mut host);
     // Forget the answer: the next request asks again, and is refused
     // after the call-out.
-    *f.sessions.borrow_mut() = crate::identity::cache::IdentityCache::new(1, 0);
+    *f.memories.sessions().borrow_mut() = crate::identity::cache::IdentityCache::new(1, 0);
     host.clear();
     assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
     assert_eq!(host.dispatched.len(), 1);
