@@ -5,7 +5,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ratebound::config::parse;
-use ratebound::config::plan::{Plan, RequestInfo};
+use ratebound::config::plan::{Plan, RequestInfo, RouteId};
 use ratebound::count::lane::{self, Lane, Table};
 use ratebound::count::node_lane;
 use ratebound::count::store::MemStore;
@@ -74,7 +74,7 @@ fn core(c: &mut Criterion) {
     c.bench_function("check + record, 2 bounds (in-memory store)", |b| {
         b.iter(|| {
             now += 1;
-            decide(&lim, &store, 0, None, black_box(&caller), now)
+            decide(&lim, &store, RouteId(0), None, black_box(&caller), now)
         })
     });
 
@@ -118,7 +118,7 @@ fn matching(c: &mut Criterion) {
             path: Some(path),
             method: Some("GET"),
         };
-        assert_eq!(plan.route_for(&info), Some(2));
+        assert_eq!(plan.route_for(&info), Some(RouteId(2)));
         c.bench_function(&format!("route_for, 3 routes, {what}"), |b| {
             b.iter(|| plan.route_for(black_box(&info)))
         });

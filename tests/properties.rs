@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use ratebound::config::parse;
-use ratebound::config::plan::Plan;
+use ratebound::config::plan::{BoundId, Plan, RouteId};
 use ratebound::count::accuracy::population;
 use ratebound::count::lane::{self, Lane, Table};
 use ratebound::count::store::{MemStore, Store};
@@ -264,7 +264,7 @@ proptest! {
             now += dt;
             let address = format!("10.0.0.{who}");
             let before = store.snapshot();
-            let d = decide(&lim, &store, 0, None, &Caller { address: &address, identity: None }, now);
+            let d = decide(&lim, &store, RouteId(0), None, &Caller { address: &address, identity: None }, now);
             prop_assert!(d.errors.is_empty());
             if d.refused.is_some() {
                 refused += 1;
@@ -292,7 +292,7 @@ fn a_failing_store_fails_open_and_says_so() {
     })
     .unwrap();
     store.fail_next(1);
-    let d = decide(&lim, &store, 0, None, &Caller::default(), 1_000);
+    let d = decide(&lim, &store, RouteId(0), None, &Caller::default(), 1_000);
     assert!(d.refused.is_none());
     assert_eq!(d.errors.len(), 1);
 }
@@ -344,22 +344,22 @@ proptest! {
         for (w, c, kind) in ops {
             let lim = &workers[w];
             match kind {
-                0 | 1 => outcome(c, decide(lim, &store, 0, None, &caller(c), now), &mut admitted),
+                0 | 1 => outcome(c, decide(lim, &store, RouteId(0), None, &caller(c), now), &mut admitted),
                 2 => {
                     // Read now, write later (as around an identity call-out).
                     if let Some((c, p)) = parked[w].take() {
-                        outcome(c, lim.commit(&store, p, now), &mut admitted);
+                        outcome(c, lim.commit(&store, lim.route(RouteId(0)).unwrap(), p, now), &mut admitted);
                     }
-                    let mut p = lim.start(0, None);
+                    let mut p = lim.start(RouteId(0), None);
                     let early = lim.plan.routes[0].early_bounds(None).to_vec();
-                    match lim.prepare(&store, &mut p, &early, &caller(c), now) {
+                    match lim.prepare(&store, lim.route(RouteId(0)).unwrap(), &mut p, &early, &caller(c), now) {
                         Some(d) => outcome(c, d, &mut admitted),
                         None => parked[w] = Some((c, p)),
                     }
                 }
                 3 => {
                     if let Some((c, p)) = parked[w].take() {
-                        outcome(c, lim.commit(&store, p, now), &mut admitted);
+                        outcome(c, lim.commit(&store, lim.route(RouteId(0)).unwrap(), p, now), &mut admitted);
                     }
                 }
                 _ => {
@@ -371,13 +371,13 @@ proptest! {
         }
         for (w, slot) in parked.iter_mut().enumerate() {
             if let Some((c, p)) = slot.take() {
-                outcome(c, workers[w].commit(&store, p, now), &mut admitted);
+                outcome(c, workers[w].commit(&store, workers[w].route(RouteId(0)).unwrap(), p, now), &mut admitted);
             }
         }
         for c in 0..4u8 {
             let i = counter(c);
             let key = workers[0].caller_key(workers[0].plan.routes[0].bounds[0].per, &caller(c));
-            let held = node_lane::peek(&store, &workers[0].lanes[0][0], key).unwrap().map_or(0, |n| n.cur);
+            let held = node_lane::peek(&store, workers[0].lane(RouteId(0), BoundId(0)).unwrap(), key).unwrap().map_or(0, |n| n.cur);
             prop_assert_eq!(held as usize, admitted[i], "counter {} holds what was admitted", i);
             prop_assert!(admitted[i] <= LIMIT);
             if refused[i] {

@@ -5,7 +5,7 @@
 //! written that only the console needs (JSON paths, names, windows as
 //! written, the match as written) is kept beside what the request path reads.
 
-use crate::config::installation::{InstallationBound, Unit};
+use crate::config::installation::Unit;
 use crate::config::normalize;
 use crate::config::operations::{parse_template, OpTree};
 use crate::config::{
@@ -75,12 +75,16 @@ pub struct Route {
     /// The `match` as written (the console words it and compares operations
     /// against it; `matcher` is its normalised form).
     pub matching: MatchConfig,
+    /// Every bound, whatever its scope: the route's own as written, then
+    /// each operation's (a bound's position here is its [`BoundId`]).
     pub bounds: Vec<Bound>,
-    /// Bounds that need no identity, checked first: before any identity
-    /// is resolved, before the body, before the upstream.
-    pub early: Vec<usize>,
-    /// Bounds keyed on or narrowed by identity, checked once it is known.
-    pub late: Vec<usize>,
+    /// Bounds counted in shared data that need no identity, checked first:
+    /// before any identity is resolved, before the body, before the
+    /// upstream.
+    pub early: Vec<BoundId>,
+    /// Bounds counted in shared data keyed on or narrowed by identity,
+    /// checked once it is known.
+    pub late: Vec<BoundId>,
     /// Some bound is keyed on the client address (fallbacks included).
     pub needs_address: bool,
     /// Operations with bounds of their own (theirs follow the route's in
@@ -88,9 +92,10 @@ pub struct Route {
     /// request's operation.
     pub operations: Vec<Operation>,
     pub op_tree: Option<OpTree>,
-    /// Bounds counted by the rate-limit service, checked last: after every
-    /// node bound admitted the request.
-    pub installation: Vec<InstallationBound>,
+    /// Bounds counted by the rate-limit service (the route's and its
+    /// operations'), checked last: after every node bound admitted the
+    /// request.
+    pub service_bounds: Vec<BoundId>,
     /// Where requests name the account they try (`per: account`).
     pub account: Option<AccountSource>,
 }
@@ -108,11 +113,55 @@ pub struct Operation {
     pub operation_id: Option<String>,
     /// Its bounds in the route's `bounds`, then the same by phase.
     pub bounds: Range<usize>,
-    pub early: Vec<usize>,
-    pub late: Vec<usize>,
+    pub early: Vec<BoundId>,
+    pub late: Vec<BoundId>,
+}
+
+/// A route, by its position in the plan's `routes`: what a request holds
+/// across its callbacks instead of a borrow of the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteId(pub usize);
+
+/// A bound, by its position in its route's `bounds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BoundId(pub usize);
+
+/// An operation, by its position in its route's `operations`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub usize);
+
+impl RouteId {
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl BoundId {
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl OpId {
+    pub fn index(self) -> usize {
+        self.0
+    }
 }
 
 impl Route {
+    pub fn bound(&self, id: BoundId) -> Option<&Bound> {
+        self.bounds.get(id.0)
+    }
+
+    pub fn operation(&self, id: OpId) -> Option<&Operation> {
+        self.operations.get(id.0)
+    }
+
+    /// Every bound with its handle.
+    pub fn bounds_with_ids(&self) -> impl Iterator<Item = (BoundId, &Bound)> {
+        self.bounds.iter().enumerate().map(|(i, b)| (BoundId(i), b))
+    }
+
     /// The route's own bounds (its operations' follow them in `bounds`).
     pub fn own_bounds(&self) -> &[Bound] {
         let own = self
@@ -127,52 +176,58 @@ impl Route {
         self.bounds.get(op.bounds.clone()).unwrap_or_default()
     }
 
-    /// The bounds a request to operation `op` is checked against before
-    /// identity: the route's, then the operation's.
-    pub fn early_bounds(&self, op: Option<usize>) -> Cow<'_, [usize]> {
-        match op.and_then(|o| self.operations.get(o)) {
+    /// The shared-data bounds a request to operation `op` is checked
+    /// against before identity: the route's, then the operation's.
+    pub fn early_bounds(&self, op: Option<OpId>) -> Cow<'_, [BoundId]> {
+        match op.and_then(|o| self.operation(o)) {
             None => Cow::Borrowed(&self.early),
             Some(o) => Cow::Owned([self.early.as_slice(), &o.early].concat()),
         }
     }
 
     /// Some bound of the route, or of operation `op`, needs an identity.
-    pub fn needs_identity(&self, op: Option<usize>) -> bool {
+    pub fn needs_identity(&self, op: Option<OpId>) -> bool {
         !self.late.is_empty()
             || op
-                .and_then(|o| self.operations.get(o))
+                .and_then(|o| self.operation(o))
                 .is_some_and(|o| !o.late.is_empty())
             || self
                 .installation_bounds(op)
-                .any(|b| b.per.needs_identity() || !b.applies_to.is_everybody())
+                .any(|(_, b)| b.needs_identity())
     }
 
-    /// Bounds that need identity (before `applies_to` narrows them).
-    pub fn late_bounds(&self, op: Option<usize>) -> Vec<usize> {
+    /// Shared-data bounds that need identity (before `applies_to` narrows
+    /// them).
+    pub fn late_bounds(&self, op: Option<OpId>) -> Vec<BoundId> {
         let mut v = self.late.clone();
-        if let Some(o) = op.and_then(|o| self.operations.get(o)) {
+        if let Some(o) = op.and_then(|o| self.operation(o)) {
             v.extend_from_slice(&o.late);
         }
         v
     }
 
+    /// Every installation bound: the route's, then its operations'.
+    pub fn installation_bounds_all(&self) -> impl Iterator<Item = &Bound> {
+        self.service_bounds.iter().filter_map(|&id| self.bound(id))
+    }
+
     /// The installation bounds a request to operation `op` is counted by
     /// (before `applies_to` narrows them).
-    pub fn installation_bounds(
-        &self,
-        op: Option<usize>,
-    ) -> impl Iterator<Item = &InstallationBound> {
-        self.installation
+    pub fn installation_bounds(&self, op: Option<OpId>) -> impl Iterator<Item = (BoundId, &Bound)> {
+        self.service_bounds
             .iter()
-            .filter(move |b| b.op.is_none() || b.op == op)
+            .filter_map(|&id| Some((id, self.bound(id)?)))
+            .filter(move |(_, b)| {
+                b.written.operation.is_none() || b.written.operation == op.map(OpId::index)
+            })
     }
 
     /// The operation a request is, when the route lists operations: under
     /// either reading of its path.
-    pub fn operation_for(&self, r: &Normalized) -> Option<usize> {
+    pub fn operation_for(&self, r: &Normalized) -> Option<OpId> {
         let tree = self.op_tree.as_ref()?;
         let method = r.method?;
-        r.paths().find_map(|p| tree.find(method, p))
+        r.paths().find_map(|p| tree.find(method, p)).map(OpId)
     }
 }
 
@@ -183,6 +238,7 @@ pub struct Bound {
     pub name: String,
     pub per: Per,
     pub applies_to: Access,
+    /// Its limit and window (an installation bound's window is its unit's).
     pub rate: Rate,
     /// Counts, never refuses.
     pub shadow: bool,
@@ -190,11 +246,62 @@ pub struct Bound {
     /// route's matching or to any of its bounds gives every bound of the
     /// route a new fingerprint, so its counters start again.
     pub fingerprint: u64,
-    /// A fleet bound: the `bound` descriptor value (`<route>.<name>`) its
-    /// counts are synced under with the rate-limit service.
-    pub fleet: Option<String>,
+    /// Where it is counted.
+    pub scope: BoundScope,
     /// Where and how it was written, for the console.
     pub written: Written,
+}
+
+/// Where a compiled bound is counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoundScope {
+    /// In this Envoy's shared data.
+    Node,
+    /// In this Envoy's shared data, against the fleet's count, synced with
+    /// the rate-limit service under the `bound` descriptor value
+    /// `<route>.<name>`.
+    Fleet { descriptor: String },
+    /// By the rate-limit service, under the `bound` descriptor value
+    /// `<route>.<name>`, in its clock windows of `unit`.
+    Installation { descriptor: String, unit: Unit },
+}
+
+impl Bound {
+    /// Keyed on, or narrowed by, who the caller is.
+    pub fn needs_identity(&self) -> bool {
+        self.per.needs_identity() || !self.applies_to.is_everybody()
+    }
+
+    /// Counted in this Envoy's shared data (a node or a fleet bound): it
+    /// has a lane.
+    pub fn in_shared_data(&self) -> bool {
+        !matches!(self.scope, BoundScope::Installation { .. })
+    }
+
+    /// A fleet bound's descriptor value.
+    pub fn fleet(&self) -> Option<&str> {
+        match &self.scope {
+            BoundScope::Fleet { descriptor } => Some(descriptor),
+            _ => None,
+        }
+    }
+
+    /// An installation bound's descriptor value and window.
+    pub fn installation(&self) -> Option<(&str, Unit)> {
+        match &self.scope {
+            BoundScope::Installation { descriptor, unit } => Some((descriptor, *unit)),
+            _ => None,
+        }
+    }
+
+    /// What an installation bound's number means, said where it is typed
+    /// (`check`, `explain`).
+    pub fn service_reading(cluster: &str) -> String {
+        format!(
+            "exact for the whole installation (rate-limit service `{cluster}`, Redis); fixed \
+             window: up to 2× the limit around a window edge"
+        )
+    }
 }
 
 /// A bound as written: what the console says about it beyond its rate.
@@ -393,7 +500,8 @@ fn bound_key(b: &BoundConfig, j: usize, all_shadow: bool) -> impl Hash + '_ {
 }
 
 /// A bound of route `route` (of its operation `op`, named `op_name`) at
-/// `index` in its list, at `slot` in the route's compiled `bounds`.
+/// `index` in its list; `slot` numbers the route's shared-data bounds, as
+/// its fingerprint has always counted them.
 struct At<'a> {
     route: usize,
     op: Option<(usize, &'a str)>,
@@ -416,7 +524,19 @@ fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, all_shadow
             ),
         ),
     };
-    let fleet = (b.scope == Scope::Fleet).then(|| format!("{route}.{name}"));
+    // The one conversion of a window to milliseconds. Validated: the
+    // fallback (a minute) is never reached.
+    let window_ms = window_ms(&b.window).unwrap_or(60_000);
+    let descriptor = format!("{route}.{name}");
+    let scope = match b.scope {
+        Scope::Node => BoundScope::Node,
+        Scope::Fleet => BoundScope::Fleet { descriptor },
+        Scope::Installation => BoundScope::Installation {
+            descriptor,
+            // Validated: one of the service's units.
+            unit: Unit::of_ms(window_ms).unwrap_or(Unit::Minute),
+        },
+    };
     Bound {
         name,
         per: b.per,
@@ -424,17 +544,19 @@ fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, all_shadow
         shadow: b.shadow || all_shadow,
         rate: Rate {
             limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
-            // The one conversion of a window to milliseconds. Validated: the
-            // fallback (a minute) is never reached.
-            window_ms: window_ms(&b.window).unwrap_or(60_000),
+            window_ms,
         },
         // A fleet bound's entries are not a node bound's: the same bound
         // turned fleet (or back) must not read the other's counters. Salted
         // rather than hashed with the scope, so that no node bound's
         // fingerprint (and count) changes with this release.
         fingerprint: stable_hash(&(route_fp, at.slot))
-            ^ if fleet.is_some() { FLEET_SALT } else { 0 },
-        fleet,
+            ^ if b.scope == Scope::Fleet {
+                FLEET_SALT
+            } else {
+                0
+            },
+        scope,
         written: Written {
             path,
             operation: at.op.map(|(k, _)| k),
@@ -477,50 +599,6 @@ fn route_fingerprint(r: &RouteConfig, all_shadow: bool) -> u64 {
     ))
 }
 
-/// An installation bound of a validated configuration (its window is one
-/// of the service's units).
-fn compile_installation(
-    b: &BoundConfig,
-    route: &str,
-    at: At,
-    all_shadow: bool,
-) -> InstallationBound {
-    let own = bound_name(b, at.index);
-    let (name, path) = match at.op {
-        None => (own, format!("$.routes[{}].bounds[{}]", at.route, at.index)),
-        Some((k, op)) => (
-            qualified_name(op, &own),
-            format!(
-                "$.routes[{}].operations[{k}].bounds[{}]",
-                at.route, at.index
-            ),
-        ),
-    };
-    InstallationBound {
-        descriptor: format!("{route}.{name}"),
-        name,
-        op: at.op.map(|(k, _)| k),
-        index: at.index,
-        path,
-        window: b.window.clone(),
-        per: b.per,
-        applies_to: b.applies_to.clone(),
-        limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
-        unit: window_ms(&b.window)
-            .ok()
-            .and_then(Unit::of_ms)
-            .unwrap_or(Unit::Minute),
-        shadow: b.shadow || all_shadow,
-    }
-}
-
-impl Bound {
-    /// Keyed on, or narrowed by, who the caller is.
-    pub fn needs_identity(&self) -> bool {
-        self.per.needs_identity() || !self.applies_to.is_everybody()
-    }
-}
-
 impl Plan {
     /// Compiles a validated configuration.
     pub fn compile(c: &Config) -> Plan {
@@ -536,24 +614,13 @@ impl Plan {
                 needs.path |= m.path_prefix.is_some();
                 needs.method |= !m.methods.is_empty();
                 let route_fp = route_fingerprint(r, c.shadow);
-                let mut installation = Vec::new();
+                // A shared-data bound's fingerprint counts the route's own
+                // bounds by their written index, and an operation's by the
+                // shared-data bounds before it: kept, so no count restarts.
                 let mut bounds: Vec<Bound> = r
                     .bounds
                     .iter()
                     .enumerate()
-                    .filter(|(j, b)| {
-                        let node = b.scope.in_shared_data();
-                        if !node {
-                            let at = At {
-                                route: i,
-                                op: None,
-                                index: *j,
-                                slot: *j,
-                            };
-                            installation.push(compile_installation(b, &r.name, at, c.shadow));
-                        }
-                        node
-                    })
                     .map(|(j, b)| {
                         let at = At {
                             route: i,
@@ -564,10 +631,19 @@ impl Plan {
                         compile_bound(b, &r.name, at, route_fp, c.shadow)
                     })
                     .collect();
-                let phases =
-                    |range: std::ops::Range<usize>, bounds: &[Bound]| -> (Vec<usize>, Vec<usize>) {
-                        range.partition(|j| bounds.get(*j).is_some_and(|b| !b.needs_identity()))
-                    };
+                let mut slot = bounds.iter().filter(|b| b.in_shared_data()).count();
+                let phases = |range: Range<usize>, bounds: &[Bound]| {
+                    let mut early = Vec::new();
+                    let mut late = Vec::new();
+                    for j in range {
+                        match bounds.get(j).filter(|b| b.in_shared_data()) {
+                            Some(b) if b.needs_identity() => late.push(BoundId(j)),
+                            Some(_) => early.push(BoundId(j)),
+                            None => {}
+                        }
+                    }
+                    (early, late)
+                };
                 let (early, late) = phases(0..bounds.len(), &bounds);
                 let mut operations = Vec::with_capacity(r.operations.len());
                 let mut templates = Vec::with_capacity(r.operations.len());
@@ -575,22 +651,13 @@ impl Plan {
                     let name = operation_name(o, k);
                     let first = bounds.len();
                     for (j, b) in o.bounds.iter().enumerate() {
-                        if !b.scope.in_shared_data() {
-                            let at = At {
-                                route: i,
-                                op: Some((k, &name)),
-                                index: j,
-                                slot: j,
-                            };
-                            installation.push(compile_installation(b, &r.name, at, c.shadow));
-                            continue;
-                        }
                         let at = At {
                             route: i,
                             op: Some((k, &name)),
                             index: j,
-                            slot: bounds.len(),
+                            slot,
                         };
+                        slot += usize::from(b.scope.in_shared_data());
                         bounds.push(compile_bound(b, &r.name, at, route_fp, c.shadow));
                     }
                     let (op_early, op_late) = phases(first..bounds.len(), &bounds);
@@ -607,6 +674,10 @@ impl Plan {
                         late: op_late,
                     });
                 }
+                let service_bounds = (0..bounds.len())
+                    .filter(|&j| bounds.get(j).is_some_and(|b| !b.in_shared_data()))
+                    .map(BoundId)
+                    .collect();
                 let op_tree = (!operations.is_empty()).then(|| {
                     OpTree::new(
                         operations
@@ -623,14 +694,13 @@ impl Plan {
                     matcher: Matcher::new(m),
                     matching: m.clone(),
                     // user/org/token/account bounds fall back to the address.
-                    needs_address: bounds.iter().any(|b| b.per != Per::Route)
-                        || installation.iter().any(|b| b.per != Per::Route),
+                    needs_address: bounds.iter().any(|b| b.per != Per::Route),
                     bounds,
                     early,
                     late,
                     operations,
                     op_tree,
-                    installation,
+                    service_bounds,
                     account: r.account.clone(),
                 }
             })
@@ -664,30 +734,42 @@ impl Plan {
     }
 
     /// The first route whose matcher accepts the request.
-    pub fn route_for(&self, r: &RequestInfo) -> Option<usize> {
+    pub fn route_for(&self, r: &RequestInfo) -> Option<RouteId> {
         self.route_for_normalized(&r.normalized())
     }
 
     /// [`Plan::route_for`] of a request already normalised (the request
     /// path normalises once, for the route and its operation).
-    pub fn route_for_normalized(&self, r: &Normalized) -> Option<usize> {
+    pub fn route_for_normalized(&self, r: &Normalized) -> Option<RouteId> {
         self.routes
             .iter()
             .position(|route| route.matcher.matches(r))
+            .map(RouteId)
+    }
+
+    pub fn route(&self, id: RouteId) -> Option<&Route> {
+        self.routes.get(id.0)
+    }
+
+    /// Every route with its handle.
+    pub fn routes_with_ids(&self) -> impl Iterator<Item = (RouteId, &Route)> {
+        self.routes.iter().enumerate().map(|(i, r)| (RouteId(i), r))
     }
 
     /// Some bound is a fleet bound: the configuration syncs.
     pub fn has_fleet_bounds(&self) -> bool {
         self.routes
             .iter()
-            .any(|r| r.bounds.iter().any(|b| b.fleet.is_some()))
+            .any(|r| r.bounds.iter().any(|b| b.fleet().is_some()))
     }
 
-    /// What every bound, in plan order, asks of the lane directory.
+    /// What every shared-data bound, in plan order, asks of the lane
+    /// directory.
     pub fn wants(&self) -> Vec<crate::count::directory::Want> {
         self.routes
             .iter()
             .flat_map(|r| r.bounds.iter())
+            .filter(|b| b.in_shared_data())
             .map(|b| crate::count::directory::Want {
                 fingerprint: b.fingerprint,
                 table: b.per != Per::Route,
@@ -727,28 +809,28 @@ mod tests {
         };
         assert_eq!(
             p.route_for(&req(Some("r1"), None, Some("/a/x?q=1"), Some("GET"))),
-            Some(0)
+            Some(RouteId(0))
         );
         assert_eq!(
             p.route_for(&req(Some("r1"), None, Some("/a"), Some("POST"))),
-            Some(2)
+            Some(RouteId(2))
         );
         assert_eq!(
             p.route_for(&req(Some("r2"), None, Some("/a"), Some("GET"))),
-            Some(2)
+            Some(RouteId(2))
         );
         assert_eq!(
             p.route_for(&req(None, Some("Example.COM:8080"), None, None)),
-            Some(1)
+            Some(RouteId(1))
         );
         assert_eq!(
             p.route_for(&req(None, Some("example.org"), None, None)),
-            Some(2)
+            Some(RouteId(2))
         );
         // The query string is not part of the path.
         assert_eq!(
             p.route_for(&req(Some("r1"), None, Some("/x?/a"), Some("GET"))),
-            Some(2)
+            Some(RouteId(2))
         );
         assert!(p.needs.route_name && p.needs.host && p.needs.path && p.needs.method);
     }
@@ -774,8 +856,8 @@ mod tests {
                 method: Some(method),
             };
             let r = p.route_for(&req)?;
-            let op = p.routes[r].operation_for(&req.normalized());
-            Some((p.routes[r].name.as_str(), op))
+            let op = p.routes[r.0].operation_for(&req.normalized());
+            Some((p.routes[r.0].name.as_str(), op.map(|o| o.0)))
         };
         let api = Some(("api", None));
         for path in [
@@ -845,6 +927,58 @@ mod tests {
         }
         assert_eq!(at(None, "/shop/orders/7", "HEAD"), shop(1));
         assert_eq!(at(None, "/shop/orders/7/pay", "HEAD"), Some(("shop", None)));
+    }
+
+    /// A shared-data bound's fingerprint names its counters: the values
+    /// this release computes are the previous release's (an upgrade
+    /// restarts no count), installation bounds in the list or not.
+    #[test]
+    fn fingerprints_are_the_previous_releases() {
+        let p = plan(
+            r#"{"rate_limit_service":{"cluster":"rls","domain":"d"},"routes":[{"name":"r","bounds":[
+            {"name":"i","per":"address","limit":5,"window":"PT1M","scope":"installation"},
+            {"name":"a","per":"address","limit":5,"window":"PT1M"},
+            {"name":"f","per":"address","limit":50,"window":"PT1M","scope":"fleet"}],
+          "operations":[{"name":"o","method":"GET","path":"/x","bounds":[
+            {"name":"oi","per":"route","limit":5,"window":"PT1H","scope":"installation"},
+            {"name":"ob","per":"route","limit":7,"window":"PT1M"}]}]}]}"#,
+        );
+        let shared: Vec<(&str, u64)> = p.routes[0]
+            .bounds
+            .iter()
+            .filter(|b| b.in_shared_data())
+            .map(|b| (b.name.as_str(), b.fingerprint))
+            .collect();
+        assert_eq!(
+            shared,
+            [
+                ("a", 0xa950_022e_e9fc_7d74),
+                ("f", 0x6ba0_2386_21ad_e7ca),
+                ("o.ob", 0x0dcc_46e3_55ad_e7cb)
+            ]
+        );
+        let r = &p.routes[0];
+        let names = |ids: &[BoundId]| -> Vec<&str> {
+            ids.iter()
+                .map(|&i| r.bound(i).unwrap().name.as_str())
+                .collect()
+        };
+        assert_eq!(names(&r.service_bounds), ["i", "o.oi"]);
+        assert_eq!(names(&r.early), ["a", "f"]);
+        assert_eq!(names(&r.operations[0].early), ["o.ob"]);
+        assert_eq!(
+            r.installation_bounds(None)
+                .map(|(_, b)| b.name.as_str())
+                .collect::<Vec<_>>(),
+            ["i"]
+        );
+        assert_eq!(
+            r.installation_bounds(Some(OpId(0)))
+                .map(|(_, b)| b.name.as_str())
+                .collect::<Vec<_>>(),
+            ["i", "o.oi"]
+        );
+        assert_eq!(p.wants().len(), 3, "a lane for each shared-data bound only");
     }
 
     #[test]

@@ -4,8 +4,7 @@
 //! [`super::render`] turns it into text; it serializes as the JSON of
 //! `explain --format json`.
 
-use crate::config::installation::InstallationBound;
-use crate::config::plan::{Bound, Plan, Route};
+use crate::config::plan::{Bound, BoundScope, Plan, Route};
 use crate::config::Per;
 use crate::console::warnings::{warnings_at, Counters, Level, Warning};
 use crate::console::words;
@@ -96,7 +95,9 @@ pub enum Phase {
 
 impl Phase {
     pub fn of(bound: &Bound) -> Phase {
-        if bound.needs_identity() {
+        if !bound.in_shared_data() {
+            Phase::Installation
+        } else if bound.needs_identity() {
             Phase::AfterIdentity
         } else {
             Phase::BeforeIdentity
@@ -161,12 +162,14 @@ pub fn explain_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Explana
     };
     for r in &plan.routes {
         let own = r.own_bounds().len();
-        let installation_own = r.installation.iter().filter(|b| b.op.is_none()).count();
-        summary.bounds += own + installation_own;
-        summary.operation_bounds += r.installation.len() - installation_own;
+        summary.bounds += own;
         summary.operations += r.operations.len();
         summary.operation_bounds += r.bounds.len() - own;
-        summary.node_bounds += r.bounds.iter().filter(|b| b.fleet.is_none()).count();
+        summary.node_bounds += r
+            .bounds
+            .iter()
+            .filter(|b| b.scope == BoundScope::Node)
+            .count();
     }
     for w in &all {
         match w.level {
@@ -217,15 +220,8 @@ fn route_row(r: &Route, all: &mut Vec<Warning>) -> RouteRow {
             warnings: take(all, |w| w.route == i && w.operation == Some(o.index)),
         });
     }
-    for b in &r.installation {
-        let title = b.op.and_then(|k| r.operations.get(k)).map(words::title);
-        rows.push((
-            Phase::Installation,
-            installation_row(i, b, title.as_deref(), all),
-        ));
-    }
     let mut phases: Vec<Phase> = vec![Phase::BeforeIdentity, Phase::AfterIdentity];
-    if !r.installation.is_empty() {
+    if !r.service_bounds.is_empty() {
         phases.push(Phase::Installation);
     }
     let phases = phases
@@ -252,6 +248,9 @@ fn route_row(r: &Route, all: &mut Vec<Warning>) -> RouteRow {
 /// A bound's row (of route `route`; `operation` is the title of the
 /// operation whose bound it is), its warnings moved out of `all`.
 fn bound_row(route: usize, b: &Bound, operation: Option<&str>, all: &mut Vec<Warning>) -> BoundRow {
+    if b.installation().is_some() {
+        return installation_row(route, b, operation, all);
+    }
     let at = &b.written;
     BoundRow {
         name: b.name.clone(),
@@ -272,27 +271,28 @@ fn bound_row(route: usize, b: &Bound, operation: Option<&str>, all: &mut Vec<War
 /// An installation bound's row, its reading among its warnings.
 fn installation_row(
     route: usize,
-    b: &InstallationBound,
+    b: &Bound,
     operation: Option<&str>,
     all: &mut Vec<Warning>,
 ) -> BoundRow {
-    let (limit, ms) = (u64::from(b.limit), b.unit.ms());
+    let at = &b.written;
+    let (limit, ms) = (u64::from(b.rate.limit), b.rate.window_ms);
     let who = words::audience(&b.applies_to);
     BoundRow {
         name: b.name.clone(),
         operation: operation.map(str::to_string),
-        path: b.path.clone(),
+        path: at.path.clone(),
         per: b.per,
         limit,
-        window: b.window.clone(),
+        window: at.window.clone(),
         window_ms: ms,
-        words: match b.op {
+        words: match at.operation {
             None => words::bound(limit, ms, b.per, who.as_deref()),
             Some(_) => words::operation_bound(limit, ms, b.per, who.as_deref()),
         },
         applies_to: who,
         warnings: take(all, |w| {
-            w.route == route && w.operation == b.op && w.bound == Some(b.index)
+            w.route == route && w.operation == at.operation && w.bound == Some(at.index)
         }),
     }
 }

@@ -28,15 +28,16 @@ fn limits(plan: &Plan) -> Vec<(String, Limit)> {
     plan.routes
         .iter()
         .flat_map(|r| {
-            r.installation.iter().map(|b| {
-                (
-                    b.descriptor.clone(),
+            r.installation_bounds_all().filter_map(|b| {
+                let (descriptor, unit) = b.installation()?;
+                Some((
+                    descriptor.to_string(),
                     Limit {
                         per: (b.per != crate::config::Per::Route).then(|| b.per.as_str()),
-                        unit: b.unit,
-                        requests_per_unit: b.limit,
+                        unit,
+                        requests_per_unit: b.rate.limit,
                     },
-                )
+                ))
             })
         })
         .collect()

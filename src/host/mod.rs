@@ -6,11 +6,12 @@ mod metrics;
 mod node;
 mod shared;
 
+use crate::config::plan::RouteId;
 use crate::count::lane::Table;
 use crate::node::{Active, Node, NodeHost};
 use crate::pipeline::installation::ServiceCall;
 use crate::pipeline::limiter::BoundEvent;
-use crate::pipeline::{Exchange, Host, Level, LocalReply, SessionCall, Stat, Step, Waits, Worker};
+use crate::pipeline::{Exchange, Host, Level, LocalReply, SessionCall, Stat, Step, Worker};
 use metrics::Metrics;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
@@ -90,7 +91,7 @@ impl RootContext for Root {
 
     fn create_http_context(&self, _: u32) -> Option<Box<dyn HttpContext>> {
         Some(Box::new(Request {
-            active: self.node.active(),
+            active: self.node.for_request(),
             exchange: Exchange::default(),
         }))
     }
@@ -108,8 +109,8 @@ struct Request {
 /// The pipeline's host: Envoy through proxy-wasm, stats into `Metrics`.
 struct Envoy<'a> {
     metrics: &'a Metrics,
-    /// Headers of the call-out answer being handled ([`node::call_map`]).
-    call_headers: usize,
+    /// The call-out answer being handled ([`node::RootHost`]).
+    call: node::RootHost,
 }
 
 impl Host for Envoy<'_> {
@@ -149,7 +150,7 @@ impl Host for Envoy<'_> {
 
     fn session_status(&self) -> Option<String> {
         node::call_map(
-            self.call_headers,
+            self.call.headers,
             MapType::HttpCallResponseHeaders,
             ":status",
         )
@@ -167,6 +168,10 @@ impl Host for Envoy<'_> {
 
     fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String> {
         node::dispatch_rls(call).map(|_| ())
+    }
+
+    fn service_status(&self) -> u32 {
+        node::rls_status(self.call.headers, self.call.trailers)
     }
 
     fn service_body(&self, size: usize) -> Option<Vec<u8>> {
@@ -190,22 +195,12 @@ impl Host for Envoy<'_> {
         let _ = hostcalls::add_map_value(MapType::HttpResponseHeaders, name, value);
     }
 
-    fn record(&mut self, route: usize, events: &[BoundEvent]) {
+    fn record(&mut self, route: RouteId, events: &[BoundEvent]) {
         self.metrics.record(route, events);
     }
 
     fn count(&mut self, stat: Stat) {
-        let m = self.metrics;
-        match stat {
-            Stat::StoreError => m.store_error(),
-            Stat::IdentityError => m.identity_error(),
-            Stat::SessionCall => m.session_call(),
-            Stat::SessionCacheHit => m.session_cache_hit(),
-            Stat::JwtCacheHit => m.jwt_cache_hit(),
-            Stat::AccountUnreadable => m.account_unreadable(),
-            Stat::RlsCallSaved => m.rls_call_saved(),
-            Stat::RlsNoLimit => m.rls_no_limit(),
-        }
+        self.metrics.count_request(stat);
     }
 
     fn log(&mut self, level: Level, msg: &str) {
@@ -217,22 +212,9 @@ impl Context for Request {
     /// The session service or the rate-limit service answered: a request
     /// waits for one call-out at a time.
     fn on_http_call_response(&mut self, _: u32, headers: usize, body_size: usize, trailers: usize) {
-        let Some(active) = self.active.clone() else {
-            return;
-        };
-        let mut host = Envoy {
-            metrics: &active.stats,
-            call_headers: headers,
-        };
-        let worker = active.worker();
-        let step = match self.exchange.waits_for() {
-            Some(Waits::Service) => {
-                let status = node::rls_status(headers, trailers);
-                worker.on_service_answer(&mut host, &mut self.exchange, status, body_size)
-            }
-            _ => worker.on_session_answer(&mut host, &mut self.exchange, body_size),
-        };
-        if step == Step::Continue {
+        let call = node::RootHost { headers, trailers };
+        let step = self.step(call, |w, host, ex| w.on_answer(host, ex, body_size));
+        if step == Action::Continue {
             let _ = hostcalls::resume_http_request();
         }
     }
@@ -241,13 +223,17 @@ impl Context for Request {
 impl Request {
     /// Runs one callback of the pipeline with this request's configuration
     /// and exchange; without a configuration the request goes on.
-    fn step(&mut self, f: impl FnOnce(Worker, &mut Envoy, &mut Exchange) -> Step) -> Action {
+    fn step(
+        &mut self,
+        call: node::RootHost,
+        f: impl FnOnce(Worker, &mut Envoy, &mut Exchange) -> Step,
+    ) -> Action {
         let Some(active) = self.active.clone() else {
             return Action::Continue;
         };
         let mut host = Envoy {
             metrics: &active.stats,
-            call_headers: 0,
+            call,
         };
         match f(active.worker(), &mut host, &mut self.exchange) {
             Step::Continue => Action::Continue,
@@ -258,22 +244,24 @@ impl Request {
 
 impl HttpContext for Request {
     fn on_http_request_headers(&mut self, _: usize, end_of_stream: bool) -> Action {
-        // A configuration the directory forgot counts nothing more.
-        if self.active.as_ref().is_some_and(|a| a.orphaned.get()) {
-            return Action::Continue;
-        }
-        self.step(|w, host, ex| w.on_request(host, ex, end_of_stream))
+        let call = node::RootHost::default();
+        self.step(call, |w, host, ex| w.on_request(host, ex, end_of_stream))
     }
 
     fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
-        self.step(|w, host, ex| w.on_request_body(host, ex, size, end_of_stream))
+        let call = node::RootHost::default();
+        self.step(call, |w, host, ex| {
+            w.on_request_body(host, ex, size, end_of_stream)
+        })
     }
 
     fn on_http_request_trailers(&mut self, _: usize) -> Action {
-        self.step(|w, host, ex| w.on_request_trailers(host, ex))
+        let call = node::RootHost::default();
+        self.step(call, |w, host, ex| w.on_request_trailers(host, ex))
     }
 
     fn on_http_response_headers(&mut self, _: usize, _: bool) -> Action {
-        self.step(|w, host, ex| w.on_response(host, ex))
+        let call = node::RootHost::default();
+        self.step(call, |w, host, ex| w.on_response(host, ex))
     }
 }

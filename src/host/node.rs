@@ -1,10 +1,10 @@
 //! The node's host ([`NodeHost`]): Envoy through proxy-wasm for a root
 //! context, stats into `Metrics`.
 
-use super::metrics::Metrics;
+use super::metrics::{EnvoyMetrics, Metrics};
 use super::shared::{log, map_value, now_ms, SharedData};
 use crate::config::plan::Plan;
-use crate::node::{NodeHost, NodeStat, NodeStats};
+use crate::node::NodeHost;
 use crate::pipeline::installation::ServiceCall;
 use crate::pipeline::Level;
 use proxy_wasm::hostcalls;
@@ -17,21 +17,6 @@ use std::time::Duration;
 pub struct RootHost {
     pub headers: usize,
     pub trailers: usize,
-}
-
-impl NodeStats for Metrics {
-    fn count(&self, stat: NodeStat) {
-        match stat {
-            NodeStat::StoreError => self.store_error(),
-            NodeStat::FleetNodes(n) => self.fleet_nodes(n),
-            NodeStat::FleetSyncSent(keys) => self.fleet_sync_sent(keys),
-            NodeStat::FleetSyncFailed => self.fleet_sync_failed(),
-            NodeStat::FleetAlone(n) => self.fleet_alone(n),
-            NodeStat::WriteMemory(saved, stale) => self.write_memory((saved, stale)),
-            NodeStat::Flush => self.flush(),
-            NodeStat::Tracked { route, bound, n } => self.tracked(route, bound, n),
-        }
-    }
 }
 
 impl NodeHost for RootHost {
@@ -63,7 +48,7 @@ impl NodeHost for RootHost {
     }
 
     fn define_stats(&mut self, plan: &Plan) -> Metrics {
-        Metrics::define(plan)
+        Metrics::define(EnvoyMetrics, plan)
     }
 
     fn dispatch(&mut self, call: &ServiceCall) -> Result<u32, String> {

@@ -2,6 +2,7 @@
 //! each returning a `Result` (the SDK's `Context` wrappers unwrap).
 
 use crate::count::store::{Store, StoreError, StoreOp, Versioned};
+use crate::reply::header_map;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{LogLevel, MapType, Status};
 
@@ -108,29 +109,10 @@ pub fn map_values(map: MapType, name: &str) -> Vec<Vec<u8>> {
         }
         Vec::from_raw_parts(data, size, size)
     };
-    pairs(&bytes)
+    header_map::pairs(&bytes)
         .filter(|(k, _)| k.eq_ignore_ascii_case(name.as_bytes()))
         .map(|(_, v)| v.to_vec())
         .collect()
-}
-
-/// The proxy-wasm map encoding read back (see [`serialize_map`]); a
-/// truncated map ends where it stops making sense.
-fn pairs(bytes: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
-    let word = |at: usize| -> Option<usize> {
-        let b = bytes.get(at..at + 4)?;
-        Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
-    };
-    let n = word(0).unwrap_or(0);
-    let mut p = 4usize.saturating_add(n.saturating_mul(8));
-    (0..n).map_while(move |i| {
-        let (k, v) = (word(4 + i * 8)?, word(8 + i * 8)?);
-        let key = bytes.get(p..p.checked_add(k)?)?;
-        p = p.checked_add(k)?.checked_add(1)?;
-        let value = bytes.get(p..p.checked_add(v)?)?;
-        p = p.checked_add(v)?.checked_add(1)?;
-        Some((key, value))
-    })
 }
 
 #[link(wasm_import_module = "env")]
@@ -151,7 +133,7 @@ extern "C" {
 /// panics on any status but Ok and cannot pass response code details or a
 /// gRPC status. Every status is an error here.
 pub fn send_local_response(reply: &crate::pipeline::LocalReply) -> Result<(), String> {
-    let headers = serialize_map(&reply.headers);
+    let headers = header_map::encode(&reply.headers);
     let grpc = reply
         .grpc_status
         .and_then(|g| i32::try_from(g).ok())
@@ -173,51 +155,5 @@ pub fn send_local_response(reply: &crate::pipeline::LocalReply) -> Result<(), St
     match status {
         0 => Ok(()),
         s => Err(format!("host status {s}")),
-    }
-}
-
-/// The proxy-wasm map encoding: the count, each key's and value's length
-/// (u32, little-endian), then each key and value followed by a NUL.
-fn serialize_map(map: &[(&str, &str)]) -> Vec<u8> {
-    let len32 = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes();
-    let mut out = Vec::with_capacity(
-        4 + map
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + 10)
-            .sum::<usize>(),
-    );
-    out.extend_from_slice(&len32(map.len()));
-    for (k, v) in map {
-        out.extend_from_slice(&len32(k.len()));
-        out.extend_from_slice(&len32(v.len()));
-    }
-    for (k, v) in map {
-        out.extend_from_slice(k.as_bytes());
-        out.push(0);
-        out.extend_from_slice(v.as_bytes());
-        out.push(0);
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn map_pairs_read_back_what_was_written_and_stop_at_garbage() {
-        let m = serialize_map(&[("x-login", "a"), ("other", ""), ("x-login", "b")]);
-        let got: Vec<_> = pairs(&m).collect();
-        assert_eq!(
-            got,
-            [
-                (&b"x-login"[..], &b"a"[..]),
-                (b"other", b""),
-                (b"x-login", b"b")
-            ]
-        );
-        assert_eq!(pairs(&m[..m.len() - 3]).count(), 2, "truncated");
-        assert_eq!(pairs(&[0xff, 0xff, 0xff, 0x7f]).count(), 0);
-        assert_eq!(pairs(&[]).count(), 0);
     }
 }

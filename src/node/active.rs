@@ -127,7 +127,7 @@ fn bind_lanes<S: Store>(
     plan: &Plan,
     assigned: &[directory::Assigned],
     table: Table,
-) -> Result<Vec<Vec<Lane>>, Vec<ConfigureError>> {
+) -> Result<Vec<Vec<Option<Lane>>>, Vec<ConfigureError>> {
     let store_err = |e: StoreError| vec![ConfigureError::SharedData(e)];
     lanes_for(plan, |n, bound| {
         let a = assigned

@@ -468,9 +468,13 @@ fn ten_thousand_callers_are_cut_into_bounded_calls() {
     for i in 0..1_000u32 {
         node.hit(&format!("10.{}.{}.1", i / 250, i % 250), T0 + u64::from(i));
     }
-    let tracked =
-        crate::count::lane::tracked(&node.host.pipe.store, &node.active().limiter.lanes[0][0])
-            .unwrap();
+    let active = node.active();
+    let (r, b) = (
+        crate::config::plan::RouteId(0),
+        crate::config::plan::BoundId(0),
+    );
+    let lane = active.limiter.lane(r, b).unwrap();
+    let tracked = crate::count::lane::tracked(&node.host.pipe.store, lane).unwrap();
     node.sync(&mut service, T0 + 2_000);
     let keys: usize = service.calls.iter().sum();
     // Every tracked key, the overflow counter, the heartbeat and the

@@ -1,7 +1,7 @@
 //! What the node asks of its host: the [`NodeHost`] seam, and the stats it
 //! keeps per configuration ([`NodeStat`]).
 
-use crate::config::plan::Plan;
+use crate::config::plan::{BoundId, Plan, RouteId};
 use crate::count::store::Store;
 use crate::pipeline::installation::ServiceCall;
 use crate::pipeline::Level;
@@ -23,8 +23,8 @@ pub enum NodeStat {
     Flush,
     /// Callers tracked by bound `bound` of route `route`.
     Tracked {
-        route: usize,
-        bound: usize,
+        route: RouteId,
+        bound: BoundId,
         n: u32,
     },
 }

@@ -15,6 +15,7 @@ mod active;
 mod host;
 #[cfg(any(test, feature = "test-support"))]
 pub mod mock;
+mod stat_book;
 mod sweep;
 mod sync;
 // Fleet bounds across several nodes, each over its own store, with a
@@ -27,6 +28,7 @@ mod warm;
 
 pub use active::{Active, ConfigureError};
 pub use host::{NodeHost, NodeStat, NodeStats};
+pub use stat_book::{StatBook, StatSink};
 
 use crate::count::directory;
 use crate::count::lane::Table;
@@ -94,6 +96,13 @@ impl<S: NodeStats> Node<S> {
     /// The configuration in force, for the requests that start now.
     pub fn active(&self) -> Option<Rc<Active<S>>> {
         self.active.clone()
+    }
+
+    /// The configuration a new request runs under: none before one is in
+    /// force, nor once the directory forgot it (its lanes may be another
+    /// bound's now: it counts nothing more).
+    pub fn for_request(&self) -> Option<Rc<Active<S>>> {
+        self.active.clone().filter(|a| !a.orphaned.get())
     }
 
     /// A configuration (`bytes`) arrived: put in force, or rejected with

@@ -15,8 +15,8 @@ pub const SWEEP_CHUNK: usize = 256;
 /// nothing.
 pub fn sweep<H: NodeHost>(host: &mut H, active: &Active<impl NodeStats>, now: u64) {
     let period = now / 1_000;
-    for (r, lanes_of_route) in active.limiter.lanes.iter().enumerate() {
-        for (b, lane) in lanes_of_route.iter().enumerate() {
+    for (route, bound, _, lane) in active.limiter.bound_lanes() {
+        {
             let Some(table) = lane.table else { continue };
             let mut n = match lane::tracked(host.store(), lane) {
                 Ok(n) => n,
@@ -37,7 +37,6 @@ pub fn sweep<H: NodeHost>(host: &mut H, active: &Active<impl NodeStats>, now: u6
                     }
                 }
             }
-            let (route, bound) = (r, b);
             active.stats.count(NodeStat::Tracked { route, bound, n });
         }
     }

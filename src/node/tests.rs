@@ -202,6 +202,7 @@ fn the_directory_forgetting_a_configuration() {
     assert_eq!(host.configs(), 2, "registered again");
     let fresh = n.active().unwrap();
     assert!(fresh.gen > gen && !fresh.orphaned.get());
+    assert!(n.for_request().is_some());
     tick(&mut host, &mut n, T0 + directory::LEASE_MS + 1_001);
     tick(&mut host, &mut n, T0 + directory::LEASE_MS + 2_001);
     assert_eq!(host.logged(Level::Error, "forgotten"), 1, "known again");
@@ -220,6 +221,10 @@ fn the_directory_forgetting_a_configuration() {
     let a = old.active().unwrap();
     tick(&mut host, &mut old, now);
     assert!(a.orphaned.get(), "counts nothing more");
+    assert!(
+        old.for_request().is_none(),
+        "a new request is let through uncounted"
+    );
     tick(&mut host, &mut old, now + 1_000);
     assert_eq!(host.logged(Level::Error, "superseded configuration"), 1);
     assert_eq!(host.configs(), 2, "not registered again");

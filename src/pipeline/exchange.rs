@@ -4,7 +4,7 @@
 //! carries out what they come to: a local reply, a wait, or the request
 //! let on with the figures its response will show.
 
-use super::installation::{self, Ready};
+use super::installation::Ready;
 use super::{Begun, Decision, Host, Level, LocalReply, SessionError, Stat, Step, Waiting, Worker};
 use crate::count::window::Quota;
 use crate::pipeline::limiter::BoundEvent;
@@ -37,33 +37,23 @@ fn is_grpc<H: Host>(host: &H) -> bool {
         .is_some_and(|t| t.starts_with("application/grpc"))
 }
 
-/// What a paused request waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waits {
-    Session,
-    Body,
-    Service,
-}
-
 impl Exchange {
     /// This filter answered the request itself.
     pub fn replied(&self) -> bool {
         self.refused
     }
 
-    pub fn waits_for(&self) -> Option<Waits> {
-        match self.stage {
-            Stage::Going => None,
-            Stage::Session(_) => Some(Waits::Session),
-            Stage::Body(_) => Some(Waits::Body),
-            Stage::Service(_) => Some(Waits::Service),
-        }
+    /// What the request waits for.
+    pub fn stage(&self) -> &Stage {
+        &self.stage
     }
 }
 
-/// What a paused request waits for; while it waits, its body is held.
+/// What a paused request waits for, and keeps meanwhile (a step's
+/// [`Begun`](super::Begun) once its call is out); while it waits, its body
+/// is held.
 #[derive(Default)]
-enum Stage {
+pub enum Stage {
     #[default]
     Going,
     Session(Box<Waiting>),
@@ -237,7 +227,10 @@ impl<'p> Worker<'p> {
                                     identity,
                                     ..
                                 } = *waiting;
-                                let next = self.finish(host, pending, &address, identity, now);
+                                let Some(r) = self.route(pending.route()) else {
+                                    return Step::Continue;
+                                };
+                                let next = self.finish(host, r, pending, &address, identity, now);
                                 return self.drive(host, ex, next);
                             }
                         }
@@ -258,14 +251,11 @@ impl<'p> Worker<'p> {
                 return Step::Continue;
             }
             Begun::NeedsService(mut ready, call) => {
-                let Some(route) = self.limiter.plan.routes.get(ready.pending.route()) else {
-                    return Step::Continue;
-                };
                 let events: Vec<BoundEvent> = ready
                     .bounds
                     .iter()
                     .map(|&i| BoundEvent {
-                        bound: installation::stat_index(route, i),
+                        bound: i,
                         event: crate::pipeline::limiter::Event::ServiceCall,
                         overflow: false,
                     })
@@ -280,7 +270,12 @@ impl<'p> Worker<'p> {
                         ex.stage = Stage::Service(ready);
                         return Step::Pause;
                     }
-                    Err(s) => self.service_failed(host, *ready, &format!("not dispatched: {s}")),
+                    Err(s) => {
+                        let Some(r) = self.route(ready.pending.route()) else {
+                            return Step::Continue;
+                        };
+                        self.service_failed(host, r, *ready, &format!("not dispatched: {s}"))
+                    }
                 }
             }
         };
@@ -291,10 +286,18 @@ impl<'p> Worker<'p> {
     fn over_cap(&self, ready: &Ready, size: usize) -> bool {
         self.limiter
             .plan
-            .routes
-            .get(ready.pending.route())
+            .route(ready.pending.route())
             .and_then(|r| r.account.as_ref())
             .is_some_and(|a| size > a.max_body_bytes)
+    }
+
+    /// The body arrived as far as the route reads it: the account, then
+    /// what comes next.
+    fn with_body<H: Host>(&self, host: &mut H, ready: Box<Ready>, size: usize) -> Begun<'p> {
+        match self.limiter.plan.route(ready.pending.route()) {
+            Some(route) => self.read_body(host, route, ready, size),
+            None => Begun::Decided(Decision::Pass(None)),
+        }
     }
 
     /// The request's headers arrived (`end_of_stream`: it has no body):
@@ -352,6 +355,20 @@ impl<'p> Worker<'p> {
         }
     }
 
+    /// The call-out the request waits for was answered (`size` bytes of
+    /// body): the session service's or the rate-limit service's.
+    /// `Continue` when the paused request is to go on.
+    pub fn on_answer<H: Host>(&self, host: &mut H, ex: &mut Exchange, size: usize) -> Step {
+        match ex.stage {
+            Stage::Service(_) => {
+                let status = host.service_status();
+                self.on_service_answer(host, ex, status, size)
+            }
+            Stage::Session(_) => self.on_session_answer(host, ex, size),
+            Stage::Going | Stage::Body(_) => Step::Pause,
+        }
+    }
+
     /// The rate-limit service answered (gRPC status `status`, `size` bytes
     /// of message). `Continue` when the paused request is to go on.
     pub fn on_service_answer<H: Host>(
@@ -371,7 +388,7 @@ impl<'p> Worker<'p> {
 
     /// The session service answered (`body_size` bytes of body).
     /// `Continue` when the paused request is to go on.
-    pub fn on_session_answer<H: Host>(
+    fn on_session_answer<H: Host>(
         &self,
         host: &mut H,
         ex: &mut Exchange,
@@ -390,7 +407,7 @@ impl<'p> Worker<'p> {
     /// when the request is still undecided (an upstream that answered
     /// before reading the body the filter holds): the response waits.
     pub fn on_response<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
-        if ex.waits_for().is_some() {
+        if !matches!(ex.stage, Stage::Going) {
             ex.response_held = true;
             return Step::Pause;
         }

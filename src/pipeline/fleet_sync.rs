@@ -14,7 +14,7 @@
 //! carries the heartbeat descriptor the nodes are counted with.
 
 use crate::config::installation::Unit;
-use crate::config::plan::Plan;
+use crate::config::plan::{BoundId, Plan, RouteId};
 use crate::count::fleet::{Beat, Failure, Record};
 use crate::count::fleet_lane::{self, Candidate, Outcome, Taken};
 use crate::count::lane::Place;
@@ -47,7 +47,7 @@ pub struct Batch {
     pub message: Vec<u8>,
     /// Each key's descriptor, in order after the heartbeat if there is one:
     /// its route, its bound and what was taken.
-    items: Vec<(usize, usize, Taken)>,
+    items: Vec<(RouteId, BoundId, Taken)>,
     /// The heartbeat led the call: its descriptor, and this node's own key
     /// after it when asked.
     heartbeat: Option<Beat>,
@@ -135,21 +135,14 @@ pub fn collect<S: Store + ?Sized>(
         return (Vec::new(), errors);
     };
     // Which keys: every lane's candidates, the neediest first.
-    let mut wanted: Vec<(usize, usize, Candidate)> = Vec::new();
-    for (r, route) in limiter.plan.routes.iter().enumerate() {
-        for (b, bound) in route.bounds.iter().enumerate() {
-            let Some(lane) = limiter
-                .lanes
-                .get(r)
-                .and_then(|l| l.get(b))
-                .filter(|_| bound.fleet.is_some())
-            else {
-                continue;
-            };
-            match fleet_lane::scan(store, lane, now_ms) {
-                Ok(c) => wanted.extend(c.into_iter().map(|c| (r, b, c))),
-                Err(e) => errors.push(e),
-            }
+    let mut wanted: Vec<(RouteId, BoundId, Candidate)> = Vec::new();
+    for (r, b, bound, lane) in limiter.bound_lanes() {
+        if bound.fleet().is_none() {
+            continue;
+        }
+        match fleet_lane::scan(store, lane, now_ms) {
+            Ok(c) => wanted.extend(c.into_iter().map(|c| (r, b, c))),
+            Err(e) => errors.push(e),
         }
     }
     wanted.sort_by_key(|(_, _, c)| c.order());
@@ -157,7 +150,7 @@ pub fn collect<S: Store + ?Sized>(
     let mut items = Vec::with_capacity(wanted.len());
     // Lane by lane (settle takes a lane's keys together), neediest first
     // within each, and lanes in the order of their neediest key.
-    let mut lanes: Vec<(usize, usize)> = wanted.iter().map(|(r, b, _)| (*r, *b)).collect();
+    let mut lanes: Vec<(RouteId, BoundId)> = wanted.iter().map(|(r, b, _)| (*r, *b)).collect();
     lanes.dedup();
     let mut seen = Vec::new();
     lanes.retain(|l| {
@@ -166,7 +159,7 @@ pub fn collect<S: Store + ?Sized>(
         new
     });
     for (r, b) in lanes {
-        let Some(lane) = limiter.lanes.get(r).and_then(|l| l.get(b)) else {
+        let Some(lane) = limiter.lane(r, b) else {
             continue;
         };
         let these: Vec<Candidate> = wanted
@@ -219,7 +212,7 @@ fn key_value(t: &Taken) -> String {
 fn encode(
     limiter: &Limiter,
     domain: &str,
-    items: &[(usize, usize, Taken)],
+    items: &[(RouteId, BoundId, Taken)],
     heartbeat: Option<Beat>,
     node: &str,
 ) -> Vec<u8> {
@@ -232,15 +225,11 @@ fn encode(
     let owned: Vec<_> = items
         .iter()
         .map(|(r, b, t)| {
-            let bound = plan.routes.get(*r).and_then(|x| x.bounds.get(*b));
-            let keyed = limiter
-                .lanes
-                .get(*r)
-                .and_then(|l| l.get(*b))
-                .is_some_and(|l| l.table.is_some());
+            let bound = plan.route(*r).and_then(|x| x.bound(*b));
+            let keyed = limiter.lane(*r, *b).is_some_and(|l| l.table.is_some());
             let per = bound.map_or("route", |b| b.per.as_str());
             (
-                bound.and_then(|b| b.fleet.as_deref()).unwrap_or(""),
+                bound.and_then(|b| b.fleet()).unwrap_or(""),
                 keyed.then(|| (per, key_value(t))),
                 bound.map_or(0, |b| b.rate.limit),
                 bound
@@ -374,7 +363,7 @@ pub fn settle<S: Store + ?Sized>(
                 (*t, o)
             })
             .collect();
-        if let Some(lane) = limiter.lanes.get(*r).and_then(|l| l.get(*b)) {
+        if let Some(lane) = limiter.lane(*r, *b) {
             errors.extend(fleet_lane::settle(store, lane, &outcome, now_ms).err());
         }
         at = end;

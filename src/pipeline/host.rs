@@ -2,6 +2,7 @@
 //! words it uses to say what to do (`Step`, `Stat`, `Level`).
 
 use super::installation::ServiceCall;
+use crate::config::plan::RouteId;
 use crate::count::store::Store;
 use crate::pipeline::limiter::BoundEvent;
 
@@ -77,6 +78,9 @@ pub trait Host {
     /// Dispatches the rate-limit service call; `Err` carries the host's
     /// status name.
     fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String>;
+    /// The gRPC status of the rate-limit service's answer (its trailers,
+    /// or the headers of a trailers-only answer; 14 when it failed).
+    fn service_status(&self) -> u32;
     /// The message of the rate-limit service's answer.
     fn service_body(&self, size: usize) -> Option<Vec<u8>>;
     /// How long the rate-limit service took to answer (or fail).
@@ -86,8 +90,8 @@ pub trait Host {
     /// A local reply; `Err` carries the host's status name.
     fn send_reply(&mut self, reply: &LocalReply) -> Result<(), String>;
     fn add_response_header(&mut self, name: &str, value: &str);
-    /// Per-bound stats of route `route` (indices stay inside the stats).
-    fn record(&mut self, route: usize, events: &[BoundEvent]);
+    /// Per-bound stats of route `route`.
+    fn record(&mut self, route: RouteId, events: &[BoundEvent]);
     fn count(&mut self, stat: Stat);
     fn log(&mut self, level: Level, msg: &str);
 }

@@ -17,8 +17,8 @@
 //! and refused here until that window ends, without a call.
 
 use super::{Decision, Level, Pending, Worker};
-use crate::config::installation::InstallationBound;
-use crate::config::plan::Route;
+use crate::config::installation::Unit;
+use crate::config::plan::{Bound, BoundId, OpId, Route};
 use crate::config::{Per, RateLimitServiceConfig, ServiceOnError};
 use crate::count::locks;
 use crate::count::window::Quota;
@@ -26,7 +26,7 @@ use crate::identity::account::Seen;
 use crate::identity::address::Prefixes;
 use crate::identity::Identity;
 use crate::pipeline::caller_key::{self, Named};
-use crate::pipeline::limiter::{BoundEvent, Event};
+use crate::pipeline::limiter::{BoundEvent, Event, RouteLanes};
 use crate::reply::Shown;
 use crate::rls::{self, Code, DescriptorSpec, Override, RlsError};
 use siphasher::sip128::{Hasher128, SipHasher13};
@@ -42,8 +42,8 @@ pub struct Ready {
     pub(super) pending: Pending,
     pub(super) address: String,
     pub(super) identity: Option<Identity>,
-    /// Indices into the route's `installation`, in the order sent.
-    pub(super) bounds: SmallVec<[usize; 2]>,
+    /// Its installation bounds, in the order sent.
+    pub(super) bounds: SmallVec<[BoundId; 2]>,
     /// The account it tries, once read (`per: account` bounds).
     pub(super) account: Option<String>,
     /// What its head said of the account, until the body is read.
@@ -63,10 +63,51 @@ pub struct ServiceCall<'a> {
     pub message: Vec<u8>,
 }
 
-/// Installation bounds are recorded in stats after the route's node bounds:
-/// bound `i` is stat index `node bounds + i`.
-pub fn stat_index(route: &Route, i: usize) -> usize {
-    route.bounds.len() + i
+/// An installation bound of a request: the bound, its descriptor value and
+/// its window.
+#[derive(Clone, Copy)]
+struct Service<'p> {
+    id: BoundId,
+    bound: &'p Bound,
+    descriptor: &'p str,
+    unit: Unit,
+}
+
+impl<'p> Service<'p> {
+    fn of(route: &'p Route, id: BoundId) -> Option<Service<'p>> {
+        let bound = route.bound(id)?;
+        let (descriptor, unit) = bound.installation()?;
+        Some(Service {
+            id,
+            bound,
+            descriptor,
+            unit,
+        })
+    }
+
+    /// The figures a client is shown for this bound.
+    fn shown(&self, quota: Quota, style: crate::reply::Style) -> Shown<'p> {
+        Shown {
+            bound: &self.bound.name,
+            window_ms: self.unit.ms(),
+            quota,
+            style,
+        }
+    }
+}
+
+/// The installation bounds of `route` (and of its operation `op`) that
+/// apply to this caller.
+pub(super) fn applying(
+    route: &Route,
+    op: Option<OpId>,
+    identity: Option<&Identity>,
+) -> SmallVec<[BoundId; 2]> {
+    route
+        .installation_bounds(op)
+        .filter(|(_, b)| b.applies_to.admits(identity))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// The descriptor value a caller is counted under for a bound keyed `per`
@@ -87,38 +128,15 @@ fn caller_value(
 }
 
 impl<'p> Worker<'p> {
-    /// The installation bounds of the request's route (and operation) that
-    /// apply to this caller.
-    pub(super) fn installation_bounds(
-        &self,
-        pending: &Pending,
-        identity: Option<&Identity>,
-    ) -> SmallVec<[usize; 2]> {
-        let Some(route) = self.limiter.plan.routes.get(pending.route()) else {
-            return SmallVec::new();
-        };
-        let op = pending.op();
-        route
-            .installation
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| (b.op.is_none() || b.op == op) && b.applies_to.admits(identity))
-            .map(|(i, _)| i)
-            .collect()
-    }
-
     /// Per installation bound of the request, what its caller is counted
     /// under (none for `per: route`).
-    pub(super) fn callers(&self, ready: &Ready) -> SmallVec<[Option<String>; 2]> {
+    pub(super) fn callers(&self, route: &Route, ready: &Ready) -> SmallVec<[Option<String>; 2]> {
         let lim = self.limiter;
-        let Some(route) = lim.plan.routes.get(ready.pending.route()) else {
-            return SmallVec::new();
-        };
         let id = ready.identity.as_ref();
         ready
             .bounds
             .iter()
-            .filter_map(|&i| route.installation.get(i))
+            .filter_map(|&i| route.bound(i))
             .map(|b| {
                 let value = match b.per {
                     Per::Route => return None,
@@ -139,16 +157,14 @@ impl<'p> Worker<'p> {
     /// The installation bounds of the request, each with its caller's key.
     fn bounds_of<'r>(
         &self,
+        route: &'p Route,
         ready: &'r Ready,
-    ) -> SmallVec<[(usize, &'p InstallationBound, Option<&'r str>); 2]> {
-        let Some(route) = self.limiter.plan.routes.get(ready.pending.route()) else {
-            return SmallVec::new();
-        };
+    ) -> SmallVec<[(Service<'p>, Option<&'r str>); 2]> {
         ready
             .bounds
             .iter()
             .zip(&ready.callers)
-            .filter_map(|(&i, c)| Some((i, route.installation.get(i)?, c.as_deref())))
+            .filter_map(|(&i, c)| Some((Service::of(route, i)?, c.as_deref())))
             .collect()
     }
 
@@ -156,16 +172,16 @@ impl<'p> Worker<'p> {
     pub(super) fn locked<H: super::Host>(
         &self,
         host: &mut H,
+        route: &'p Route,
         ready: &Ready,
     ) -> Option<Decision<'p>> {
         let plan = &self.limiter.plan;
-        let route = plan.routes.get(ready.pending.route())?;
         let now = host.now_ms();
-        for (i, b, caller) in self.bounds_of(ready) {
-            if b.shadow {
+        for (b, caller) in self.bounds_of(route, ready) {
+            if b.bound.shadow {
                 continue;
             }
-            let id = lock_id(self.limiter.service_keys, b, caller);
+            let id = lock_id(self.limiter.service_keys, &b, caller);
             let until =
                 match locks::until(host.store(), &locks::slot_key(&plan.instance, id), id, now) {
                     Ok(Some(until)) => until,
@@ -181,23 +197,19 @@ impl<'p> Worker<'p> {
             host.record(
                 ready.pending.route(),
                 &[BoundEvent {
-                    bound: stat_index(route, i),
+                    bound: b.id,
                     event: Event::Refused,
                     overflow: false,
                 }],
             );
+            let quota = Quota {
+                limit: b.bound.rate.limit,
+                remaining: 0,
+                reset_ms: until.saturating_sub(now),
+            };
             return Some(Decision::Refuse {
                 route: &route.name,
-                shown: Shown {
-                    bound: &b.name,
-                    window_ms: b.unit.ms(),
-                    quota: Quota {
-                        limit: b.limit,
-                        remaining: 0,
-                        reset_ms: until.saturating_sub(now),
-                    },
-                    style: plan.style,
-                },
+                shown: b.shown(quota, plan.style),
             });
         }
         None
@@ -207,16 +219,16 @@ impl<'p> Worker<'p> {
     /// `[("bound", "<route>.<bound>"), (<per>, <caller>)]`, with the limit
     /// sent as an override so the service counts the number this filter
     /// was configured with, and `hits_addend` 1.
-    pub(super) fn service_call(&self, ready: &Ready) -> Option<ServiceCall<'p>> {
+    pub(super) fn service_call(&self, route: &'p Route, ready: &Ready) -> Option<ServiceCall<'p>> {
         let service: &'p RateLimitServiceConfig = self.limiter.plan.service.as_ref()?;
-        let bounds = self.bounds_of(ready);
+        let bounds = self.bounds_of(route, ready);
         let entries: SmallVec<[Entries; 2]> = bounds
             .iter()
-            .map(|(_, b, caller)| {
+            .map(|(b, caller)| {
                 let mut e = SmallVec::new();
-                e.push(("bound", b.descriptor.as_str()));
+                e.push(("bound", b.descriptor));
                 if let Some(c) = caller {
-                    e.push((b.per.as_str(), *c));
+                    e.push((b.bound.per.as_str(), *c));
                 }
                 e
             })
@@ -224,10 +236,10 @@ impl<'p> Worker<'p> {
         let specs: SmallVec<[DescriptorSpec; 2]> = bounds
             .iter()
             .zip(&entries)
-            .map(|((_, b, _), e)| DescriptorSpec {
+            .map(|((b, _), e)| DescriptorSpec {
                 entries: e,
                 limit: Some(Override {
-                    requests_per_unit: b.limit,
+                    requests_per_unit: b.bound.rate.limit,
                     unit: b.unit,
                 }),
                 hits_addend: 1,
@@ -245,14 +257,15 @@ impl<'p> Worker<'p> {
     fn remember_locks<H: super::Host>(
         &self,
         host: &mut H,
+        route: &'p Route,
         ready: &Ready,
         statuses: &[rls::DescriptorAnswer],
         now: u64,
     ) {
         let instance = &self.limiter.plan.instance;
-        for ((_, b, caller), s) in self.bounds_of(ready).into_iter().zip(statuses) {
+        for ((b, caller), s) in self.bounds_of(route, ready).into_iter().zip(statuses) {
             let full = s.code == Code::OverLimit || s.remaining == 0;
-            let Some(reset_s) = s.reset_s.filter(|_| full && !b.shadow) else {
+            let Some(reset_s) = s.reset_s.filter(|_| full && !b.bound.shadow) else {
                 continue;
             };
             // The service's horizon is whole seconds, rounded up: the clock
@@ -260,7 +273,7 @@ impl<'p> Worker<'p> {
             let window = b.unit.ms();
             let end = (now / window + 1) * window;
             let until = end.min(now.saturating_add(reset_s.saturating_mul(1_000)));
-            let id = lock_id(self.limiter.service_keys, b, caller);
+            let id = lock_id(self.limiter.service_keys, &b, caller);
             if let Err(e) =
                 locks::lock(host.store(), &locks::slot_key(instance, id), id, until, now)
             {
@@ -282,35 +295,35 @@ impl<'p> Worker<'p> {
         let plan = &self.limiter.plan;
         let now = host.now_ms();
         host.service_latency(now.saturating_sub(ready.sent_ms));
-        let r = ready.pending.route();
-        let Some(route) = plan.routes.get(r) else {
+        let Some(r) = self.route(ready.pending.route()) else {
             return Decision::Pass(None);
         };
-        let bounds: SmallVec<[(usize, &'p InstallationBound); 2]> = ready
+        let route = r.route;
+        let bounds: SmallVec<[Service<'p>; 2]> = ready
             .bounds
             .iter()
-            .filter_map(|&i| Some((i, route.installation.get(i)?)))
+            .filter_map(|&i| Service::of(route, i))
             .collect();
         let answer = match rls::outcome(grpc_status, body.as_deref(), bounds.len()) {
-            rls::Outcome::Error(e) => return self.service_failed(host, ready, &e),
+            rls::Outcome::Error(e) => return self.service_failed(host, r, ready, &e),
             rls::Outcome::Admit { statuses } | rls::Outcome::Refuse { statuses, .. } => statuses,
         };
         // Every descriptor went with a limit: one answered without is a
         // service that does not know the domain, and counted nothing.
         if let Some(descriptor) = answer.iter().position(|s| s.limit.is_none()) {
             host.count(super::Stat::RlsNoLimit);
-            return self.service_failed(host, ready, &RlsError::NoLimit { descriptor });
+            return self.service_failed(host, r, ready, &RlsError::NoLimit { descriptor });
         }
-        self.remember_locks(host, &ready, &answer, now);
+        self.remember_locks(host, route, &ready, &answer, now);
         // The first enforcing bound over its limit refuses; shadow bounds
         // over theirs only say so.
         let mut events: SmallVec<[BoundEvent; 2]> = SmallVec::new();
         let mut refused = None;
-        let mut tightest: Option<(usize, Quota)> = None;
-        for ((i, b), s) in bounds.iter().zip(&answer) {
+        let mut tightest: Option<(Service<'p>, Quota)> = None;
+        for (b, s) in bounds.iter().zip(&answer) {
             let reset_ms = s.reset_s.unwrap_or(1).saturating_mul(1_000);
             let quota = Quota {
-                limit: b.limit,
+                limit: b.bound.rate.limit,
                 remaining: if s.code == Code::OverLimit {
                     0
                 } else {
@@ -318,56 +331,44 @@ impl<'p> Worker<'p> {
                 },
                 reset_ms,
             };
-            let event = match (s.code == Code::OverLimit, b.shadow, refused.is_some()) {
+            let event = match (s.code == Code::OverLimit, b.bound.shadow, refused.is_some()) {
                 (true, false, false) => {
-                    refused = Some((*i, quota));
+                    refused = Some((*b, quota));
                     Event::Refused
                 }
                 (true, true, _) => Event::WouldRefuse,
                 _ => Event::Allowed,
             };
             if refused.is_none() && tightest.is_none_or(|(_, t)| quota.remaining < t.remaining) {
-                tightest = Some((*i, quota));
+                tightest = Some((*b, quota));
             }
             events.push(BoundEvent {
-                bound: stat_index(route, *i),
+                bound: b.id,
                 event,
                 overflow: false,
             });
         }
-        if let Some((i, quota)) = refused {
+        if let Some((b, quota)) = refused {
             // Only the refusing bound's event: the others' counts are the
             // service's, and this request is counted by no node bound.
             events.retain(|e| e.event == Event::Refused || e.event == Event::WouldRefuse);
-            host.record(r, &events);
-            let Some(b) = route.installation.get(i) else {
-                return Decision::Pass(None);
-            };
+            host.record(r.id, &events);
             return Decision::Refuse {
                 route: &route.name,
-                shown: Shown {
-                    bound: &b.name,
-                    window_ms: b.unit.ms(),
-                    quota,
-                    style: plan.style,
-                },
+                shown: b.shown(quota, plan.style),
             };
         }
-        host.record(r, &events);
-        let d = self.limiter.commit(host.store(), ready.pending, now);
+        host.record(r.id, &events);
+        let d = self.limiter.commit(host.store(), r, ready.pending, now);
         let node = self.conclude(host, r, d);
         match (node, tightest) {
-            (Decision::Pass(shown), Some((i, quota))) if plan.success_headers => {
+            (Decision::Pass(shown), Some((b, quota))) if plan.success_headers => {
                 let tighter = shown.is_none_or(|s| quota.remaining < s.quota.remaining);
-                let Some(b) = route.installation.get(i).filter(|_| tighter) else {
-                    return Decision::Pass(shown);
-                };
-                Decision::Pass(Some(Shown {
-                    bound: &b.name,
-                    window_ms: b.unit.ms(),
-                    quota,
-                    style: plan.style,
-                }))
+                Decision::Pass(if tighter {
+                    Some(b.shown(quota, plan.style))
+                } else {
+                    shown
+                })
             }
             (d, _) => d,
         }
@@ -378,24 +379,22 @@ impl<'p> Worker<'p> {
     pub(super) fn service_failed<H: super::Host>(
         &self,
         host: &mut H,
+        r: RouteLanes<'p>,
         ready: Ready,
         why: &dyn std::fmt::Display,
     ) -> Decision<'p> {
         let plan = &self.limiter.plan;
-        let r = ready.pending.route();
-        let Some(route) = plan.routes.get(r) else {
-            return Decision::Pass(None);
-        };
+        let route = r.route;
         let events: SmallVec<[BoundEvent; 2]> = ready
             .bounds
             .iter()
             .map(|&i| BoundEvent {
-                bound: stat_index(route, i),
+                bound: i,
                 event: Event::ServiceError,
                 overflow: false,
             })
             .collect();
-        host.record(r, &events);
+        host.record(r.id, &events);
         if let Some(held) = self.quiet.pass(host.now_ms()) {
             let more = match held {
                 0 => String::new(),
@@ -413,10 +412,7 @@ impl<'p> Worker<'p> {
             .service
             .as_ref()
             .is_none_or(|s| s.on_error == ServiceOnError::Deny);
-        let first = ready
-            .bounds
-            .first()
-            .and_then(|&i| route.installation.get(i));
+        let first = ready.bounds.first().and_then(|&i| route.bound(i));
         match first {
             Some(b) if deny => Decision::Unchecked {
                 route: &route.name,
@@ -424,7 +420,7 @@ impl<'p> Worker<'p> {
             },
             _ => {
                 let now = host.now_ms();
-                let d = self.limiter.commit(host.store(), ready.pending, now);
+                let d = self.limiter.commit(host.store(), r, ready.pending, now);
                 self.conclude(host, r, d)
             }
         }
@@ -433,12 +429,12 @@ impl<'p> Worker<'p> {
 
 /// A lock's name: the bound (its descriptor, limit and window) and the
 /// caller, hashed with the service keys.
-fn lock_id(keys: (u64, u64), b: &InstallationBound, caller: Option<&str>) -> u64 {
+fn lock_id(keys: (u64, u64), b: &Service, caller: Option<&str>) -> u64 {
     let mut h = SipHasher13::new_with_keys(keys.1, keys.0);
     h.write(b.descriptor.as_bytes());
     h.write_u8(0xff);
     h.write(caller.unwrap_or_default().as_bytes());
-    h.write_u32(b.limit);
+    h.write_u32(b.bound.rate.limit);
     h.write_u64(b.unit.ms());
     h.finish128().h1
 }

@@ -6,7 +6,7 @@
 //! earlier ones are taken back, so a refused request is counted by no bound.
 //! A store error skips that bound (fail open) and is reported.
 
-use crate::config::plan::{Bound, Plan};
+use crate::config::plan::{Bound, BoundId, OpId, Plan, Route, RouteId};
 use crate::config::Per;
 use crate::count::fleet_lane::{self, Fleet};
 use crate::count::lane::{self, Committed, Lane, Prepared, Table};
@@ -24,8 +24,9 @@ use std::cell::RefCell;
 /// A compiled plan with every bound bound to its lane.
 pub struct Limiter {
     pub plan: Plan,
-    /// `lanes[route][bound]`.
-    pub lanes: Vec<Vec<Lane>>,
+    /// `lanes[route][bound]`: none for a bound the rate-limit service
+    /// counts.
+    pub lanes: Vec<Vec<Option<Lane>>>,
     seed: [u64; 2],
     /// This worker's standing refusals (see `refusals`).
     refusals: RefCell<Refusals>,
@@ -87,7 +88,7 @@ pub enum Event {
 /// What happened at one bound, for stats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BoundEvent {
-    pub bound: usize,
+    pub bound: BoundId,
     pub event: Event,
     /// Counted in the bound's shared overflow counter.
     pub overflow: bool,
@@ -99,16 +100,16 @@ pub type Events = SmallVec<[BoundEvent; 4]>;
 #[derive(Debug, Default)]
 pub struct Decision {
     /// The bound that refused and what to tell the client.
-    pub refused: Option<(usize, Quota)>,
+    pub refused: Option<(BoundId, Quota)>,
     /// When admitted: the most constrained bound.
-    pub tightest: Option<(usize, Quota)>,
+    pub tightest: Option<(BoundId, Quota)>,
     pub events: Events,
     pub errors: Vec<StoreError>,
 }
 
 impl Pending {
     /// The decision when bound `i` refuses before anything was written.
-    fn refused(&mut self, i: usize, quota: Quota, overflow: bool) -> Decision {
+    fn refused(&mut self, i: BoundId, quota: Quota, overflow: bool) -> Decision {
         Decision {
             refused: Some((i, quota)),
             tightest: None,
@@ -121,10 +122,10 @@ impl Pending {
         }
     }
 
-    pub fn route(&self) -> usize {
+    pub fn route(&self) -> RouteId {
         self.route
     }
-    pub fn op(&self) -> Option<usize> {
+    pub fn op(&self) -> Option<OpId> {
         self.op
     }
 }
@@ -141,11 +142,11 @@ enum Outcome {
 /// nothing recorded yet. It may wait for an identity call-out; a counter
 /// that changed meanwhile is noticed by compare-and-swap at commit.
 pub struct Pending {
-    route: usize,
-    op: Option<usize>,
-    prepared: SmallVec<[(usize, Keys, Prepared); 4]>,
+    route: RouteId,
+    op: Option<OpId>,
+    prepared: SmallVec<[(BoundId, Keys, Prepared); 4]>,
     /// Shadow bounds that would have refused: not counted, not refusing.
-    shadowed: Vec<(usize, Quota)>,
+    shadowed: Vec<(BoundId, Quota)>,
     errors: Vec<StoreError>,
 }
 
@@ -180,24 +181,44 @@ fn fleet_known<S: Store + ?Sized>(store: &S, f: &FleetKeys, now_ms: u64) -> flee
 /// size when the bound is keyed on a caller (one counter for `per: route`).
 pub fn bound_lane(bound: &Bound, prefix: &str, tag: u32, table: Table) -> Lane {
     let table = (bound.per != Per::Route).then_some(table);
-    Lane::new(prefix, tag, bound.rate, table).of_fleet(bound.fleet.is_some())
+    Lane::new(prefix, tag, bound.rate, table).of_fleet(bound.fleet().is_some())
 }
 
-/// Each bound of `plan` on the lane `lane` gives it, asked in plan order
-/// (route by route, as [`Plan::wants`] lists them, numbered from 0):
-/// `lanes[route][bound]`, as [`Limiter::new`] takes them. The one way a
+/// A route resolved from a request's [`RouteId`], once per callback, with
+/// its lanes.
+#[derive(Clone, Copy)]
+pub struct RouteLanes<'a> {
+    pub id: RouteId,
+    pub route: &'a Route,
+    lanes: &'a [Option<Lane>],
+}
+
+impl<'a> RouteLanes<'a> {
+    /// Bound `b` with its lane, for a bound counted in shared data.
+    fn counted(&self, b: BoundId) -> Option<(&'a Bound, &'a Lane)> {
+        Some((self.route.bound(b)?, self.lanes.get(b.index())?.as_ref()?))
+    }
+}
+
+/// Each shared-data bound of `plan` on the lane `lane` gives it, asked in
+/// plan order (route by route, as [`Plan::wants`] lists them, numbered from
+/// 0): `lanes[route][bound]`, as [`Limiter::new`] takes them. The one way a
 /// plan meets its lanes; [`bound_lane`] makes each lane.
 pub fn lanes_for<E>(
     plan: &Plan,
     mut lane: impl FnMut(usize, &Bound) -> Result<Lane, E>,
-) -> Result<Vec<Vec<Lane>>, E> {
+) -> Result<Vec<Vec<Option<Lane>>>, E> {
     let mut n = 0;
     let mut all = Vec::with_capacity(plan.routes.len());
     for route in &plan.routes {
         let mut of_route = Vec::with_capacity(route.bounds.len());
         for bound in &route.bounds {
-            of_route.push(lane(n, bound)?);
-            n += 1;
+            if bound.in_shared_data() {
+                of_route.push(Some(lane(n, bound)?));
+                n += 1;
+            } else {
+                of_route.push(None);
+            }
         }
         all.push(of_route);
     }
@@ -215,7 +236,7 @@ impl Limiter {
         Ok(Limiter::new(plan, lanes, seed))
     }
 
-    pub fn new(plan: Plan, lanes: Vec<Vec<Lane>>, seed: [u64; 2]) -> Limiter {
+    pub fn new(plan: Plan, lanes: Vec<Vec<Option<Lane>>>, seed: [u64; 2]) -> Limiter {
         let service_keys = plan.service.as_ref().map_or((0, 0), |s| {
             crate::rls::service_keys(&s.domain, plan.key_secret.as_ref())
         });
@@ -254,7 +275,7 @@ impl Limiter {
     fn keys(&self, bound: &Bound, caller: &Caller) -> Keys {
         Keys {
             node: self.caller_key(bound.per, caller),
-            fleet: match (&bound.fleet, &self.fleet) {
+            fleet: match (bound.fleet(), &self.fleet) {
                 (Some(_), Some(f)) if bound.per != Per::Route => {
                     key_with(f.seed, self.plan.client_address, bound.per, caller)
                 }
@@ -321,7 +342,7 @@ impl Limiter {
     }
 
     /// A request to `route` (operation `op`), nothing checked yet.
-    pub fn start(&self, route: usize, op: Option<usize>) -> Pending {
+    pub fn start(&self, route: RouteId, op: Option<OpId>) -> Pending {
         Pending {
             route,
             op,
@@ -331,18 +352,41 @@ impl Limiter {
         }
     }
 
+    /// Route `id` with its lanes: what a request's callback resolves its
+    /// route to, once.
+    pub fn route(&self, id: RouteId) -> Option<RouteLanes<'_>> {
+        Some(RouteLanes {
+            id,
+            route: self.plan.route(id)?,
+            lanes: self.lanes.get(id.index())?,
+        })
+    }
+
+    /// The lane of bound `b` of route `r`, for a bound counted in shared
+    /// data.
+    pub fn lane(&self, r: RouteId, b: BoundId) -> Option<&Lane> {
+        self.lanes.get(r.index())?.get(b.index())?.as_ref()
+    }
+
+    /// Every shared-data bound with its lane, in plan order.
+    pub fn bound_lanes(&self) -> impl Iterator<Item = (RouteId, BoundId, &Bound, &Lane)> {
+        self.plan.routes_with_ids().flat_map(move |(r, route)| {
+            route
+                .bounds_with_ids()
+                .filter_map(move |(b, bound)| Some((r, b, bound, self.lane(r, b)?)))
+        })
+    }
+
     /// The late (identity) bounds of `route` (and of its operation `op`)
     /// that apply to this caller.
-    pub fn late_bounds(&self, route: usize, op: Option<usize>, caller: &Caller) -> Vec<usize> {
-        self.plan.routes.get(route).map_or_else(Vec::new, |r| {
-            let mut late = r.late_bounds(op);
-            late.retain(|b| {
-                r.bounds
-                    .get(*b)
-                    .is_some_and(|x| x.applies_to.admits(caller.identity))
-            });
-            late
-        })
+    pub fn late_bounds(route: &Route, op: Option<OpId>, caller: &Caller) -> Vec<BoundId> {
+        let mut late = route.late_bounds(op);
+        late.retain(|b| {
+            route
+                .bound(*b)
+                .is_some_and(|x| x.applies_to.admits(caller.identity))
+        });
+        late
     }
 
     /// Reads and decides `bounds` in order, stopping at the first that
@@ -350,20 +394,15 @@ impl Limiter {
     pub fn prepare<S: Store + ?Sized>(
         &self,
         store: &S,
+        r: RouteLanes,
         pending: &mut Pending,
-        bounds: &[usize],
+        bounds: &[BoundId],
         caller: &Caller,
         now_ms: u64,
     ) -> Option<Decision> {
         let store = &self.remembering(store, now_ms);
-        let (Some(r), Some(lanes)) = (
-            self.plan.routes.get(pending.route),
-            self.lanes.get(pending.route),
-        ) else {
-            return None;
-        };
         for &i in bounds {
-            let (Some(bound), Some(lane)) = (r.bounds.get(i), lanes.get(i)) else {
+            let Some((bound, lane)) = r.counted(i) else {
                 continue;
             };
             let keys = self.keys(bound, caller);
@@ -373,7 +412,7 @@ impl Limiter {
                     self.refusals
                         .try_borrow()
                         .ok()?
-                        .get(pending.route, i, key, now_ms)
+                        .get(r.id.index(), i.index(), key, now_ms)
                 })
                 .flatten();
             if let Some(quota) = standing {
@@ -390,7 +429,7 @@ impl Limiter {
                         }
                         if !p.overflow {
                             if let Ok(mut r) = self.refusals.try_borrow_mut() {
-                                r.insert(pending.route, i, key, now_ms, quota);
+                                r.insert(pending.route.index(), i.index(), key, now_ms, quota);
                             }
                         }
                         return Some(pending.refused(i, quota, p.overflow));
@@ -406,23 +445,25 @@ impl Limiter {
     /// Records the request in every prepared bound, in order. Should a
     /// bound refuse after all (another worker took the last place since it
     /// was read), the bounds already recorded are taken back.
-    pub fn commit<S: Store + ?Sized>(&self, store: &S, pending: Pending, now_ms: u64) -> Decision {
+    pub fn commit<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        r: RouteLanes,
+        pending: Pending,
+        now_ms: u64,
+    ) -> Decision {
         let store = &self.remembering(store, now_ms);
         let mut d = Decision {
             errors: pending.errors,
             ..Decision::default()
         };
-        let (Some(lanes), Some(route)) = (
-            self.lanes.get(pending.route),
-            self.plan.routes.get(pending.route),
-        ) else {
-            return d;
-        };
         let mut shadowed = pending.shadowed;
         let mut done: SmallVec<[_; 4]> = SmallVec::new();
         for (i, keys, mut p) in pending.prepared {
             let key = keys.node;
-            let Some(lane) = lanes.get(i) else { continue };
+            let Some((bound, lane)) = r.counted(i) else {
+                continue;
+            };
             // Decided in the loop; none after every attempt means contention.
             let mut outcome = None;
             for _ in 0..CAS_RETRIES {
@@ -433,15 +474,17 @@ impl Limiter {
                     }
                     Ok(Committed::Stale) => match self.read(store, lane, keys, now_ms) {
                         Ok(fresh) => {
-                            let shadow = route.bounds.get(i).is_some_and(|b| b.shadow);
-                            if let (Verdict::Refuse { quota }, true) = (fresh.verdict, shadow) {
+                            if let (Verdict::Refuse { quota }, true) = (fresh.verdict, bound.shadow)
+                            {
                                 shadowed.push((i, quota));
                                 outcome = Some(Outcome::Shadowed);
                                 break;
                             }
                             if let Verdict::Refuse { quota } = fresh.verdict {
                                 for (j, u, _, _) in &done {
-                                    let Some(l) = lanes.get(*j) else { continue };
+                                    let Some((_, l)) = r.counted(*j) else {
+                                        continue;
+                                    };
                                     if let Err(e) = lane_upkeep::undo(store, l, *u) {
                                         d.errors.push(e);
                                     }
@@ -469,7 +512,7 @@ impl Limiter {
             }
             let outcome = outcome.unwrap_or_else(|| {
                 Outcome::Failed(StoreError::Contended {
-                    what: format!("bound {i}"),
+                    what: format!("bound {}", i.index()),
                     attempts: CAS_RETRIES,
                 })
             });
@@ -518,18 +561,13 @@ impl Limiter {
     pub fn recheck<S: Store + ?Sized>(
         &self,
         store: &S,
+        r: RouteLanes,
         pending: &mut Pending,
         now_ms: u64,
     ) -> Option<Decision> {
-        let (Some(r), Some(lanes)) = (
-            self.plan.routes.get(pending.route),
-            self.lanes.get(pending.route),
-        ) else {
-            return None;
-        };
         let mut refused = None;
         for (i, keys, p) in &mut pending.prepared {
-            let (Some(bound), Some(lane)) = (r.bounds.get(*i), lanes.get(*i)) else {
+            let Some((bound, lane)) = r.counted(*i) else {
                 continue;
             };
             // On an error the commit meets the same error and reports it.
@@ -552,17 +590,17 @@ impl Limiter {
     pub fn early<S: Store + ?Sized>(
         &self,
         store: &S,
+        r: RouteLanes,
         pending: &mut Pending,
         address: &str,
         now_ms: u64,
     ) -> Option<Decision> {
-        let r = self.plan.routes.get(pending.route)?;
         let anonymous = Caller {
             address,
             identity: None,
         };
-        let early = r.early_bounds(pending.op);
-        self.prepare(store, pending, &early, &anonymous, now_ms)
+        let early = r.route.early_bounds(pending.op);
+        self.prepare(store, r, pending, &early, &anonymous, now_ms)
     }
 
     /// Phase 2: the identity bounds that apply to `caller`, read. `Some`
@@ -571,26 +609,28 @@ impl Limiter {
     pub fn late<S: Store + ?Sized>(
         &self,
         store: &S,
+        r: RouteLanes,
         pending: &mut Pending,
         caller: &Caller,
         now_ms: u64,
     ) -> Option<Decision> {
-        let late = self.late_bounds(pending.route, pending.op, caller);
-        self.prepare(store, pending, &late, caller, now_ms)
+        let late = Self::late_bounds(r.route, pending.op, caller);
+        self.prepare(store, r, pending, &late, caller, now_ms)
     }
 
     /// Phase 2 then the request recorded everywhere.
     pub fn finish<S: Store + ?Sized>(
         &self,
         store: &S,
+        r: RouteLanes,
         mut pending: Pending,
         caller: &Caller,
         now_ms: u64,
     ) -> Decision {
-        if let Some(refused) = self.late(store, &mut pending, caller, now_ms) {
+        if let Some(refused) = self.late(store, r, &mut pending, caller, now_ms) {
             return refused;
         }
-        self.commit(store, pending, now_ms)
+        self.commit(store, r, pending, now_ms)
     }
 }
 
@@ -629,7 +669,7 @@ mod tests {
     fn admitted(lim: &Limiter, s: &MemStore, who: &Caller, n: usize) -> usize {
         (0..n)
             .filter(|i| {
-                decide(lim, s, 0, None, who, 120_000 + *i as u64)
+                decide(lim, s, RouteId(0), None, who, 120_000 + *i as u64)
                     .refused
                     .is_none()
             })
@@ -659,8 +699,8 @@ mod tests {
         // Nobody bounds carol: narrowed rules leave everyone else open.
         assert_eq!(admitted(&lim, &s, &at(&carol), 10), 10);
         // Refusals name the tier that refused.
-        let d = decide(&lim, &s, 0, None, &at(&bob), 130_000);
-        assert_eq!(d.refused.map(|r| r.0), Some(1));
+        let d = decide(&lim, &s, RouteId(0), None, &at(&bob), 130_000);
+        assert_eq!(d.refused.map(|r| r.0 .0), Some(1));
     }
 
     #[test]
@@ -795,16 +835,23 @@ mod tests {
                 {"name":"addr","per":"address","limit":1,"window":"PT1M"}]}]}"#,
         );
         let r = &lim.plan.routes[0];
-        assert_eq!((r.early.clone(), r.late.clone()), (vec![1], vec![0]));
+        assert_eq!(
+            (r.early.clone(), r.late.clone()),
+            (vec![BoundId(1)], vec![BoundId(0)])
+        );
         let id = user("u1", &[]);
         let c = Caller {
             address: "10.0.0.9",
             identity: Some(&id),
         };
-        assert!(decide(&lim, &s, 0, None, &c, 1_000).refused.is_none());
+        assert!(decide(&lim, &s, RouteId(0), None, &c, 1_000)
+            .refused
+            .is_none());
         // Both are exhausted; the address bound refuses, as it is checked first.
         assert_eq!(
-            decide(&lim, &s, 0, None, &c, 1_001).refused.map(|r| r.0),
+            decide(&lim, &s, RouteId(0), None, &c, 1_001)
+                .refused
+                .map(|r| r.0 .0),
             Some(1)
         );
     }
@@ -823,7 +870,7 @@ mod tests {
             identity: None,
         };
         let decisions: Vec<Decision> = (0..5)
-            .map(|i| decide(&lim, &s, 0, None, &c, 60_000 + i))
+            .map(|i| decide(&lim, &s, RouteId(0), None, &c, 60_000 + i))
             .collect();
         assert!(decisions.iter().all(|d| d.refused.is_none()));
         let would = |d: &Decision| d.events.iter().any(|e| e.event == Event::WouldRefuse);
@@ -832,20 +879,20 @@ mod tests {
         // the enforced bound counted every request.
         let dry = lim.caller_key(Per::Address, &c);
         assert_eq!(
-            node_lane::peek(&s, &lim.lanes[0][0], dry)
+            node_lane::peek(&s, lim.lane(RouteId(0), BoundId(0)).unwrap(), dry)
                 .unwrap()
                 .map(|c| c.cur),
             Some(2)
         );
         assert_eq!(
-            node_lane::peek(&s, &lim.lanes[0][1], 0)
+            node_lane::peek(&s, lim.lane(RouteId(0), BoundId(1)).unwrap(), 0)
                 .unwrap()
                 .map(|c| c.cur),
             Some(5)
         );
         // Its headers show what enforcement would say.
         assert_eq!(
-            decisions[4].tightest.map(|(b, q)| (b, q.remaining)),
+            decisions[4].tightest.map(|(b, q)| (b.0, q.remaining)),
             Some((0, 0))
         );
     }
@@ -859,11 +906,13 @@ mod tests {
             identity: None,
         };
         assert_eq!(admitted(&lim, &s, &c, 2), 2);
-        let first = decide(&lim, &s, 0, None, &c, 130_000).refused.unwrap();
+        let first = decide(&lim, &s, RouteId(0), None, &c, 130_000)
+            .refused
+            .unwrap();
         let (_, quota) = first;
         // The store would fail every read now: a standing refusal needs none.
         s.fail_next(usize::MAX);
-        let again = decide(&lim, &s, 0, None, &c, 130_500);
+        let again = decide(&lim, &s, RouteId(0), None, &c, 130_500);
         assert!(again.errors.is_empty());
         assert_eq!(
             again.refused.map(|r| r.1.reset_ms),
@@ -872,15 +921,22 @@ mod tests {
         s.fail_next(0);
         // One millisecond before the wait is over: still refused; at it: in.
         let end = 130_000 + quota.reset_ms;
-        assert!(decide(&lim, &s, 0, None, &c, end - 1).refused.is_some());
-        assert!(decide(&lim, &s, 0, None, &c, end).refused.is_none());
+        assert!(decide(&lim, &s, RouteId(0), None, &c, end - 1)
+            .refused
+            .is_some());
+        assert!(decide(&lim, &s, RouteId(0), None, &c, end)
+            .refused
+            .is_none());
         // Another caller was never refused: it reads the store as before.
         let other = Caller {
             address: "10.0.0.8",
             identity: None,
         };
         s.fail_next(1);
-        assert_eq!(decide(&lim, &s, 0, None, &other, end).errors.len(), 1);
+        assert_eq!(
+            decide(&lim, &s, RouteId(0), None, &other, end).errors.len(),
+            1
+        );
     }
 
     fn one_bound(per: &str, limit: u32) -> String {
@@ -898,7 +954,7 @@ mod tests {
                 address: "10.0.0.7",
                 identity: None,
             };
-            let check = |t: u64| decide(&lim, &s, 0, None, &c, t).refused.is_none();
+            let check = |t: u64| decide(&lim, &s, RouteId(0), None, &c, t).refused.is_none();
             assert!(check(120_000) && check(120_001));
             let (reads, writes) = (s.reads(), s.writes());
             assert!((2..12).all(|i| check(120_000 + i)));
@@ -915,7 +971,7 @@ mod tests {
         for per in ["route", "address"] {
             let s = MemStore::new();
             let lim = limiter(&s, &one_bound(per, 3));
-            let (lane, c) = (&lim.lanes[0][0], Caller::default());
+            let (lane, c) = (lim.lane(RouteId(0), BoundId(0)).unwrap(), Caller::default());
             let key = lim.caller_key(lim.plan.routes[0].bounds[0].per, &c);
             let now = 120_000;
             let theirs = node_lane::prepare(&s, lane, key, now).unwrap();
@@ -925,11 +981,15 @@ mod tests {
             assert_eq!(admitted(&lim, &s, &c, 2), 2);
             lane_upkeep::undo(&s, lane, undo).unwrap();
             assert!(
-                decide(&lim, &s, 0, None, &c, now + 5).refused.is_none(),
+                decide(&lim, &s, RouteId(0), None, &c, now + 5)
+                    .refused
+                    .is_none(),
                 "{per}"
             );
             assert!(
-                decide(&lim, &s, 0, None, &c, now + 6).refused.is_some(),
+                decide(&lim, &s, RouteId(0), None, &c, now + 6)
+                    .refused
+                    .is_some(),
                 "{per}"
             );
         }

@@ -2,9 +2,9 @@
 //! request runs natively, and what it asked of the host can be read back.
 
 use super::installation::ServiceCall;
-use super::{Exchange, Host, Level, LocalReply, SessionCall, Stat, Step, Waits, Worker};
+use super::{Exchange, Host, Level, LocalReply, SessionCall, Stage, Stat, Step, Worker};
 use crate::config::parse;
-use crate::config::plan::Plan;
+use crate::config::plan::{Plan, RouteId};
 use crate::count::lane::Table;
 use crate::count::store::MemStore;
 use crate::pipeline::limiter::{BoundEvent, Limiter};
@@ -200,6 +200,11 @@ impl Host for MockHost {
         Ok(())
     }
 
+    fn service_status(&self) -> u32 {
+        // No answer set: the call failed (UNAVAILABLE).
+        self.service_answer.as_ref().map_or(14, |(s, _)| *s)
+    }
+
     fn service_body(&self, size: usize) -> Option<Vec<u8>> {
         self.service_answer
             .as_ref()
@@ -240,8 +245,9 @@ impl Host for MockHost {
         self.response_headers.push((name.into(), value.into()));
     }
 
-    fn record(&mut self, route: usize, events: &[BoundEvent]) {
-        self.events.extend(events.iter().map(|e| (route, *e)));
+    fn record(&mut self, route: RouteId, events: &[BoundEvent]) {
+        self.events
+            .extend(events.iter().map(|e| (route.index(), *e)));
     }
 
     fn count(&mut self, stat: Stat) {
@@ -307,25 +313,22 @@ pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
     let mut ex = Exchange::default();
     let first = w.on_request(host, &mut ex, host.request_body.is_none());
     let mut last = None;
-    if ex.waits_for() == Some(Waits::Session) {
+    if matches!(ex.stage(), Stage::Session(_)) {
         let size = host.session_body.as_ref().map_or(0, Vec::len);
-        last = Some(w.on_session_answer(host, &mut ex, size));
+        last = Some(w.on_answer(host, &mut ex, size));
     }
     // Envoy delivers no more of a request it was told to answer.
     let body = host.request_body.as_ref().map(Vec::len);
     if let Some(size) = body.filter(|_| !ex.replied()) {
-        let waited = ex.waits_for() == Some(Waits::Body);
+        let waited = matches!(ex.stage(), Stage::Body(_));
         let step = w.on_request_body(host, &mut ex, size, true);
         if waited {
             last = Some(step);
         }
     }
-    if ex.waits_for() == Some(Waits::Service) {
-        let (status, size) = host
-            .service_answer
-            .as_ref()
-            .map_or((14, 0), |(s, b)| (*s, b.len()));
-        last = Some(w.on_service_answer(host, &mut ex, status, size));
+    if matches!(ex.stage(), Stage::Service(_)) {
+        let size = host.service_answer.as_ref().map_or(0, |(_, b)| b.len());
+        last = Some(w.on_answer(host, &mut ex, size));
     }
     w.on_response(host, &mut ex);
     (first, last)

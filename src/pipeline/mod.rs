@@ -43,7 +43,7 @@ pub mod store_suite;
 mod tests;
 pub mod warm_up;
 
-use crate::config::plan::RequestInfo;
+use crate::config::plan::{BoundId, OpId, RequestInfo, Route, RouteId};
 use crate::config::{OnError, SessionSource};
 use crate::count::store::Store;
 use crate::count::window::Quota;
@@ -51,9 +51,9 @@ use crate::identity::account::{self, Place, Seen, Unreadable};
 use crate::identity::address::strip_port;
 use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::{self as id_decode, Identity, SessionError};
-use crate::pipeline::limiter::{Caller, Decision as Counted, Limiter, Pending};
+use crate::pipeline::limiter::{Caller, Decision as Counted, Limiter, Pending, RouteLanes};
 use crate::reply::{Refusal, Shown};
-pub use exchange::{Exchange, Waits};
+pub use exchange::{Exchange, Stage};
 pub use host::{Host, Level, LocalReply, LogGate, SessionCall, Stat, Step};
 use installation::{Ready, ServiceCall};
 use smallvec::SmallVec;
@@ -177,21 +177,27 @@ impl Ask<'_> {
 }
 
 impl<'p> Worker<'p> {
+    /// Route `id` with its lanes, resolved once per callback: `None` only
+    /// for a request of another configuration (which goes on).
+    fn route(&self, id: RouteId) -> Option<RouteLanes<'p>> {
+        self.limiter.route(id)
+    }
+
     /// The figures of bound `b` of `route`, as the client is shown them.
-    fn shown(&self, route: usize, b: usize, quota: Quota) -> Option<Shown<'p>> {
-        let plan = &self.limiter.plan;
-        let bound = plan.routes.get(route)?.bounds.get(b)?;
+    fn shown(&self, route: &'p Route, b: BoundId, quota: Quota) -> Option<Shown<'p>> {
+        let bound = route.bound(b)?;
         Some(Shown {
             bound: &bound.name,
             window_ms: bound.rate.window_ms,
             quota,
-            style: plan.style,
+            style: self.limiter.plan.style,
         })
     }
 
     /// Records stats and errors of a counted request; what it comes to.
-    fn conclude<H: Host>(&self, host: &mut H, route: usize, d: Counted) -> Decision<'p> {
-        host.record(route, &d.events);
+    fn conclude<H: Host>(&self, host: &mut H, r: RouteLanes<'p>, d: Counted) -> Decision<'p> {
+        let route = r.route;
+        host.record(r.id, &d.events);
         for e in &d.errors {
             host.count(Stat::StoreError);
             host.log(
@@ -200,15 +206,9 @@ impl<'p> Worker<'p> {
             );
         }
         if let Some((b, quota)) = d.refused {
-            let route_name = self
-                .limiter
-                .plan
-                .routes
-                .get(route)
-                .map_or("", |r| r.name.as_str());
             return match self.shown(route, b, quota) {
                 Some(shown) => Decision::Refuse {
-                    route: route_name,
+                    route: &route.name,
                     shown,
                 },
                 None => Decision::Pass(None),
@@ -228,6 +228,7 @@ impl<'p> Worker<'p> {
     fn finish<H: Host>(
         &self,
         host: &mut H,
+        r: RouteLanes<'p>,
         mut pending: Pending,
         address: &str,
         id: Identity,
@@ -237,11 +238,13 @@ impl<'p> Worker<'p> {
             address,
             identity: Some(&id),
         };
-        let route = pending.route();
-        if let Some(refused) = self.limiter.late(host.store(), &mut pending, &caller, now) {
-            return Begun::Decided(self.conclude(host, route, refused));
+        if let Some(refused) = self
+            .limiter
+            .late(host.store(), r, &mut pending, &caller, now)
+        {
+            return Begun::Decided(self.conclude(host, r, refused));
         }
-        self.node_admitted(host, pending, address, Some(id), now)
+        self.node_admitted(host, r, pending, address, Some(id), now)
     }
 
     /// Every node bound admitted the request (nothing recorded yet): on to
@@ -249,33 +252,33 @@ impl<'p> Worker<'p> {
     fn node_admitted<H: Host>(
         &self,
         host: &mut H,
+        r: RouteLanes<'p>,
         pending: Pending,
         address: &str,
         identity: Option<Identity>,
         now: u64,
     ) -> Begun<'p> {
-        let bounds = self.installation_bounds(&pending, identity.as_ref());
-        let route = pending.route();
+        let route = r.route;
+        let bounds = installation::applying(route, pending.op(), identity.as_ref());
         if bounds.is_empty() {
-            let d = self.limiter.commit(host.store(), pending, now);
-            return Begun::Decided(self.conclude(host, route, d));
+            let d = self.limiter.commit(host.store(), r, pending, now);
+            return Begun::Decided(self.conclude(host, r, d));
         }
         // A worker's memory of its writes may be stale: read the store
         // itself before a round trip a node refusal must never cost.
         let mut pending = pending;
-        if let Some(refused) = self.limiter.recheck(host.store(), &mut pending, now) {
-            return Begun::Decided(self.conclude(host, route, refused));
+        if let Some(refused) = self.limiter.recheck(host.store(), r, &mut pending, now) {
+            return Begun::Decided(self.conclude(host, r, refused));
         }
-        let route = self.limiter.plan.routes.get(pending.route());
+        let per_account = bounds.iter().any(|&i| {
+            route
+                .bound(i)
+                .is_some_and(|b| b.per == crate::config::Per::Account)
+        });
         let place = route
-            .filter(|r| {
-                bounds.iter().any(|&i| {
-                    r.installation
-                        .get(i)
-                        .is_some_and(|b| b.per == crate::config::Per::Account)
-                })
-            })
-            .and_then(|r| r.account.as_ref())
+            .account
+            .as_ref()
+            .filter(|_| per_account)
             .and_then(account::place);
         let mut ready = Box::new(Ready {
             pending,
@@ -288,7 +291,7 @@ impl<'p> Worker<'p> {
             sent_ms: now,
         });
         let Some(place) = place else {
-            return self.ask_service(host, ready);
+            return self.ask_service(host, route, ready);
         };
         // What the head says, before any of the body is waited for: a body
         // that cannot be read is refused now.
@@ -308,13 +311,13 @@ impl<'p> Worker<'p> {
             header: &header,
         };
         match account::from_head(place, &head) {
-            Err(why) => self.unreadable(host, &ready, place, why),
+            Err(why) => self.unreadable(host, route, place, why),
             Ok(seen) if matches!(place, Place::Header(_)) => match seen.account() {
                 Ok(a) => {
                     ready.account = Some(a);
-                    self.ask_service(host, ready)
+                    self.ask_service(host, route, ready)
                 }
-                Err(why) => self.unreadable(host, &ready, place, why),
+                Err(why) => self.unreadable(host, route, place, why),
             },
             Ok(seen) => {
                 ready.seen = seen;
@@ -328,14 +331,13 @@ impl<'p> Worker<'p> {
     fn unreadable<H: Host>(
         &self,
         host: &mut H,
-        ready: &Ready,
+        route: &'p Route,
         place: Place<'p>,
         why: Unreadable,
     ) -> Begun<'p> {
         host.count(Stat::AccountUnreadable);
-        let route = self.limiter.plan.routes.get(ready.pending.route());
         Begun::Decided(Decision::Unreadable {
-            route: route.map_or("", |r| r.name.as_str()),
+            route: &route.name,
             place,
             why,
         })
@@ -343,15 +345,16 @@ impl<'p> Worker<'p> {
 
     /// The body arrived (`size` bytes, all of it unless over the cap): the
     /// account it names, then the service.
-    fn with_body<H: Host>(&self, host: &mut H, mut ready: Box<Ready>, size: usize) -> Begun<'p> {
-        let source = self
-            .limiter
-            .plan
-            .routes
-            .get(ready.pending.route())
-            .and_then(|r| r.account.as_ref());
+    fn read_body<H: Host>(
+        &self,
+        host: &mut H,
+        route: &'p Route,
+        mut ready: Box<Ready>,
+        size: usize,
+    ) -> Begun<'p> {
+        let source = route.account.as_ref();
         let Some((s, place)) = source.and_then(|s| Some((s, account::place(s)?))) else {
-            return self.ask_service(host, ready);
+            return self.ask_service(host, route, ready);
         };
         let read = if size > s.max_body_bytes {
             Err(Unreadable::TooLarge {
@@ -364,20 +367,25 @@ impl<'p> Worker<'p> {
         match read {
             Ok(a) => {
                 ready.account = Some(a);
-                self.ask_service(host, ready)
+                self.ask_service(host, route, ready)
             }
-            Err(why) => self.unreadable(host, &ready, place, why),
+            Err(why) => self.unreadable(host, route, place, why),
         }
     }
 
     /// The caller's keys for each installation bound; refused here if one
     /// of them is locked, else the call to the service.
-    fn ask_service<H: Host>(&self, host: &mut H, mut ready: Box<Ready>) -> Begun<'p> {
-        ready.callers = self.callers(&ready);
-        if let Some(d) = self.locked(host, &ready) {
+    fn ask_service<H: Host>(
+        &self,
+        host: &mut H,
+        route: &'p Route,
+        mut ready: Box<Ready>,
+    ) -> Begun<'p> {
+        ready.callers = self.callers(route, &ready);
+        if let Some(d) = self.locked(host, route, &ready) {
             return Begun::Decided(d);
         }
-        match self.service_call(&ready) {
+        match self.service_call(route, &ready) {
             Some(call) => Begun::NeedsService(ready, call),
             // Validated: installation bounds come with a service.
             None => Begun::Decided(Decision::Pass(None)),
@@ -422,13 +430,14 @@ impl<'p> Worker<'p> {
         };
         // Normalised once, for the route and its operation.
         let request = info.normalized();
-        let Some((r, route)) = plan
+        let Some(r) = plan
             .route_for_normalized(&request)
-            .and_then(|r| Some((r, plan.routes.get(r)?)))
+            .and_then(|id| self.route(id))
         else {
             return Begun::Decided(Decision::Pass(None));
         };
-        if route.bounds.is_empty() && route.installation.is_empty() {
+        let route = r.route;
+        if route.bounds.is_empty() {
             return Begun::Decided(Decision::Pass(None));
         }
         let source = route
@@ -442,13 +451,13 @@ impl<'p> Worker<'p> {
         let now = host.now_ms();
 
         // Phase 1: bounds that need no identity, before anything is resolved.
-        let mut pending = lim.start(r, op);
-        if let Some(refused) = lim.early(host.store(), &mut pending, address, now) {
+        let mut pending = lim.start(r.id, op);
+        if let Some(refused) = lim.early(host.store(), r, &mut pending, address, now) {
             return Begun::Decided(self.conclude(host, r, refused));
         }
         let Some(identity_config) = plan.identity.as_ref().filter(|_| route.needs_identity(op))
         else {
-            return self.node_admitted(host, pending, address, None, now);
+            return self.node_admitted(host, r, pending, address, None, now);
         };
 
         // Phase 2: who is calling, then the bounds that depend on it.
@@ -491,7 +500,7 @@ impl<'p> Worker<'p> {
                 }
             }
         }
-        self.finish(host, pending, address, id, now)
+        self.finish(host, r, pending, address, id, now)
     }
 
     /// The session service answered `status` (and `body`, read only for a
@@ -503,13 +512,13 @@ impl<'p> Worker<'p> {
         status: &str,
         body: impl FnOnce() -> Option<Vec<u8>>,
     ) -> Begun<'p> {
-        let Some(session) = self
+        let session = self
             .limiter
             .plan
             .identity
             .as_ref()
-            .and_then(|i| i.session.as_ref())
-        else {
+            .and_then(|i| i.session.as_ref());
+        let (Some(session), Some(r)) = (session, self.route(w.pending.route())) else {
             return Begun::Decided(Decision::Pass(None));
         };
         let mut id = w.identity;
@@ -527,7 +536,7 @@ impl<'p> Worker<'p> {
                 }
             }
         }
-        self.finish(host, w.pending, &w.address, id, now)
+        self.finish(host, r, w.pending, &w.address, id, now)
     }
 }
 
@@ -537,24 +546,21 @@ impl<'p> Worker<'p> {
 pub fn decide<S: Store + ?Sized>(
     lim: &Limiter,
     store: &S,
-    route: usize,
-    op: Option<usize>,
+    route: RouteId,
+    op: Option<OpId>,
     caller: &Caller,
     now_ms: u64,
 ) -> Counted {
+    let Some(r) = lim.route(route) else {
+        return Counted::default();
+    };
     let mut pending = lim.start(route, op);
-    if let Some(refused) = lim.early(store, &mut pending, caller.address, now_ms) {
+    if let Some(refused) = lim.early(store, r, &mut pending, caller.address, now_ms) {
         return refused;
     }
-    let late = lim.plan.identity.is_some()
-        && lim
-            .plan
-            .routes
-            .get(route)
-            .is_some_and(|r| r.needs_identity(op));
-    if late {
-        lim.finish(store, pending, caller, now_ms)
+    if lim.plan.identity.is_some() && r.route.needs_identity(op) {
+        lim.finish(store, r, pending, caller, now_ms)
     } else {
-        lim.commit(store, pending, now_ms)
+        lim.commit(store, r, pending, now_ms)
     }
 }

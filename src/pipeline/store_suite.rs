@@ -7,7 +7,7 @@
 //!
 //! [`MemStore`]: crate::count::store::MemStore
 
-use crate::config::plan::Plan;
+use crate::config::plan::{BoundId, Plan, RouteId};
 use crate::count::lane::{self, Lane, Table};
 use crate::count::store::{update, Store, StoreError, Versioned};
 use crate::count::window::{Rate, Verdict};
@@ -31,6 +31,15 @@ macro_rules! expect_eq {
             ));
         }
     }};
+}
+
+/// The suite's routes have one route.
+const R0: RouteId = RouteId(0);
+
+/// The lane of the one route's bound `b`.
+fn bound_lane(lim: &Limiter, b: usize) -> Result<&Lane, String> {
+    lim.lane(R0, BoundId(b))
+        .ok_or_else(|| format!("no lane for bound {b}"))
 }
 
 fn e(err: StoreError) -> String {
@@ -229,11 +238,11 @@ fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -
     };
     let t = 60_000 * 1_000;
     for _ in 0..2 {
-        expect_eq!(decide(&lim, s, 0, None, &a, t).refused, None);
+        expect_eq!(decide(&lim, s, R0, None, &a, t).refused, None);
     }
     for _ in 0..5 {
         expect_eq!(
-            decide(&lim, s, 0, None, &a, t).refused.map(|r| r.0),
+            decide(&lim, s, R0, None, &a, t).refused.map(|r| r.0 .0),
             Some(2)
         );
     }
@@ -242,7 +251,7 @@ fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -
         decide(
             &lim,
             s,
-            0,
+            R0,
             None,
             &Caller {
                 address: "10.0.0.2",
@@ -253,12 +262,12 @@ fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -
         .refused,
         None
     );
-    let l0 = &lim.lanes[0][0];
+    let l0 = bound_lane(&lim, 0)?;
     expect_eq!(
         node_lane::peek(s, l0, 0).map_err(e)?.map(|c| c.cur),
         Some(3)
     );
-    let l1 = &lim.lanes[0][1];
+    let l1 = bound_lane(&lim, 1)?;
     let key = lim.caller_key(crate::config::Per::Address, &a);
     expect_eq!(
         node_lane::peek(s, l1, key).map_err(e)?.map(|c| c.cur),
@@ -283,17 +292,17 @@ fn a_late_refusal_takes_back_earlier_bounds<S: Store + ?Sized>(s: &S, p: &str) -
         lim: &lim,
         fired: Cell::new(false),
     };
-    let d = decide(&lim, &racy, 0, None, &Caller::default(), t);
+    let d = decide(&lim, &racy, R0, None, &Caller::default(), t);
     expect_eq!(racy.fired.get(), true);
-    expect_eq!(d.refused.map(|r| r.0), Some(1));
+    expect_eq!(d.refused.map(|r| r.0 .0), Some(1));
     expect_eq!(
-        node_lane::peek(s, &lim.lanes[0][0], 0)
+        node_lane::peek(s, bound_lane(&lim, 0)?, 0)
             .map_err(e)?
             .map(|c| c.cur),
         Some(1)
     );
     expect_eq!(
-        node_lane::peek(s, &lim.lanes[0][1], 0)
+        node_lane::peek(s, bound_lane(&lim, 1)?, 0)
             .map_err(e)?
             .map(|c| c.cur),
         Some(1)
@@ -316,7 +325,7 @@ impl<S: Store + ?Sized> Store for RaceOnce<'_, S> {
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
         if key == self.key && !self.fired.replace(true) {
             let now = 60_000 * 2_000;
-            let d = decide(self.lim, self.inner, 0, None, &Caller::default(), now);
+            let d = decide(self.lim, self.inner, R0, None, &Caller::default(), now);
             if d.refused.is_some() {
                 return Err(StoreError::Invalid("the other worker was refused"));
             }

@@ -29,7 +29,7 @@ const ENTRIES: [(&str, &str); 1] = [("ratebound", "warm-up")];
 /// bound (no route calls the service).
 pub fn call(plan: &Plan) -> Option<ServiceCall<'_>> {
     let service = plan.service.as_ref()?;
-    if plan.routes.iter().all(|r| r.installation.is_empty()) {
+    if plan.routes.iter().all(|r| r.service_bounds.is_empty()) {
         return None;
     }
     let spec = DescriptorSpec {

@@ -3,6 +3,7 @@
 //! with a retry delay for a gRPC caller). Rounding happens here, once.
 
 pub mod grpc;
+pub mod header_map;
 
 use crate::count::window::Quota;
 

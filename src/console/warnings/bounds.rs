@@ -57,7 +57,10 @@ pub(super) fn loose_operation_bound(
     op: &Operation,
     bound: &Bound,
 ) -> Option<Warning> {
-    let by = route.own_bounds().iter().find(|r| dominates(r, bound))?;
+    let by = route
+        .own_bounds()
+        .iter()
+        .find(|r| r.in_shared_data() && dominates(r, bound))?;
     let why = if by.per == Per::Route {
         "counts every request of the route, these included,"
     } else {
@@ -85,7 +88,8 @@ pub(super) fn unreachable(route: &Route, op: Option<&Operation>, bound: &Bound) 
     let siblings = op.map_or(route.own_bounds(), |o| route.operation_bounds(o));
     let index = |b: &Bound| b.written.index;
     let by = siblings.iter().find(|a| {
-        index(a) != index(bound)
+        a.in_shared_data()
+            && index(a) != index(bound)
             && dominates(a, bound)
             && !(dominates(bound, a) && index(a) > index(bound))
     })?;
@@ -112,7 +116,7 @@ pub(super) fn unreachable(route: &Route, op: Option<&Operation>, bound: &Bound) 
 /// A node bound's cluster reading: its figure is per Envoy node (a fleet
 /// bound has its own reading).
 pub(super) fn per_node(route: &Route, bound: &Bound, nodes: Option<u32>) -> Option<Warning> {
-    if bound.fleet.is_some() {
+    if bound.fleet().is_some() {
         return None;
     }
     let (limit, ms) = (u64::from(bound.rate.limit), bound.rate.window_ms);

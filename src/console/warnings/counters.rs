@@ -32,7 +32,8 @@ impl Counters {
         let all = route
             .operations
             .iter()
-            .flat_map(|o| route.operation_bounds(o));
+            .flat_map(|o| route.operation_bounds(o))
+            .filter(|b| b.in_shared_data());
         let (keyed, single): (Vec<_>, Vec<_>) = all.partition(|b| b.per != Per::Route);
         let keyed_bounds = keyed.len() as u64;
         let operation_bounds = single.len() as u64;

@@ -169,22 +169,23 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
     let cluster = plan.service.as_ref().map_or("", |s| s.cluster.as_str());
     let sync_ms = plan.service.as_ref().map_or(500, |s| s.sync_ms);
     for route in &plan.routes {
-        for b in route.bounds.iter().filter(|b| b.fleet.is_some()) {
+        for b in route.bounds.iter().filter(|b| b.fleet().is_some()) {
             let message = crate::console::words::fleet(b, cluster, sync_ms, nodes, rate);
             out.push(bounds::about(Code::Fleet, route, b, message));
         }
     }
     out.extend(fleet_nodes_unset(plan));
     for route in &plan.routes {
-        for b in &route.installation {
+        for b in route.installation_bounds_all() {
+            let at = &b.written;
             out.push(Warning {
                 code: Code::Installation,
                 level: Code::Installation.level(),
-                path: b.path.clone(),
+                path: at.path.clone(),
                 route: route.index,
-                operation: b.op,
-                bound: Some(b.index),
-                message: b.reading(cluster),
+                operation: at.operation,
+                bound: Some(at.index),
+                message: Bound::service_reading(cluster),
             });
         }
     }
@@ -199,7 +200,7 @@ fn fleet_nodes_unset(plan: &Plan) -> Option<Warning> {
     let route = plan
         .routes
         .iter()
-        .find(|r| r.bounds.iter().any(|b| b.fleet.is_some()))?;
+        .find(|r| r.bounds.iter().any(|b| b.fleet().is_some()))?;
     service.fleet_nodes.is_none().then(|| Warning {
         code: Code::FleetNodes,
         level: Code::FleetNodes.level(),
@@ -226,13 +227,19 @@ pub fn check(routes: &[Route], nodes: Option<u32>) -> Vec<Warning> {
         out.extend(routes::no_bounds(route));
         out.extend(routes::narrowed_only(route));
         out.extend(counters::many_counters(route));
-        for bound in route.own_bounds() {
+        // Installation bounds have readings of their own (above), and no
+        // per-node counter to compare.
+        for bound in route.own_bounds().iter().filter(|b| b.in_shared_data()) {
             out.extend(bounds::unreachable(route, None, bound));
             out.extend(bounds::per_node(route, bound, nodes));
         }
         for op in &route.operations {
             out.extend(operations::unreachable_operation(route, op));
-            for bound in route.operation_bounds(op) {
+            for bound in route
+                .operation_bounds(op)
+                .iter()
+                .filter(|b| b.in_shared_data())
+            {
                 out.extend(bounds::loose_operation_bound(route, op, bound));
                 out.extend(bounds::unreachable(route, Some(op), bound));
                 out.extend(bounds::per_node(route, bound, nodes));

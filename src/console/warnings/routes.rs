@@ -24,7 +24,7 @@ pub(super) fn shadowed(earlier: &[Route], route: &Route) -> Option<Warning> {
 }
 
 pub(super) fn no_bounds(route: &Route) -> Option<Warning> {
-    if !route.own_bounds().is_empty() || route.installation.iter().any(|b| b.op.is_none()) {
+    if !route.own_bounds().is_empty() {
         return None;
     }
     let message = if route.operations.is_empty() {
@@ -51,11 +51,7 @@ pub(super) fn no_bounds(route: &Route) -> Option<Warning> {
 /// else unbounded.
 pub(super) fn narrowed_only(route: &Route) -> Option<Warning> {
     let own = route.own_bounds();
-    let everybody_installation = route
-        .installation
-        .iter()
-        .any(|b| b.op.is_none() && b.applies_to.is_everybody());
-    if own.is_empty() || everybody_installation || own.iter().any(|b| b.applies_to.is_everybody()) {
+    if own.is_empty() || own.iter().any(|b| b.applies_to.is_everybody()) {
         return None;
     }
     let mut who: Vec<String> = own

@@ -34,7 +34,7 @@ pub fn no_key_secret(plan: &Plan) -> Option<Warning> {
 pub fn any_method(route: &Route) -> Option<Warning> {
     let account = route.account.as_ref()?;
     let body = account.header.is_none();
-    (body && route.matching.methods.is_empty() && !route.installation.is_empty()).then(|| {
+    (body && route.matching.methods.is_empty() && !route.service_bounds.is_empty()).then(|| {
         about_route(
             Code::SignInAnyMethod,
             format!("{}.match", route_path(route)),

@@ -17,7 +17,7 @@ fn b(index: usize, per: Per, limit: u32, window_ms: u64) -> Bound {
         rate: Rate { limit, window_ms },
         shadow: false,
         fingerprint: 0,
-        fleet: None,
+        scope: crate::config::plan::BoundScope::Node,
         written: Written {
             path: format!("$.routes[0].bounds[{index}]"),
             operation: None,
@@ -46,7 +46,7 @@ fn route(bounds: Vec<Bound>) -> Route {
         needs_address: false,
         operations: Vec::new(),
         op_tree: None,
-        installation: Vec::new(),
+        service_bounds: Vec::new(),
         account: None,
     }
 }

@@ -79,7 +79,7 @@ fn node_count(f: &Filter, host: &MockHost) -> Option<u32> {
         identity: None,
     };
     let key = lim.caller_key(crate::config::Per::Address, &caller);
-    crate::count::node_lane::peek(&host.store, &lim.lanes[0][0], key)
+    crate::count::node_lane::peek(&host.store, lim.lane(RouteId(0), BoundId(0)).unwrap(), key)
         .unwrap()
         .map(|c| c.cur)
 }
@@ -174,7 +174,7 @@ fn an_over_limit_answer_is_a_429_with_the_services_figures_and_no_node_count() {
         .filter(|(_, e)| e.event == Event::Refused)
         .collect();
     assert_eq!(refused.len(), 1);
-    assert_eq!(refused[0].1.bound, 1, "stat index: after the node bound");
+    assert_eq!(refused[0].1.bound.0, 1, "the bound as written");
 }
 
 #[test]
@@ -399,12 +399,12 @@ fn the_body_is_held_while_the_request_waits() {
     let w = f.worker();
     let mut ex = Exchange::default();
     assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Continue);
-    assert_eq!(ex.waits_for(), Some(Waits::Body));
+    assert!(matches!(ex.stage(), Stage::Body(_)));
     // A first piece: still waiting for the end of the body.
     assert_eq!(w.on_request_body(&mut host, &mut ex, 5, false), Step::Pause);
     assert!(host.service_calls.is_empty());
     assert_eq!(w.on_request_body(&mut host, &mut ex, 20, true), Step::Pause);
-    assert_eq!(ex.waits_for(), Some(Waits::Service));
+    assert!(matches!(ex.stage(), Stage::Service(_)));
     // Trailers while the call is out are held too.
     assert_eq!(w.on_request_trailers(&mut host, &mut ex), Step::Pause);
     host.service_answer = Some((0, answer(&[(1, 4)])));
@@ -592,7 +592,7 @@ fn a_locked_account_is_refused_without_a_call_until_its_window_ends() {
     assert!(h
         .events
         .iter()
-        .any(|(_, e)| e.event == Event::Refused && e.bound == 1));
+        .any(|(_, e)| e.event == Event::Refused && e.bound.0 == 1));
     assert!(!h.events.iter().any(|(_, e)| e.event == Event::ServiceCall));
     assert_eq!(node_count(&f, h), None, "not counted by the node either");
     // Another account is asked about.

@@ -25,7 +25,7 @@ fn filter(host: &MockHost, json: &str) -> Filter {
 fn count(f: &Filter, host: &MockHost, b: usize, caller: &Caller) -> Option<u32> {
     let lim = &f.limiter;
     let key = lim.caller_key(lim.plan.routes[0].bounds[b].per, caller);
-    crate::count::node_lane::peek(&host.store, &lim.lanes[0][b], key)
+    crate::count::node_lane::peek(&host.store, lim.lane(RouteId(0), BoundId(b)).unwrap(), key)
         .unwrap()
         .map(|c| c.cur)
 }
@@ -165,7 +165,7 @@ fn an_identity_refusal_names_the_identity_bound_and_leaves_the_earlier_untouched
     // The address bound admitted it, yet counts only the admitted request.
     assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(1));
     assert_eq!(host.events.len(), 1);
-    assert_eq!(host.events[0].1.bound, 1);
+    assert_eq!(host.events[0].1.bound.0, 1);
     // Bob, at the same address, has his own budget.
     host.request_headers.insert("x-user".into(), "bob".into());
     host.clear();
@@ -391,10 +391,24 @@ fn decide_runs_the_filters_phases() {
     let mut host = MockHost::new(T0).from_address("10.0.0.1");
     let f = filter(&host, PER_ADDRESS);
     f.request(&mut host);
-    let d = decide(&f.limiter, &host.store, 0, None, &anon("10.0.0.1"), T0);
+    let d = decide(
+        &f.limiter,
+        &host.store,
+        RouteId(0),
+        None,
+        &anon("10.0.0.1"),
+        T0,
+    );
     assert!(d.refused.is_none());
-    let d = decide(&f.limiter, &host.store, 0, None, &anon("10.0.0.1"), T0);
-    assert_eq!(d.refused.map(|r| r.0), Some(0));
+    let d = decide(
+        &f.limiter,
+        &host.store,
+        RouteId(0),
+        None,
+        &anon("10.0.0.1"),
+        T0,
+    );
+    assert_eq!(d.refused.map(|r| r.0 .0), Some(0));
     assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(2));
     let _ = Per::Address;
 }
