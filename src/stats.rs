@@ -2,7 +2,7 @@
 //! counted for (a bound, an installation bound, the instance) and when it
 //! exists, and the grammar of the names Envoy shows, both ways.
 //!
-//! The filter (`host/metrics.rs`) composes names with this module and
+//! The filter (`node::StatBook`) composes names with this module and
 //! `ratebound top` splits them with it; tests/stats_names.rs checks that
 //! the Grafana dashboard, the alert rules and the stats tags name only
 //! what is here.

@@ -43,10 +43,7 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-pub fn request_header(name: &str) -> Option<String> {
-    map_value(MapType::HttpRequestHeaders, name)
-}
-
+// The raw host calls where the SDK's wrappers would panic (see each use).
 #[link(wasm_import_module = "env")]
 extern "C" {
     fn proxy_get_header_map_value(
@@ -55,6 +52,21 @@ extern "C" {
         key_size: usize,
         return_value_data: *mut *mut u8,
         return_value_size: *mut usize,
+    ) -> u32;
+    fn proxy_get_header_map_pairs(
+        map_type: MapType,
+        return_map_data: *mut *mut u8,
+        return_map_size: *mut usize,
+    ) -> u32;
+    fn proxy_send_local_response(
+        status_code: u32,
+        details_data: *const u8,
+        details_size: usize,
+        body_data: *const u8,
+        body_size: usize,
+        headers_data: *const u8,
+        headers_size: usize,
+        grpc_status: i32,
     ) -> u32;
 }
 
@@ -86,15 +98,6 @@ pub fn map_value(map: MapType, name: &str) -> Option<String> {
     })
 }
 
-#[link(wasm_import_module = "env")]
-extern "C" {
-    fn proxy_get_header_map_pairs(
-        map_type: MapType,
-        return_map_data: *mut *mut u8,
-        return_map_size: *mut usize,
-    ) -> u32;
-}
-
 /// Every value of header `name` in `map`, in order (a repeated header has
 /// several), through the raw host call: the SDK's `get_map` panics on a
 /// value that is not UTF-8, and `map_value` returns only the first copy.
@@ -113,20 +116,6 @@ pub fn map_values(map: MapType, name: &str) -> Vec<Vec<u8>> {
         .filter(|(k, _)| k.eq_ignore_ascii_case(name.as_bytes()))
         .map(|(_, v)| v.to_vec())
         .collect()
-}
-
-#[link(wasm_import_module = "env")]
-extern "C" {
-    fn proxy_send_local_response(
-        status_code: u32,
-        details_data: *const u8,
-        details_size: usize,
-        body_data: *const u8,
-        body_size: usize,
-        headers_data: *const u8,
-        headers_size: usize,
-        grpc_status: i32,
-    ) -> u32;
 }
 
 /// A local reply through the raw host call: the SDK's `send_http_response`

@@ -7,9 +7,8 @@ use super::{Node, NodeHost, NodeStat, NodeStats};
 use crate::config::plan::Plan;
 use crate::count::store::MemStore;
 use crate::pipeline::fleet_sync::Settled;
-use crate::pipeline::installation::ServiceCall;
 use crate::pipeline::mock::MockHost;
-use crate::pipeline::Level;
+use crate::pipeline::{Base, CallOut, Level};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -57,7 +56,8 @@ pub struct MockNodeHost {
     pub env: HashMap<String, String>,
     /// The host refuses to dispatch calls with this status.
     pub dispatch_error: Option<String>,
-    /// The answer being handled: its `grpc-message` and its body (framed).
+    /// The answer being handled: its `grpc-message` (a failed call's,
+    /// from Envoy) and its body (framed).
     pub answer_message: Option<String>,
     pub answer_body: Option<Vec<u8>>,
     // What the nodes did:
@@ -135,9 +135,8 @@ impl MockNodeHost {
     }
 }
 
-impl NodeHost for MockNodeHost {
+impl Base for MockNodeHost {
     type Store = MemStore;
-    type Stats = MockStats;
 
     fn store(&self) -> &MemStore {
         &self.pipe.store
@@ -146,6 +145,52 @@ impl NodeHost for MockNodeHost {
     fn now_ms(&self) -> u64 {
         self.pipe.now
     }
+
+    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>> {
+        self.pipe.properties.get(&path.join(".")).cloned()
+    }
+
+    fn log(&mut self, level: Level, msg: &str) {
+        self.logs.push((level, msg.into()));
+    }
+
+    /// Every call of a node is to the rate-limit service: its message is
+    /// kept unframed.
+    fn dispatch(&mut self, call: &CallOut) -> Result<u32, String> {
+        if let Some(e) = &self.dispatch_error {
+            return Err(e.clone());
+        }
+        let message =
+            crate::rls::unframe(call.body.unwrap_or_default()).map_err(|e| e.to_string())?;
+        self.next_token += 1;
+        self.calls.push(Call {
+            token: self.next_token,
+            cluster: call.cluster.into(),
+            timeout_ms: call.timeout_ms,
+            message: message.to_vec(),
+        });
+        Ok(self.next_token)
+    }
+
+    /// Only what `answered` reads: a failed call's `grpc-message`.
+    fn answer_header(&self, name: &str) -> Option<String> {
+        (name == "grpc-message")
+            .then(|| self.answer_message.clone())
+            .flatten()
+    }
+
+    fn answer_trailer(&self, _name: &str) -> Option<String> {
+        None
+    }
+
+    fn answer_body(&self, size: usize) -> Option<Vec<u8>> {
+        let body = self.answer_body.as_ref()?;
+        Some(body.iter().take(size).copied().collect())
+    }
+}
+
+impl NodeHost for MockNodeHost {
+    type Stats = MockStats;
 
     fn random(&mut self) -> [u64; 2] {
         self.random += 1;
@@ -156,10 +201,6 @@ impl NodeHost for MockNodeHost {
         self.env.get(name).cloned()
     }
 
-    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>> {
-        self.pipe.properties.get(&path.join(".")).cloned()
-    }
-
     fn define_stats(&mut self, _plan: &Plan) -> MockStats {
         self.configs += 1;
         MockStats {
@@ -168,34 +209,7 @@ impl NodeHost for MockNodeHost {
         }
     }
 
-    fn dispatch(&mut self, call: &ServiceCall) -> Result<u32, String> {
-        if let Some(e) = &self.dispatch_error {
-            return Err(e.clone());
-        }
-        self.next_token += 1;
-        self.calls.push(Call {
-            token: self.next_token,
-            cluster: call.cluster.into(),
-            timeout_ms: call.timeout_ms,
-            message: call.message.clone(),
-        });
-        Ok(self.next_token)
-    }
-
-    fn call_grpc_message(&self) -> Option<String> {
-        self.answer_message.clone()
-    }
-
-    fn call_body(&self, size: usize) -> Option<Vec<u8>> {
-        let body = self.answer_body.as_ref()?;
-        Some(body.iter().take(size).copied().collect())
-    }
-
     fn set_tick_period(&mut self, ms: u64) {
         self.tick_ms = Some(ms);
-    }
-
-    fn log(&mut self, level: Level, msg: &str) {
-        self.logs.push((level, msg.into()));
     }
 }

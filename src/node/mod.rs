@@ -178,6 +178,19 @@ impl<S: NodeStats> Node<S> {
         }
     }
 
+    /// A call this context made was answered (or failed), with a body of
+    /// `body` bytes.
+    pub fn on_answer<H: NodeHost<Stats = S>>(
+        &mut self,
+        host: &mut H,
+        token: u32,
+        body: usize,
+    ) -> Option<Settled> {
+        let status = crate::pipeline::rls_status(host);
+        let headers = host.answer_header(":status").is_some();
+        self.answered(host, token, (status, headers), body)
+    }
+
     /// A call this context made ended: `grpc_status` as the host read it
     /// (`headers`: the answer had any), a body of `body` bytes. A fleet
     /// sync's answer says what it was settled as.
@@ -190,7 +203,10 @@ impl<S: NodeStats> Node<S> {
     ) -> Option<Settled> {
         match self.syncs.remove(&token) {
             Some((active, batch)) => {
-                let message = host.call_grpc_message().unwrap_or_default();
+                let message = host
+                    .answer_trailer("grpc-message")
+                    .or_else(|| host.answer_header("grpc-message"))
+                    .unwrap_or_default();
                 let status =
                     crate::pipeline::fleet_sync::failed_call_status(grpc_status, headers, &message);
                 Some(self.synced(host, &active, &batch, status, body))

@@ -60,7 +60,7 @@ impl<S: NodeStats> Node<S> {
                 continue;
             };
             stats.count(NodeStat::FleetSyncSent(batch.keys()));
-            match host.dispatch(&call) {
+            match crate::pipeline::dispatch_rls(host, &call) {
                 Ok(token) => {
                     self.syncs.insert(token, (Rc::clone(active), batch));
                 }
@@ -105,7 +105,7 @@ impl<S: NodeStats> Node<S> {
         status: u32,
         body: usize,
     ) -> Settled {
-        let framed = (status == 0).then(|| host.call_body(body)).flatten();
+        let framed = (status == 0).then(|| host.answer_body(body)).flatten();
         let message = framed.as_deref().and_then(|f| crate::rls::unframe(f).ok());
         let now = host.now_ms();
         let (settled, errors) =

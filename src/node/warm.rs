@@ -17,7 +17,7 @@ impl<S: NodeStats> Node<S> {
             self.warm = WarmUp::Done { answered: false };
             return;
         };
-        if let Err(e) = host.dispatch(&call) {
+        if let Err(e) = crate::pipeline::dispatch_rls(host, &call) {
             let msg = format!(
                 "ratebound: warm-up call to {:?} not sent: {e}",
                 call.cluster

@@ -210,8 +210,8 @@ impl<'p> Worker<'p> {
             Begun::Decided(d) => d,
             Begun::Needs(waiting, ask) => {
                 host.count(Stat::SessionCall);
-                match host.dispatch_session(&ask.call()) {
-                    Ok(()) => {
+                match ask.dispatch(host) {
+                    Ok(_) => {
                         ex.stage = Stage::Session(waiting);
                         return Step::Pause;
                     }
@@ -265,8 +265,8 @@ impl<'p> Worker<'p> {
                 if ex.grpc.is_none() {
                     ex.grpc = Some(is_grpc(host));
                 }
-                match host.dispatch_service(&call) {
-                    Ok(()) => {
+                match super::dispatch_rls(host, &call) {
+                    Ok(_) => {
                         ex.stage = Stage::Service(ready);
                         return Step::Pause;
                     }
@@ -361,7 +361,7 @@ impl<'p> Worker<'p> {
     pub fn on_answer<H: Host>(&self, host: &mut H, ex: &mut Exchange, size: usize) -> Step {
         match ex.stage {
             Stage::Service(_) => {
-                let status = host.service_status();
+                let status = super::rls_status(host);
                 self.on_service_answer(host, ex, status, size)
             }
             Stage::Session(_) => self.on_session_answer(host, ex, size),
@@ -381,7 +381,9 @@ impl<'p> Worker<'p> {
         let Stage::Service(ready) = std::mem::take(&mut ex.stage) else {
             return Step::Pause;
         };
-        let body = (status == 0).then(|| host.service_body(size)).flatten();
+        let body = (status == 0)
+            .then(|| super::host::rls_message(host, size))
+            .flatten();
         let d = self.counted(host, *ready, status, body);
         self.perform(host, ex, d)
     }
@@ -397,8 +399,8 @@ impl<'p> Worker<'p> {
         let Stage::Session(w) = std::mem::take(&mut ex.stage) else {
             return Step::Pause;
         };
-        let status = host.session_status().unwrap_or_default();
-        let body = host.session_body(body_size);
+        let status = host.answer_header(":status").unwrap_or_default();
+        let body = host.answer_body(body_size);
         let next = self.resume(host, w, &status, || body);
         self.drive(host, ex, next)
     }

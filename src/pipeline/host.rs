@@ -1,5 +1,6 @@
-//! What the request path asks of its host: the [`Host`] seam, and the
-//! words it uses to say what to do (`Step`, `Stat`, `Level`).
+//! What the request path asks of its host: the [`Host`] seam (over
+//! [`Base`], what every context asks, the root's too), and the words it
+//! uses to say what to do (`Step`, `Stat`, `Level`).
 
 use super::installation::ServiceCall;
 use crate::config::plan::RouteId;
@@ -32,13 +33,72 @@ pub enum Level {
     Error,
 }
 
-/// The session service call-out a request waits for.
-#[derive(Debug, Clone, Copy)]
-pub struct SessionCall<'a> {
+/// An HTTP call-out: the session service's, or the rate-limit service's
+/// (gRPC, framed by [`crate::rls`]).
+#[derive(Debug, Clone)]
+pub struct CallOut<'a> {
     pub cluster: &'a str,
-    /// `:method`, `:path`, `:authority`, and the credential.
-    pub headers: [(&'a str, &'a str); 4],
+    pub headers: &'a [(&'a str, &'a str)],
+    pub body: Option<&'a [u8]>,
     pub timeout_ms: u64,
+}
+
+/// What every context asks of its host, a request's and the root's: the
+/// store, the clock, properties, the log, and its call-outs.
+pub trait Base {
+    type Store: Store;
+    /// Counter storage (Envoy shared data).
+    fn store(&self) -> &Self::Store;
+    /// Milliseconds since the epoch.
+    fn now_ms(&self) -> u64;
+    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>>;
+    fn log(&mut self, level: Level, msg: &str);
+    /// Dispatches a call-out: its token, or the host's status name.
+    fn dispatch(&mut self, call: &CallOut) -> Result<u32, String>;
+    /// A header of the call-out answer being handled (none when the call
+    /// failed without one).
+    fn answer_header(&self, name: &str) -> Option<String>;
+    /// A trailer of the call-out answer being handled.
+    fn answer_trailer(&self, name: &str) -> Option<String>;
+    /// The first `size` bytes of the answer's body.
+    fn answer_body(&self, size: usize) -> Option<Vec<u8>>;
+}
+
+/// Calls the rate-limit service with `call`: gRPC as an HTTP/2 call-out,
+/// framed here (the SDK's gRPC call panics on a status Envoy returns, and
+/// the raw import's answer never reaches the context: docs/envoy-host.md).
+pub fn dispatch_rls<H: Base + ?Sized>(host: &mut H, call: &ServiceCall) -> Result<u32, String> {
+    let timeout = format!("{}m", call.timeout_ms);
+    let path = format!("/{}/{}", crate::rls::SERVICE, crate::rls::METHOD);
+    let body = crate::rls::frame(&call.message);
+    host.dispatch(&CallOut {
+        cluster: call.cluster,
+        headers: &[
+            (":method", "POST"),
+            (":path", &path),
+            (":authority", call.cluster),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("grpc-timeout", &timeout),
+        ],
+        body: Some(&body),
+        timeout_ms: call.timeout_ms,
+    })
+}
+
+/// The gRPC status of the rate-limit service's answer being handled: in
+/// its trailers, or the headers of a trailers-only answer.
+pub fn rls_status<H: Base + ?Sized>(host: &H) -> u32 {
+    let grpc = host
+        .answer_trailer("grpc-status")
+        .or_else(|| host.answer_header("grpc-status"));
+    crate::rls::call_status(host.answer_header(":status").as_deref(), grpc.as_deref())
+}
+
+/// The message of the rate-limit service's answer (`size` bytes, framed).
+pub fn rls_message<H: Base + ?Sized>(host: &H, size: usize) -> Option<Vec<u8>> {
+    let framed = host.answer_body(size)?;
+    crate::rls::unframe(&framed).ok().map(<[u8]>::to_vec)
 }
 
 /// An answer this filter gives instead of the upstream.
@@ -55,34 +115,14 @@ pub struct LocalReply<'a> {
     pub grpc_status: Option<u32>,
 }
 
-/// What the request path needs of its host.
-pub trait Host {
-    type Store: Store;
-    /// Counter storage (Envoy shared data).
-    fn store(&self) -> &Self::Store;
-    /// Milliseconds since the epoch.
-    fn now_ms(&self) -> u64;
+/// What the request path needs of its host, beyond [`Base`].
+pub trait Host: Base {
     fn request_header(&self, name: &str) -> Option<String>;
     /// Every value of a request header, in order, as sent (a repeated
     /// header has several).
     fn request_header_values(&self, name: &str) -> Vec<Vec<u8>>;
-    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>>;
-    /// Dispatches the call-out; `Err` carries the host's status name.
-    fn dispatch_session(&mut self, call: &SessionCall) -> Result<(), String>;
-    /// The `:status` of the session service's answer.
-    fn session_status(&self) -> Option<String>;
-    /// The body of the session service's answer.
-    fn session_body(&self, size: usize) -> Option<Vec<u8>>;
     /// The first `size` bytes of the request body buffered so far.
     fn request_body(&self, size: usize) -> Option<Vec<u8>>;
-    /// Dispatches the rate-limit service call; `Err` carries the host's
-    /// status name.
-    fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String>;
-    /// The gRPC status of the rate-limit service's answer (its trailers,
-    /// or the headers of a trailers-only answer; 14 when it failed).
-    fn service_status(&self) -> u32;
-    /// The message of the rate-limit service's answer.
-    fn service_body(&self, size: usize) -> Option<Vec<u8>>;
     /// How long the rate-limit service took to answer (or fail).
     fn service_latency(&mut self, ms: u64);
     /// Lets a held response go on.
@@ -93,7 +133,6 @@ pub trait Host {
     /// Per-bound stats of route `route`.
     fn record(&mut self, route: RouteId, events: &[BoundEvent]);
     fn count(&mut self, stat: Stat);
-    fn log(&mut self, level: Level, msg: &str);
 }
 
 /// What Envoy is told to do with the request.

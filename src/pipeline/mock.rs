@@ -1,8 +1,7 @@
 //! A [`Host`] that records every call, over a [`MemStore`]: every path of a
 //! request runs natively, and what it asked of the host can be read back.
 
-use super::installation::ServiceCall;
-use super::{Exchange, Host, Level, LocalReply, SessionCall, Stage, Stat, Step, Worker};
+use super::{Base, CallOut, Exchange, Host, Level, LocalReply, Stage, Stat, Step, Worker};
 use crate::config::parse;
 use crate::config::plan::{Plan, RouteId};
 use crate::count::lane::Table;
@@ -76,6 +75,14 @@ pub struct MockHost {
     pub logs: Vec<(Level, String)>,
     /// Header and property reads (host calls that read the request).
     pub reads: Cell<usize>,
+    /// The last call-out dispatched: the one whose answer is handled.
+    pub answering: Option<Answering>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answering {
+    Session,
+    Service,
 }
 
 impl MockHost {
@@ -118,6 +125,14 @@ impl MockHost {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The size of the rate-limit service's answer, framed as Envoy hands
+    /// it over.
+    pub fn service_answer_size(&self) -> usize {
+        self.service_answer
+            .as_ref()
+            .map_or(0, |(_, b)| crate::rls::frame(b).len())
+    }
+
     /// Forgets what the pipeline did (the request facts stay).
     pub fn clear(&mut self) {
         self.dispatched.clear();
@@ -132,7 +147,7 @@ impl MockHost {
     }
 }
 
-impl Host for MockHost {
+impl Base for MockHost {
     type Store = MemStore;
 
     fn store(&self) -> &MemStore {
@@ -143,6 +158,76 @@ impl Host for MockHost {
         self.now
     }
 
+    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>> {
+        self.reads.set(self.reads.get() + 1);
+        self.properties.get(&path.join(".")).cloned()
+    }
+
+    fn log(&mut self, level: Level, msg: &str) {
+        self.logs.push((level, msg.to_string()));
+    }
+
+    /// A gRPC call is the rate-limit service's (its message unframed into
+    /// `service_calls`), any other the session service's (`dispatched`).
+    fn dispatch(&mut self, call: &CallOut) -> Result<u32, String> {
+        let grpc = call
+            .headers
+            .iter()
+            .any(|(k, v)| *k == "content-type" && *v == "application/grpc");
+        if grpc {
+            if let Some(e) = &self.service_dispatch_error {
+                return Err(e.clone());
+            }
+            let framed = call.body.unwrap_or_default();
+            let message = crate::rls::unframe(framed).map_err(|e| e.to_string())?;
+            self.service_calls
+                .push((call.cluster.into(), call.timeout_ms, message.to_vec()));
+            self.answering = Some(Answering::Service);
+        } else {
+            if let Some(e) = &self.dispatch_error {
+                return Err(e.clone());
+            }
+            self.dispatched.push(Dispatched {
+                cluster: call.cluster.into(),
+                headers: call
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                timeout_ms: call.timeout_ms,
+            });
+            self.answering = Some(Answering::Session);
+        }
+        Ok(1)
+    }
+
+    fn answer_header(&self, name: &str) -> Option<String> {
+        match (self.answering?, name) {
+            (Answering::Session, ":status") => self.session_status.clone(),
+            (Answering::Service, ":status") => self.service_answer.as_ref().map(|_| "200".into()),
+            _ => None,
+        }
+    }
+
+    fn answer_trailer(&self, name: &str) -> Option<String> {
+        match (self.answering?, name) {
+            (Answering::Service, "grpc-status") => {
+                self.service_answer.as_ref().map(|(s, _)| s.to_string())
+            }
+            _ => None,
+        }
+    }
+
+    fn answer_body(&self, size: usize) -> Option<Vec<u8>> {
+        let body = match self.answering? {
+            Answering::Session => self.session_body.clone()?,
+            Answering::Service => crate::rls::frame(&self.service_answer.as_ref()?.1),
+        };
+        Some(body.into_iter().take(size).collect())
+    }
+}
+
+impl Host for MockHost {
     fn request_header(&self, name: &str) -> Option<String> {
         self.reads.set(self.reads.get() + 1);
         self.request_headers.get(name).cloned()
@@ -159,31 +244,6 @@ impl Host for MockHost {
             .collect()
     }
 
-    fn property(&self, path: Vec<&str>) -> Option<Vec<u8>> {
-        self.reads.set(self.reads.get() + 1);
-        self.properties.get(&path.join(".")).cloned()
-    }
-
-    fn dispatch_session(&mut self, call: &SessionCall) -> Result<(), String> {
-        if let Some(e) = &self.dispatch_error {
-            return Err(e.clone());
-        }
-        self.dispatched.push(Dispatched {
-            cluster: call.cluster.into(),
-            headers: call
-                .headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            timeout_ms: call.timeout_ms,
-        });
-        Ok(())
-    }
-
-    fn session_status(&self) -> Option<String> {
-        self.session_status.clone()
-    }
-
     fn request_body(&self, size: usize) -> Option<Vec<u8>> {
         self.body_reads.set(self.body_reads.get() + 1);
         self.request_body
@@ -191,33 +251,7 @@ impl Host for MockHost {
             .map(|b| b.iter().take(size).copied().collect())
     }
 
-    fn dispatch_service(&mut self, call: &ServiceCall) -> Result<(), String> {
-        if let Some(e) = &self.service_dispatch_error {
-            return Err(e.clone());
-        }
-        self.service_calls
-            .push((call.cluster.into(), call.timeout_ms, call.message.clone()));
-        Ok(())
-    }
-
-    fn service_status(&self) -> u32 {
-        // No answer set: the call failed (UNAVAILABLE).
-        self.service_answer.as_ref().map_or(14, |(s, _)| *s)
-    }
-
-    fn service_body(&self, size: usize) -> Option<Vec<u8>> {
-        self.service_answer
-            .as_ref()
-            .map(|(_, b)| b.iter().take(size).copied().collect())
-    }
-
     fn service_latency(&mut self, _ms: u64) {}
-
-    fn session_body(&self, size: usize) -> Option<Vec<u8>> {
-        self.session_body
-            .as_ref()
-            .map(|b| b.iter().take(size).copied().collect())
-    }
 
     fn send_reply(&mut self, reply: &LocalReply) -> Result<(), String> {
         if let Some(e) = &self.reply_error {
@@ -252,10 +286,6 @@ impl Host for MockHost {
 
     fn count(&mut self, stat: Stat) {
         self.stats.push(stat);
-    }
-
-    fn log(&mut self, level: Level, msg: &str) {
-        self.logs.push((level, msg.into()));
     }
 }
 
@@ -327,7 +357,7 @@ pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
         }
     }
     if matches!(ex.stage(), Stage::Service(_)) {
-        let size = host.service_answer.as_ref().map_or(0, |(_, b)| b.len());
+        let size = host.service_answer_size();
         last = Some(w.on_answer(host, &mut ex, size));
     }
     w.on_response(host, &mut ex);

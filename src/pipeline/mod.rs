@@ -54,7 +54,9 @@ use crate::identity::{self as id_decode, Identity, SessionError};
 use crate::pipeline::limiter::{Caller, Decision as Counted, Limiter, Pending, RouteLanes};
 use crate::reply::{Refusal, Shown};
 pub use exchange::{Exchange, Stage};
-pub use host::{Host, Level, LocalReply, LogGate, SessionCall, Stat, Step};
+pub use host::{
+    dispatch_rls, rls_status, Base, CallOut, Host, Level, LocalReply, LogGate, Stat, Step,
+};
 use installation::{Ready, ServiceCall};
 use smallvec::SmallVec;
 use std::cell::RefCell;
@@ -161,18 +163,20 @@ pub struct Ask<'p> {
 }
 
 impl Ask<'_> {
-    pub fn call(&self) -> SessionCall<'_> {
+    /// Asks the session service.
+    pub fn dispatch<H: Base>(&self, host: &mut H) -> Result<u32, String> {
         let s = self.session;
-        SessionCall {
+        host.dispatch(&CallOut {
             cluster: &s.cluster,
-            headers: [
+            headers: &[
                 (":method", "GET"),
                 (":path", &s.path),
                 (":authority", s.authority.as_deref().unwrap_or(&s.cluster)),
                 (self.header, &self.credential),
             ],
+            body: None,
             timeout_ms: s.timeout_ms,
-        }
+        })
     }
 }
 

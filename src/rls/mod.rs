@@ -2,7 +2,7 @@
 //! by envoyproxy/ratelimit: what installation-wide bounds send over gRPC and
 //! how an answer becomes a decision. Plain Rust, no host calls: the host
 //! sends the bytes from [`encode_request`], [`frame`]d, as an HTTP/2 call
-//! (see `host::dispatch_service` for why not `proxy_grpc_call`), and hands
+//! (see `pipeline::dispatch_rls` for why not `proxy_grpc_call`), and hands
 //! the gRPC status ([`call_status`]) and the [`unframe`]d body it gets back
 //! to [`outcome`].
 //!

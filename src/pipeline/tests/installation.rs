@@ -408,7 +408,7 @@ fn the_body_is_held_while_the_request_waits() {
     // Trailers while the call is out are held too.
     assert_eq!(w.on_request_trailers(&mut host, &mut ex), Step::Pause);
     host.service_answer = Some((0, answer(&[(1, 4)])));
-    let size = host.service_answer.as_ref().unwrap().1.len();
+    let size = host.service_answer_size();
     assert_eq!(
         w.on_service_answer(&mut host, &mut ex, 0, size),
         Step::Continue
@@ -427,7 +427,7 @@ fn an_upstream_answer_before_the_decision_waits_for_it() {
         assert_eq!(w.on_response(&mut host, &mut ex), Step::Pause);
         assert_eq!(w.on_request_body(&mut host, &mut ex, 20, true), Step::Pause);
         host.service_answer = Some((0, answer(&[(answer_code, 4)])));
-        let size = host.service_answer.as_ref().unwrap().1.len();
+        let size = host.service_answer_size();
         w.on_service_answer(&mut host, &mut ex, 0, size);
         match held_status {
             None => {
@@ -484,7 +484,7 @@ fn a_grpc_sign_in_refused_by_the_service_is_refused_in_grpc() {
     let mut ex = Exchange::default();
     assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Pause);
     host.service_answer = Some((0, answer(&[(2, 0)])));
-    let size = host.service_answer.as_ref().unwrap().1.len();
+    let size = host.service_answer_size();
     w.on_service_answer(&mut host, &mut ex, 0, size);
     let r = &host.replies[0];
     assert_eq!((r.status, r.grpc_status), (429, Some(8)));
