@@ -333,7 +333,7 @@ proptest! {
         let mut parked: Vec<Option<(u8, ratebound::pipeline::limiter::Pending)>> = vec![None, None, None];
         let mut admitted = [0usize; 4];
         let mut refused = [false; 4];
-        let mut outcome = |c: u8, d: ratebound::pipeline::limiter::Decision, admitted: &mut [usize; 4]| {
+        let mut outcome = |c: u8, d: ratebound::pipeline::limiter::Counted, admitted: &mut [usize; 4]| {
             assert!(d.errors.is_empty(), "{:?}", d.errors);
             match d.refused {
                 None => admitted[counter(c)] += 1,

@@ -67,7 +67,7 @@ pub fn method_matches(configured: &str, request: &str) -> bool {
 
 /// An `:authority` (or a configured `host`) as matching compares it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Host<'a> {
+pub struct Authority<'a> {
     /// Lower case, without one trailing dot (`Example.COM.` is
     /// `example.com`); an IPv6 literal keeps its brackets (`[::1]`).
     pub name: Cow<'a, str>,
@@ -175,10 +175,10 @@ pub fn check_authority(raw: &str) -> Result<(), AuthorityError> {
     }
 }
 
-/// An `:authority` normalised: see [`Host`]. An authority whose port is not
+/// An `:authority` normalised: see [`Authority`]. An authority whose port is not
 /// a port number is all name (it then matches no configured host that has
 /// a name of its own).
-pub fn host(raw: &str) -> Host<'_> {
+pub fn host(raw: &str) -> Authority<'_> {
     let (name, port) = match split_host(raw) {
         (name, Port::None) => (name, None),
         (name, Port::Number(n)) => (name, Some(n)),
@@ -190,7 +190,7 @@ pub fn host(raw: &str) -> Host<'_> {
     } else {
         Cow::Borrowed(name)
     };
-    Host { name, port }
+    Authority { name, port }
 }
 
 /// The path part of a target: up to the query or fragment.

@@ -352,7 +352,7 @@ impl HostMatch {
     /// A host written without a port matches the authority on any port; with
     /// a port, that port, or no port when it is a default one (80, 443): a
     /// client leaves the default port out, and the scheme is not read.
-    fn matches(&self, authority: &normalize::Host) -> bool {
+    fn matches(&self, authority: &normalize::Authority) -> bool {
         self.name == authority.name
             && match (self.port, authority.port) {
                 (None, _) => true,
@@ -377,7 +377,7 @@ pub struct RequestInfo<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct Normalized<'a> {
     route_name: Option<&'a str>,
-    host: Option<normalize::Host<'a>>,
+    host: Option<normalize::Authority<'a>>,
     path: Option<Cow<'a, str>>,
     /// The reading that keeps an encoded slash inside its segment, when the
     /// path holds one ([`normalize::path_keeping_encoded_slashes`]).

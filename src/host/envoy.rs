@@ -6,7 +6,7 @@ use super::shared::{self, log, map_value, now_ms, SharedData};
 use crate::config::plan::{Plan, RouteId};
 use crate::node::NodeHost;
 use crate::pipeline::limiter::BoundEvent;
-use crate::pipeline::{Base, CallOut, Host, Level, LocalReply, Stat};
+use crate::pipeline::{Base, CallOut, Host, Level, LocalReply, RequestStat};
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{BufferType, LogLevel, MapType};
 use std::time::Duration;
@@ -120,7 +120,7 @@ impl Host for Envoy<'_> {
         }
     }
 
-    fn count(&mut self, stat: Stat) {
+    fn count(&mut self, stat: RequestStat) {
         if let Some(m) = self.metrics {
             m.count_request(stat);
         }

@@ -160,8 +160,8 @@ impl<K: StatSink> StatBook<K> {
     }
 
     /// A request's instance stat.
-    pub fn count_request(&self, stat: crate::pipeline::Stat) {
-        use crate::pipeline::Stat as P;
+    pub fn count_request(&self, stat: crate::pipeline::RequestStat) {
+        use crate::pipeline::RequestStat as P;
         self.inc(match stat {
             P::StoreError => Stat::StoreErrors,
             P::IdentityError => Stat::IdentityErrors,
@@ -274,7 +274,7 @@ mod tests {
             &[event(0, Event::Allowed), event(1, Event::ServiceCall)],
         );
         b.record(RouteId(0), &[event(0, Event::Allowed)]);
-        b.count_request(crate::pipeline::Stat::RlsCallSaved);
+        b.count_request(crate::pipeline::RequestStat::RlsCallSaved);
         assert!(
             r.counts.borrow().is_empty(),
             "counted in the VM until the tick"

@@ -5,7 +5,9 @@
 //! let on with the figures its response will show.
 
 use super::installation::Ready;
-use super::{Begun, Decision, Host, Level, LocalReply, SessionError, Stat, Step, Waiting, Worker};
+use super::{
+    Begun, Decision, Host, Level, LocalReply, RequestStat, SessionError, Step, Waiting, Worker,
+};
 use crate::count::window::Quota;
 use crate::pipeline::limiter::BoundEvent;
 use crate::reply::{self, Shown, Style};
@@ -209,7 +211,7 @@ impl<'p> Worker<'p> {
         let d = match begun {
             Begun::Decided(d) => d,
             Begun::Needs(waiting, ask) => {
-                host.count(Stat::SessionCall);
+                host.count(RequestStat::SessionCall);
                 match ask.dispatch(host) {
                     Ok(_) => {
                         ex.stage = Stage::Session(waiting);

@@ -1,6 +1,6 @@
 //! What the request path asks of its host: the [`Host`] seam (over
 //! [`Base`], what every context asks, the root's too), and the words it
-//! uses to say what to do (`Step`, `Stat`, `Level`).
+//! uses to say what to do (`Step`, `RequestStat`, `Level`).
 
 use super::installation::ServiceCall;
 use crate::config::plan::RouteId;
@@ -10,7 +10,7 @@ use crate::pipeline::limiter::BoundEvent;
 /// Instance-wide counters the pipeline bumps (per-bound ones go through
 /// [`Host::record`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stat {
+pub enum RequestStat {
     StoreError,
     IdentityError,
     SessionCall,
@@ -132,7 +132,7 @@ pub trait Host: Base {
     fn add_response_header(&mut self, name: &str, value: &str);
     /// Per-bound stats of route `route`.
     fn record(&mut self, route: RouteId, events: &[BoundEvent]);
-    fn count(&mut self, stat: Stat);
+    fn count(&mut self, stat: RequestStat);
 }
 
 /// What Envoy is told to do with the request.

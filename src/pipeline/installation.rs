@@ -188,12 +188,12 @@ impl<'p> Worker<'p> {
                     Ok(None) => continue,
                     // Not known to be locked: the service decides.
                     Err(e) => {
-                        host.count(super::Stat::StoreError);
+                        host.count(super::RequestStat::StoreError);
                         host.log(Level::Warn, &format!("ratebound: lock table: {e}"));
                         continue;
                     }
                 };
-            host.count(super::Stat::RlsCallSaved);
+            host.count(super::RequestStat::RlsCallSaved);
             host.record(
                 ready.pending.route(),
                 &[BoundEvent {
@@ -277,7 +277,7 @@ impl<'p> Worker<'p> {
             if let Err(e) =
                 locks::lock(host.store(), &locks::slot_key(instance, id), id, until, now)
             {
-                host.count(super::Stat::StoreError);
+                host.count(super::RequestStat::StoreError);
                 host.log(Level::Warn, &format!("ratebound: lock table: {e}"));
             }
         }
@@ -311,7 +311,7 @@ impl<'p> Worker<'p> {
         // Every descriptor went with a limit: one answered without is a
         // service that does not know the domain, and counted nothing.
         if let Some(descriptor) = answer.iter().position(|s| s.limit.is_none()) {
-            host.count(super::Stat::RlsNoLimit);
+            host.count(super::RequestStat::RlsNoLimit);
             return self.service_failed(host, r, ready, &RlsError::NoLimit { descriptor });
         }
         self.remember_locks(host, route, &ready, &answer, now);

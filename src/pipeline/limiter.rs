@@ -98,7 +98,7 @@ pub struct BoundEvent {
 pub type Events = SmallVec<[BoundEvent; 4]>;
 
 #[derive(Debug, Default)]
-pub struct Decision {
+pub struct Counted {
     /// The bound that refused and what to tell the client.
     pub refused: Option<(BoundId, Quota)>,
     /// When admitted: the most constrained bound.
@@ -109,8 +109,8 @@ pub struct Decision {
 
 impl Pending {
     /// The decision when bound `i` refuses before anything was written.
-    fn refused(&mut self, i: BoundId, quota: Quota, overflow: bool) -> Decision {
-        Decision {
+    fn refused(&mut self, i: BoundId, quota: Quota, overflow: bool) -> Counted {
+        Counted {
             refused: Some((i, quota)),
             tightest: None,
             events: smallvec![BoundEvent {
@@ -399,7 +399,7 @@ impl Limiter {
         bounds: &[BoundId],
         caller: &Caller,
         now_ms: u64,
-    ) -> Option<Decision> {
+    ) -> Option<Counted> {
         let store = &self.remembering(store, now_ms);
         for &i in bounds {
             let Some((bound, lane)) = r.counted(i) else {
@@ -451,11 +451,11 @@ impl Limiter {
         r: RouteLanes,
         pending: Pending,
         now_ms: u64,
-    ) -> Decision {
+    ) -> Counted {
         let store = &self.remembering(store, now_ms);
-        let mut d = Decision {
+        let mut d = Counted {
             errors: pending.errors,
-            ..Decision::default()
+            ..Counted::default()
         };
         let mut shadowed = pending.shadowed;
         let mut done: SmallVec<[_; 4]> = SmallVec::new();
@@ -564,7 +564,7 @@ impl Limiter {
         r: RouteLanes,
         pending: &mut Pending,
         now_ms: u64,
-    ) -> Option<Decision> {
+    ) -> Option<Counted> {
         let mut refused = None;
         for (i, keys, p) in &mut pending.prepared {
             let Some((bound, lane)) = r.counted(*i) else {
@@ -594,7 +594,7 @@ impl Limiter {
         pending: &mut Pending,
         address: &str,
         now_ms: u64,
-    ) -> Option<Decision> {
+    ) -> Option<Counted> {
         let anonymous = Caller {
             address,
             identity: None,
@@ -613,7 +613,7 @@ impl Limiter {
         pending: &mut Pending,
         caller: &Caller,
         now_ms: u64,
-    ) -> Option<Decision> {
+    ) -> Option<Counted> {
         let late = Self::late_bounds(r.route, pending.op, caller);
         self.prepare(store, r, pending, &late, caller, now_ms)
     }
@@ -626,7 +626,7 @@ impl Limiter {
         mut pending: Pending,
         caller: &Caller,
         now_ms: u64,
-    ) -> Decision {
+    ) -> Counted {
         if let Some(refused) = self.late(store, r, &mut pending, caller, now_ms) {
             return refused;
         }
@@ -869,11 +869,11 @@ mod tests {
             address: "10.0.0.1",
             identity: None,
         };
-        let decisions: Vec<Decision> = (0..5)
+        let decisions: Vec<Counted> = (0..5)
             .map(|i| decide(&lim, &s, RouteId(0), None, &c, 60_000 + i))
             .collect();
         assert!(decisions.iter().all(|d| d.refused.is_none()));
-        let would = |d: &Decision| d.events.iter().any(|e| e.event == Event::WouldRefuse);
+        let would = |d: &Counted| d.events.iter().any(|e| e.event == Event::WouldRefuse);
         assert_eq!(decisions.iter().filter(|d| would(d)).count(), 3);
         // The shadow bound counted only what enforcement would have admitted;
         // the enforced bound counted every request.

@@ -1,7 +1,7 @@
 //! A [`Host`] that records every call, over a [`MemStore`]: every path of a
 //! request runs natively, and what it asked of the host can be read back.
 
-use super::{Base, CallOut, Exchange, Host, Level, LocalReply, Stage, Stat, Step, Worker};
+use super::{Base, CallOut, Exchange, Host, Level, LocalReply, RequestStat, Stage, Step, Worker};
 use crate::config::parse;
 use crate::config::plan::{Plan, RouteId};
 use crate::count::lane::Table;
@@ -71,7 +71,7 @@ pub struct MockHost {
     pub replies: Vec<Reply>,
     pub response_headers: Vec<(String, String)>,
     pub events: Vec<(usize, BoundEvent)>,
-    pub stats: Vec<Stat>,
+    pub stats: Vec<RequestStat>,
     pub logs: Vec<(Level, String)>,
     /// Header and property reads (host calls that read the request).
     pub reads: Cell<usize>,
@@ -113,7 +113,7 @@ impl MockHost {
     }
 
     /// How many times `stat` was counted.
-    pub fn counted(&self, stat: Stat) -> usize {
+    pub fn counted(&self, stat: RequestStat) -> usize {
         self.stats.iter().filter(|s| **s == stat).count()
     }
 
@@ -284,7 +284,7 @@ impl Host for MockHost {
             .extend(events.iter().map(|e| (route.index(), *e)));
     }
 
-    fn count(&mut self, stat: Stat) {
+    fn count(&mut self, stat: RequestStat) {
         self.stats.push(stat);
     }
 }

@@ -51,11 +51,11 @@ use crate::identity::account::{self, Place, Seen, Unreadable};
 use crate::identity::address::strip_port;
 use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::{self as id_decode, Identity, SessionError};
-use crate::pipeline::limiter::{Caller, Decision as Counted, Limiter, Pending, RouteLanes};
+use crate::pipeline::limiter::{Caller, Counted, Limiter, Pending, RouteLanes};
 use crate::reply::{Refusal, Shown};
 pub use exchange::{Exchange, Stage};
 pub use host::{
-    dispatch_rls, rls_status, Base, CallOut, Host, Level, LocalReply, LogGate, Stat, Step,
+    dispatch_rls, rls_status, Base, CallOut, Host, Level, LocalReply, LogGate, RequestStat, Step,
 };
 use installation::{Ready, ServiceCall};
 use smallvec::SmallVec;
@@ -203,7 +203,7 @@ impl<'p> Worker<'p> {
         let route = r.route;
         host.record(r.id, &d.events);
         for e in &d.errors {
-            host.count(Stat::StoreError);
+            host.count(RequestStat::StoreError);
             host.log(
                 Level::Warn,
                 &format!("ratebound: store error, bound skipped: {e}"),
@@ -339,7 +339,7 @@ impl<'p> Worker<'p> {
         place: Place<'p>,
         why: Unreadable,
     ) -> Begun<'p> {
-        host.count(Stat::AccountUnreadable);
+        host.count(RequestStat::AccountUnreadable);
         Begun::Decided(Decision::Unreadable {
             route: &route.name,
             place,
@@ -403,7 +403,7 @@ impl<'p> Worker<'p> {
         session: &SessionSource,
         why: &SessionError,
     ) -> Option<Decision<'p>> {
-        host.count(Stat::IdentityError);
+        host.count(RequestStat::IdentityError);
         host.log(
             Level::Warn,
             &format!("ratebound session resolve failed: {why}"),
@@ -472,7 +472,7 @@ impl<'p> Worker<'p> {
         };
         let (mut id, remembered) = sources::resolve(host, identity_config, &tokens);
         if remembered {
-            host.count(Stat::JwtCacheHit);
+            host.count(RequestStat::JwtCacheHit);
         }
         if let (false, Some(session)) = (id.authenticated(), identity_config.session.as_ref()) {
             if let Some((header, value)) = sources::credential(host, session) {
@@ -484,7 +484,7 @@ impl<'p> Worker<'p> {
                     .and_then(|c| c.get(key, now).cloned());
                 match cached {
                     Some(found) => {
-                        host.count(Stat::SessionCacheHit);
+                        host.count(RequestStat::SessionCacheHit);
                         id.merge(found);
                     }
                     None => {

@@ -205,7 +205,7 @@ fn the_session_service_is_asked_with_the_cookie_and_its_user_is_counted() {
     assert!(call
         .headers
         .contains(&(":path".to_string(), "/whoami".to_string())));
-    assert_eq!(host.counted(Stat::SessionCall), 1);
+    assert_eq!(host.counted(RequestStat::SessionCall), 1);
     let alice = Identity {
         user: Some("alice".into()),
         ..Identity::default()
@@ -219,7 +219,7 @@ fn the_session_service_is_asked_with_the_cookie_and_its_user_is_counted() {
     host.clear();
     assert_eq!(f.request(&mut host), (Step::Pause, None));
     assert!(host.dispatched.is_empty());
-    assert_eq!(host.counted(Stat::SessionCacheHit), 1);
+    assert_eq!(host.counted(RequestStat::SessionCacheHit), 1);
     assert_eq!(host.replies[0].status, 429);
 }
 
@@ -234,7 +234,7 @@ fn a_session_answer_of_401_403_or_404_is_an_anonymous_caller() {
             (Step::Pause, Some(Step::Continue)),
             "{status}"
         );
-        assert_eq!(host.counted(Stat::IdentityError), 0, "{status}");
+        assert_eq!(host.counted(RequestStat::IdentityError), 0, "{status}");
         assert!(host.replies.is_empty());
         // Counted per address under the user bound, as anyone anonymous.
         assert_eq!(count(&f, &host, 1, &anon("10.0.0.1")), Some(1), "{status}");
@@ -247,7 +247,7 @@ fn a_failed_session_resolve_with_on_error_anonymous_goes_on() {
     host.session_status = Some("500".into());
     let f = filter(&host, &session("anonymous", 5));
     assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
-    assert_eq!(host.counted(Stat::IdentityError), 1);
+    assert_eq!(host.counted(RequestStat::IdentityError), 1);
     assert!(host
         .logs
         .iter()
@@ -266,7 +266,7 @@ fn a_failed_session_resolve_with_deny_is_a_503_that_counts_nothing() {
     host.session_status = Some("502".into());
     let f = filter(&host, &session("deny", 5));
     assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
-    assert_eq!(host.counted(Stat::IdentityError), 1);
+    assert_eq!(host.counted(RequestStat::IdentityError), 1);
     let reply = &host.replies[0];
     assert_eq!(reply.status, 503);
     assert_eq!(reply.body, "identity could not be resolved\n");
@@ -286,7 +286,7 @@ fn a_session_call_the_host_cannot_dispatch_is_a_failed_resolve() {
         host.dispatch_error = Some("BadArgument".into());
         let f = filter(&host, &session(on_error, 5));
         assert_eq!(f.request(&mut host), (step, None), "{on_error}");
-        assert_eq!(host.counted(Stat::IdentityError), 1);
+        assert_eq!(host.counted(RequestStat::IdentityError), 1);
         assert!(host
             .logs
             .iter()
@@ -363,7 +363,7 @@ fn a_store_error_fails_open_and_is_counted() {
         assert_eq!(f.request(&mut host), (Step::Continue, None));
     }
     assert!(host.replies.is_empty());
-    assert_eq!(host.counted(Stat::StoreError), 5);
+    assert_eq!(host.counted(RequestStat::StoreError), 5);
     assert!(host
         .logs
         .iter()
