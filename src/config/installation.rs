@@ -4,9 +4,10 @@
 //!
 //! The service counts in fixed windows aligned to the clock, one per unit
 //! (second, minute, hour, day), with no multiplier: those are the only
-//! windows such a bound may have. Validation here; the compiled form is
-//! [`InstallationBound`], which the plan keeps beside the node bounds (it
-//! has no lane: nothing of it lives in shared data).
+//! windows such a bound may have. Validation here; compiled, it is a
+//! bound of the plan's one list whose scope says so
+//! ([`crate::config::plan::BoundScope`]): it has no lane, nothing of it
+//! lives in shared data.
 
 use super::error::{err, ConfigError};
 use super::model::{
@@ -14,7 +15,6 @@ use super::model::{
     MIN_SECRET_BYTES,
 };
 use super::names::{is_header_name, valid_name};
-use crate::config::Access;
 
 /// A fleet bound's window holds at least this many syncs (docs/fleet.md:
 /// fewer admit several times the limit).
@@ -77,38 +77,6 @@ impl Unit {
             .into_iter()
             .min_by(|a, b| ratio(*a).total_cmp(&ratio(*b)))
             .unwrap_or(Unit::Minute)
-    }
-}
-
-/// An installation bound, compiled.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InstallationBound {
-    /// `<bound>` or `<operation>.<bound>`, as stats and refusals name it.
-    pub name: String,
-    /// `<route>.<name>`: the value of its `bound` descriptor entry, in the
-    /// service's configuration and in every call.
-    pub descriptor: String,
-    /// The operation it belongs to (index in the route's operations).
-    pub op: Option<usize>,
-    /// Its position in the list it was written in, its JSON path and its
-    /// window as written (for the console).
-    pub index: usize,
-    pub path: String,
-    pub window: String,
-    pub per: Per,
-    pub applies_to: Access,
-    pub limit: u32,
-    pub unit: Unit,
-    pub shadow: bool,
-}
-
-impl InstallationBound {
-    /// What the number means, said where it is typed (`check`, `explain`).
-    pub fn reading(&self, cluster: &str) -> String {
-        format!(
-            "exact for the whole installation (rate-limit service `{cluster}`, Redis); fixed \
-             window: up to 2× the limit around a window edge"
-        )
     }
 }
 
