@@ -73,8 +73,11 @@ pub struct MockHost {
     pub events: Vec<(usize, BoundEvent)>,
     pub stats: Vec<RequestStat>,
     pub logs: Vec<(Level, String)>,
-    /// Header and property reads (host calls that read the request).
+    /// Header and property reads (host calls that read the request), and
+    /// each kind alone.
     pub reads: Cell<usize>,
+    pub header_reads: Cell<usize>,
+    pub property_reads: Cell<usize>,
     /// The last call-out dispatched: the one whose answer is handled.
     pub answering: Option<Answering>,
 }
@@ -144,6 +147,8 @@ impl MockHost {
         self.service_calls.clear();
         self.body_reads.set(0);
         self.reads.set(0);
+        self.header_reads.set(0);
+        self.property_reads.set(0);
     }
 }
 
@@ -160,6 +165,7 @@ impl Base for MockHost {
 
     fn property(&self, path: Vec<&str>) -> Option<Vec<u8>> {
         self.reads.set(self.reads.get() + 1);
+        self.property_reads.set(self.property_reads.get() + 1);
         self.properties.get(&path.join(".")).cloned()
     }
 
@@ -230,11 +236,13 @@ impl Base for MockHost {
 impl Host for MockHost {
     fn request_header(&self, name: &str) -> Option<String> {
         self.reads.set(self.reads.get() + 1);
+        self.header_reads.set(self.header_reads.get() + 1);
         self.request_headers.get(name).cloned()
     }
 
     fn request_header_values(&self, name: &str) -> Vec<Vec<u8>> {
         self.reads.set(self.reads.get() + 1);
+        self.header_reads.set(self.header_reads.get() + 1);
         let first = self.request_headers.get(name);
         let more = self.repeated_headers.iter().filter(|(k, _)| k == name);
         first

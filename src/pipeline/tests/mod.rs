@@ -8,6 +8,9 @@
 // the node's sync, are tested in node/fleet_tests.rs.
 #[cfg(test)]
 mod installation;
+// Host calls per request of the bench's variants, held to budgets.
+#[cfg(test)]
+mod host_calls;
 
 use super::mock::{Filter, MockHost};
 use super::*;
