@@ -386,3 +386,53 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Reserve, then true up: whatever the interleaving of admissions
+    /// (each with a reservation), known costs and requests that end
+    /// without one, the counter holds the known costs plus the
+    /// reservations of the requests without one, and nothing refused.
+    #[test]
+    fn charges_are_the_known_costs_and_the_reservations_of_the_rest(
+        ops in proptest::collection::vec((0u8..3, 1u32..50, 0u32..200), 1..60),
+        reserve in 1u32..40,
+    ) {
+        let store = MemStore::new();
+        let l = Lane::new("c:0", 1, Rate { limit: 1_000, window_ms: 60_000 }, Some(TABLE));
+        l.create_keys(&store).unwrap();
+        let now = 60_000 * 77 + 5;
+        let caller = 42u64;
+        let mut open: Vec<lane::Undo> = Vec::new();
+        let mut charged = 0u64;
+        for (kind, pick, cost) in ops {
+            match kind {
+                // A request arrives with its reservation.
+                0 => {
+                    let p = node_lane::prepare_hits(&store, &l, caller, now, reserve).unwrap();
+                    if p.verdict.admits() {
+                        match lane::commit(&store, &l, caller, &p).unwrap() {
+                            lane::Committed::Done(u) => {
+                                open.push(u);
+                                charged += u64::from(reserve);
+                            }
+                            lane::Committed::Stale => unreachable!("one writer"),
+                        }
+                    }
+                }
+                // One in flight ends with its cost.
+                1 if !open.is_empty() => {
+                    let u = open.remove(pick as usize % open.len());
+                    lane_upkeep::true_up(&store, &l, u, cost).unwrap();
+                    charged = charged - u64::from(reserve) + u64::from(cost);
+                }
+                // One ends without a usable figure: its reservation stays.
+                _ if !open.is_empty() => {
+                    open.remove(pick as usize % open.len());
+                }
+                _ => {}
+            }
+            let held = node_lane::peek(&store, &l, caller).unwrap().map_or(0, |c| c.cur);
+            prop_assert_eq!(u64::from(held), charged);
+        }
+    }
+}

@@ -258,6 +258,9 @@ pub struct Prepared {
     /// The write takes a free position: the tracked count must grow first
     /// (the grown count and the cas it was read with).
     pub(crate) reserve: Option<(Vec<u8>, Option<u32>)>,
+    /// The units the request is charged (1 but for a cost bound's
+    /// reservation).
+    pub(crate) hits: u32,
 }
 
 impl Prepared {
@@ -278,6 +281,7 @@ impl Prepared {
             value,
             cas,
             reserve,
+            hits: 1,
         }
     }
 }
@@ -290,12 +294,14 @@ pub enum Committed {
     Stale,
 }
 
-/// Enough to take one counted request back.
+/// Where a request was charged, and how much: enough to take it back, or
+/// to true up its charge once its cost is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Undo {
     pub(crate) place: Place,
     pub(crate) caller: u64,
     pub(crate) win: u64,
+    pub(crate) hits: u32,
 }
 
 /// The key of a place: the lane's single counter or one of its buckets.
@@ -336,6 +342,7 @@ pub fn commit<S: Store + ?Sized>(
         place: p.place,
         caller,
         win: counts.win,
+        hits: p.hits,
     };
     if let Some((grown, meta_cas)) = &p.reserve {
         if !store.set(&lane.meta_key, grown, *meta_cas)? {

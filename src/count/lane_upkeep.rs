@@ -11,8 +11,29 @@ pub fn undo<S: Store + ?Sized>(store: &S, lane: &Lane, u: Undo) -> Result<(), St
     if lane.fleet {
         fleet_lane::undo(store, lane, u.place, u.caller, u.win)
     } else {
-        node_lane::undo(store, lane, u.place, u.caller, u.win)
+        node_lane::charge(store, lane, u.place, u.caller, u.win, -i64::from(u.hits))
     }
+}
+
+/// Charges a request recorded by [`commit`](crate::count::lane::commit)
+/// with `u.hits` units its known `cost` instead: the difference lands
+/// where the reservation did (see [`node_lane::charge`]).
+pub fn true_up<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    u: Undo,
+    cost: u32,
+) -> Result<(), StoreError> {
+    if lane.fleet {
+        return Err(StoreError::Invalid(
+            "a fleet lane's hits are synced, not trued up here",
+        ));
+    }
+    let delta = i64::from(cost) - i64::from(u.hits);
+    if delta == 0 {
+        return Ok(());
+    }
+    node_lane::charge(store, lane, u.place, u.caller, u.win, delta)
 }
 
 /// Removes expired callers from buckets `range` and shrinks the tracked

@@ -76,27 +76,39 @@ pub fn prepare<S: Store + ?Sized>(
     caller: u64,
     now_ms: u64,
 ) -> Result<Prepared, StoreError> {
+    prepare_hits(store, lane, caller, now_ms, 1)
+}
+
+/// [`prepare`] for a request that takes `hits` units
+/// ([`crate::count::window::Rate::decide_hits`]).
+pub fn prepare_hits<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    caller: u64,
+    now_ms: u64,
+    hits: u32,
+) -> Result<Prepared, StoreError> {
     if lane.fleet {
         return Err(StoreError::Invalid("a fleet lane is decided by fleet_lane"));
     }
     let Some(table) = lane.table else {
-        return prepare_single(store, lane, now_ms, false);
+        return prepare_single(store, lane, now_ms, false, hits);
     };
     let (a, b) = lane.buckets_of(caller);
     let ((mut va, mut ca), recalled) = store.recall(lane.bucket_key(a).as_str())?;
     if recalled {
         // Memory serves an admission of a caller it holds, which the write
         // will check; a refusal or an absent caller is read for real.
-        match prepare_in(lane, a, &mut va, ca, caller, now_ms) {
+        match prepare_in(lane, a, &mut va, ca, caller, now_ms, hits) {
             Some(p) if p.verdict.admits() => return Ok(p),
             _ => (va, ca) = store.get(lane.bucket_key(a).as_str())?,
         }
     }
-    if let Some(p) = prepare_in(lane, a, &mut va, ca, caller, now_ms) {
+    if let Some(p) = prepare_in(lane, a, &mut va, ca, caller, now_ms, hits) {
         return Ok(p);
     }
     let (mut vb, cb) = store.get(lane.bucket_key(b).as_str())?;
-    if let Some(p) = prepare_in(lane, b, &mut vb, cb, caller, now_ms) {
+    if let Some(p) = prepare_in(lane, b, &mut vb, cb, caller, now_ms, hits) {
         return Ok(p);
     }
     let ea = decode_bucket(lane.tag, va.as_deref());
@@ -116,7 +128,7 @@ pub fn prepare<S: Store + ?Sized>(
                     counts: Counts::default(),
                 };
             }
-            return Ok(admit_new(lane, i, entries, pos, cas, None, now_ms));
+            return Ok(admit_new(lane, i, entries, pos, cas, None, (now_ms, hits)));
         }
         if entries.len() < table.per_bucket {
             let (live, meta_cas) = match meta {
@@ -134,11 +146,19 @@ pub fn prepare<S: Store + ?Sized>(
                 });
                 let pos = entries.len() - 1;
                 let reserve = Some((encode_live(lane.tag, live + 1), meta_cas));
-                return Ok(admit_new(lane, i, entries, pos, cas, reserve, now_ms));
+                return Ok(admit_new(
+                    lane,
+                    i,
+                    entries,
+                    pos,
+                    cas,
+                    reserve,
+                    (now_ms, hits),
+                ));
             }
         }
     }
-    prepare_single(store, lane, now_ms, true)
+    prepare_single(store, lane, now_ms, true, hits)
 }
 
 fn prepare_single<S: Store + ?Sized>(
@@ -146,17 +166,18 @@ fn prepare_single<S: Store + ?Sized>(
     lane: &Lane,
     now_ms: u64,
     overflow: bool,
+    hits: u32,
 ) -> Result<Prepared, StoreError> {
+    let decide = |v: Option<&[u8]>| {
+        lane.rate
+            .decide_hits(decode_counts(lane.tag, v), now_ms, hits)
+    };
     let ((mut v, mut cas), recalled) = store.recall(&lane.single_key)?;
-    let mut verdict = lane
-        .rate
-        .decide(decode_counts(lane.tag, v.as_deref()), now_ms);
+    let mut verdict = decide(v.as_deref());
     if recalled && !verdict.admits() {
         // A refusal writes nothing, so nothing would check the memory.
         (v, cas) = store.get(&lane.single_key)?;
-        verdict = lane
-            .rate
-            .decide(decode_counts(lane.tag, v.as_deref()), now_ms);
+        verdict = decide(v.as_deref());
     }
     let value = match verdict {
         Verdict::Admit { counts, .. } => encode_counts(lane.tag, counts),
@@ -169,6 +190,7 @@ fn prepare_single<S: Store + ?Sized>(
         value,
         cas,
         reserve: None,
+        hits,
     })
 }
 
@@ -182,6 +204,7 @@ fn prepare_in(
     cas: Option<u32>,
     caller: u64,
     now_ms: u64,
+    hits: u32,
 ) -> Option<Prepared> {
     let entries = tagged(lane.tag, value.as_deref(), ENTRY)?;
     let at = entries
@@ -194,7 +217,7 @@ fn prepare_in(
         cur: u32_at(e, 16),
         prev: u32_at(e, 20),
     };
-    let verdict = lane.rate.decide(stored, now_ms);
+    let verdict = lane.rate.decide_hits(stored, now_ms, hits);
     let value = match verdict {
         Verdict::Admit { counts, .. } => {
             let mut v = value.take().unwrap_or_default();
@@ -220,6 +243,7 @@ fn prepare_in(
         value,
         cas,
         reserve: None,
+        hits,
     })
 }
 
@@ -230,9 +254,9 @@ fn admit_new(
     pos: usize,
     cas: Option<u32>,
     reserve: Option<(Vec<u8>, Option<u32>)>,
-    now_ms: u64,
+    (now_ms, hits): (u64, u32),
 ) -> Prepared {
-    let verdict = lane.rate.decide(Counts::default(), now_ms);
+    let verdict = lane.rate.decide_hits(Counts::default(), now_ms, hits);
     if let Verdict::Admit { counts, .. } = verdict {
         if let Some(e) = entries.get_mut(pos) {
             e.counts = counts;
@@ -245,40 +269,52 @@ fn admit_new(
         value: encode_bucket(lane.tag, &entries),
         cas,
         reserve,
+        hits,
     }
 }
 
-/// Takes back one request counted at `place` in window `win` (a later
-/// bound refused): see [`crate::count::lane_upkeep::undo`].
-pub(crate) fn undo<S: Store + ?Sized>(
+/// Adds `delta` units to what `caller` was charged at `place` in window
+/// `win`: −hits takes a request back (a later bound refused: see
+/// [`crate::count::lane_upkeep::undo`]), a cost known later trues up its
+/// reservation. The units land in the window they were charged in while
+/// the counts still hold it (its `cur`, or `prev` once slid once); after
+/// that, in the current window, so nothing charged is lost. Never below 0.
+pub(crate) fn charge<S: Store + ?Sized>(
     store: &S,
     lane: &Lane,
     place: Place,
     caller: u64,
     win: u64,
+    delta: i64,
 ) -> Result<(), StoreError> {
-    let take_back = |c: &mut Counts| {
-        if c.win == win && c.cur > 0 {
-            c.cur -= 1;
-            true
-        } else if c.win == win + 1 && c.prev > 0 {
-            c.prev -= 1;
-            true
-        } else {
-            false
+    let add = |n: u32| -> u32 {
+        let n = i64::from(n)
+            .saturating_add(delta)
+            .clamp(0, i64::from(u32::MAX));
+        n as u32
+    };
+    let apply = |c: &mut Counts| {
+        let before = *c;
+        if c.win == win {
+            c.cur = add(c.cur);
+        } else if c.win == win.saturating_add(1) {
+            c.prev = add(c.prev);
+        } else if delta > 0 && c.win > win {
+            c.cur = add(c.cur);
         }
+        *c != before
     };
     update(store, lane.key_of(place).as_str(), |v| match place {
         Place::Single => {
             let mut c = decode_counts(lane.tag, v);
-            (take_back(&mut c).then(|| encode_counts(lane.tag, c)), ())
+            (apply(&mut c).then(|| encode_counts(lane.tag, c)), ())
         }
         Place::Bucket(_) => {
             let mut entries = decode_bucket(lane.tag, v);
             let changed = entries
                 .iter_mut()
                 .find(|e| e.caller == caller)
-                .is_some_and(|e| take_back(&mut e.counts));
+                .is_some_and(|e| apply(&mut e.counts));
             (changed.then(|| encode_bucket(lane.tag, &entries)), ())
         }
     })

@@ -126,15 +126,25 @@ impl Rate {
 
     /// Decides one more request against `stored` at `now`.
     pub fn decide(&self, stored: Counts, now_ms: u64) -> Verdict {
+        self.decide_hits(stored, now_ms, 1)
+    }
+
+    /// Decides one more request that takes `hits` units (a cost bound's
+    /// reservation): admitted while one more unit is under the limit, as
+    /// any request is, and then charged all of them, so the estimate may
+    /// end over the limit by `hits − 1` (the cost of admitting without
+    /// knowing the cost). `hits` 1 is [`Rate::decide`].
+    pub fn decide_hits(&self, stored: Counts, now_ms: u64, hits: u32) -> Verdict {
         let c = stored.at(self.window_of(now_ms));
         let w = u128::from(self.window_ms);
-        let after = self.weighted(c, now_ms) + w;
-        if after <= self.capacity() {
+        let weighted = self.weighted(c, now_ms);
+        if weighted + w <= self.capacity() {
             let counts = Counts {
-                cur: c.cur.saturating_add(1),
+                cur: c.cur.saturating_add(hits),
                 ..c
             };
-            let remaining = ((self.capacity() - after) / w) as u32;
+            let after = weighted + u128::from(hits) * w;
+            let remaining = (self.capacity().saturating_sub(after) / w) as u32;
             let reset_ms = if remaining == 0 {
                 self.wait_from(counts, now_ms)
             } else {
@@ -220,6 +230,39 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_weighted_request_needs_one_unit_left_and_is_charged_all_of_its_hits() {
+        let r = Rate {
+            limit: 1_000,
+            window_ms: 60_000,
+        };
+        let t0 = 60_000 * 100;
+        let c = Counts {
+            win: 100,
+            cur: 999,
+            prev: 0,
+        };
+        // One token left: a reservation of 300 is admitted, and charged.
+        let Verdict::Admit { counts, quota } = r.decide_hits(c, t0, 300) else {
+            panic!("one unit left admits")
+        };
+        assert_eq!((counts.cur, quota.remaining), (1_299, 0));
+        assert!(!r.decide_hits(counts, t0 + 1, 1).admits());
+        // Unit hits are the plain decision.
+        for cur in [0, 500, 999, 1_000] {
+            let c = Counts { cur, ..c };
+            assert_eq!(r.decide_hits(c, t0 + 7, 1), r.decide(c, t0 + 7));
+        }
+        // The over-charge slides out like any count: the next admission
+        // comes once the estimate is under the limit again.
+        let Verdict::Refuse { quota } = r.decide_hits(counts, t0 + 1, 300) else {
+            panic!()
+        };
+        let at = t0 + 1 + quota.reset_ms;
+        assert!(!r.decide_hits(counts, at - 1, 300).admits());
+        assert!(r.decide_hits(counts, at, 300).admits());
+    }
 
     const MIN: u64 = 60_000;
 

@@ -162,6 +162,42 @@ fn hit<S: Store + ?Sized>(s: &S, l: &Lane, caller: u64, now: u64) -> Result<bool
     }
 }
 
+/// A reservation trued up to a request's known cost lands in the window
+/// it was charged in: this window, the previous one once the counts slid,
+/// the current one after that (nothing charged is lost).
+fn a_true_up_lands_where_the_reservation_did<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    let l = lane(s, &format!("{p}:t"), 100, Some(small()))?;
+    let t = 10_000 * 500;
+    let reserve = |now: u64| -> Result<lane::Undo, String> {
+        let p = node_lane::prepare_hits(s, &l, 42, now, 10).map_err(e)?;
+        match lane::commit(s, &l, 42, &p).map_err(e)? {
+            lane::Committed::Done(u) => Ok(u),
+            lane::Committed::Stale => Err("unexpected contention".into()),
+        }
+    };
+    let counts = |now: u64| -> Result<(u32, u32), String> {
+        let c = node_lane::peek(s, &l, 42).map_err(e)?.unwrap_or_default();
+        let c = c.at(now / 10_000);
+        Ok((c.cur, c.prev))
+    };
+    let first = reserve(t)?;
+    expect_eq!(counts(t)?, (10, 0));
+    lane_upkeep::true_up(s, &l, first, 25).map_err(e)?;
+    expect_eq!(counts(t)?, (25, 0));
+    // Reserved, then the window turns (another request writes the slid
+    // counts) before its cost is known: the cost lands in `prev`.
+    let second = reserve(t + 1)?;
+    let _ = reserve(t + 10_000)?;
+    lane_upkeep::true_up(s, &l, second, 3).map_err(e)?;
+    expect_eq!(counts(t + 10_000)?, (10, 28));
+    // Known only once its window has slid out: in the current window.
+    let third = reserve(t + 10_001)?;
+    let _ = reserve(t + 30_000)?;
+    lane_upkeep::true_up(s, &l, third, 40).map_err(e)?;
+    expect_eq!(counts(t + 30_000)?, (40, 0));
+    Ok(())
+}
+
 fn a_caller_gets_exactly_its_limit<S: Store + ?Sized>(s: &S, p: &str) -> Check {
     let l = lane(s, &format!("{p}:d"), 3, Some(small()))?;
     let t = 1_000_000;
@@ -404,7 +440,7 @@ type Test<S> = (&'static str, fn(&S, &str) -> Check);
 
 /// Runs every check; `prefix` keeps this run's keys apart from others.
 pub fn run<S: Store>(store: &S, prefix: &str) -> Vec<(&'static str, Check)> {
-    let tests: [Test<S>; 9] = [
+    let tests: [Test<S>; 10] = [
         (
             "absent_keys_read_empty_and_any_set_creates",
             absent_keys_read_empty_and_any_set_creates,
@@ -434,6 +470,10 @@ pub fn run<S: Store>(store: &S, prefix: &str) -> Vec<(&'static str, Check)> {
         (
             "a_fleet_key_syncs_exactly_what_it_admitted",
             a_fleet_key_syncs_exactly_what_it_admitted,
+        ),
+        (
+            "a_true_up_lands_where_the_reservation_did",
+            a_true_up_lands_where_the_reservation_did,
         ),
     ];
     tests
