@@ -60,6 +60,18 @@ pub struct Config {
     /// can be the smallest).
     #[serde(default = "default_true")]
     pub shadow_headers: bool,
+    /// The share of the refusals every bound without its own
+    /// `enforce_percent` carries out, 0 to 100 (100 by default): the
+    /// others are let through as a shadow bound's would be.
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 100)))]
+    pub enforce_percent: Option<u32>,
+    /// A request header, sent on to the upstream, naming the bound that
+    /// would have refused a request it let through (`<route>/<bound>`): a
+    /// shadow bound, or a refusal `enforce_percent` spared. The same mark
+    /// is always in the filter state, `wasm.ratebound.would_refuse`, for
+    /// access logs.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
+    pub would_refuse_header: Option<String>,
     /// How a client address becomes a caller: the network it is counted
     /// under, per family.
     #[serde(default)]
@@ -516,6 +528,13 @@ pub struct BoundConfig {
     /// enforcement would have done.
     #[serde(default)]
     pub shadow: bool,
+    /// The share of this bound's refusals carried out, 0 to 100 (the
+    /// top-level `enforce_percent`, or 100): a rollout from shadow to
+    /// enforced in steps. A refusal spared is a shadow bound's: let
+    /// through, not counted, `would_refuse`. Changing it keeps the
+    /// bound's counts.
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 100)))]
+    pub enforce_percent: Option<u32>,
     /// `node` (each Envoy counts on its own, sliding window),
     /// `installation` (the rate-limit service counts for all of them, fixed
     /// window of `PT1S`, `PT1M`, `PT1H` or `P1D`) or `fleet` (one budget

@@ -43,6 +43,8 @@ pub struct Plan {
     /// The gRPC status a gRPC caller is refused with.
     pub grpc_refusal: u32,
     pub shadow_headers: bool,
+    /// The request header naming the bound that would have refused.
+    pub would_refuse_header: Option<String>,
     pub routes: Vec<Route>,
     /// Which request attributes any matcher reads, so the host reads only those.
     pub needs: Needs,
@@ -242,6 +244,9 @@ pub struct Bound {
     pub rate: Rate,
     /// Counts, never refuses.
     pub shadow: bool,
+    /// The share of its refusals carried out (100 but during a rollout);
+    /// the others are spared as a shadow bound's are.
+    pub enforce_percent: u8,
     /// Identity of this bound in this route as compiled: any change to the
     /// route's matching or to any of its bounds gives every bound of the
     /// route a new fingerprint, so its counters start again.
@@ -509,7 +514,8 @@ struct At<'a> {
     slot: usize,
 }
 
-fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, all_shadow: bool) -> Bound {
+fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, c: &Config) -> Bound {
+    let all_shadow = c.shadow;
     let own = bound_name(b, at.index);
     let (name, path) = match at.op {
         None => (
@@ -542,6 +548,12 @@ fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, all_shadow
         per: b.per,
         applies_to: b.applies_to.clone(),
         shadow: b.shadow || all_shadow,
+        // Validated: at most 100. Not in the fingerprint: a rollout's
+        // steps keep the counts.
+        enforce_percent: b
+            .enforce_percent
+            .or(c.enforce_percent)
+            .map_or(100, |p| p.min(100) as u8),
         rate: Rate {
             limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
             window_ms,
@@ -628,7 +640,7 @@ impl Plan {
                             index: j,
                             slot: j,
                         };
-                        compile_bound(b, &r.name, at, route_fp, c.shadow)
+                        compile_bound(b, &r.name, at, route_fp, c)
                     })
                     .collect();
                 let mut slot = bounds.iter().filter(|b| b.in_shared_data()).count();
@@ -658,7 +670,7 @@ impl Plan {
                             slot,
                         };
                         slot += usize::from(b.scope.in_shared_data());
-                        bounds.push(compile_bound(b, &r.name, at, route_fp, c.shadow));
+                        bounds.push(compile_bound(b, &r.name, at, route_fp, c));
                     }
                     let (op_early, op_late) = phases(first..bounds.len(), &bounds);
                     // Validated; an unparsable template matches nothing.
@@ -719,6 +731,7 @@ impl Plan {
                 GrpcRefusal::Unavailable => crate::reply::grpc::UNAVAILABLE,
             },
             shadow_headers: c.shadow_headers,
+            would_refuse_header: c.would_refuse_header.clone(),
             routes,
             needs,
             identity: c.identity.clone(),
@@ -992,6 +1005,26 @@ mod tests {
         assert_ne!(p1.hash, p2.hash);
         // Same text, same fingerprints: they agree across workers.
         assert_eq!(f1, fingerprints(&plan(TWO)));
+    }
+
+    /// A rollout's steps (`enforce_percent` 0 → 25 → 100) keep the counts;
+    /// the bound's own share, else the configuration's, else 100.
+    #[test]
+    fn enforce_percent_is_no_part_of_a_fingerprint() {
+        let p1 = plan(TWO);
+        let stepped = TWO.replace(r#""limit":100"#, r#""limit":100,"enforce_percent":25"#);
+        let p2 = plan(&format!(r#"{{"enforce_percent":50,{}"#, &stepped[1..]));
+        assert_eq!(fingerprints(&p1), fingerprints(&p2));
+        let percents: Vec<u8> = p2
+            .routes
+            .iter()
+            .flat_map(|r| r.bounds.iter().map(|b| b.enforce_percent))
+            .collect();
+        assert!(percents.contains(&25) && percents.contains(&50));
+        assert!(p1
+            .routes
+            .iter()
+            .all(|r| r.bounds.iter().all(|b| b.enforce_percent == 100)));
     }
 
     #[test]

@@ -77,6 +77,19 @@ fn validate(c: &Config) -> Vec<ConfigError> {
     if let Some(id) = &c.identity {
         validate_identity(id, &mut errors);
     }
+    validate_enforcement(c.enforce_percent, c.shadow, "$", &mut errors);
+    if let Some(h) = c
+        .would_refuse_header
+        .as_deref()
+        .filter(|h| !is_header_name(h))
+    {
+        errors.push(err(
+            "$.would_refuse_header",
+            format!(
+                "{h:?} is not a lowercase request header name; e.g. \"x-ratebound-would-refuse\""
+            ),
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
     for (i, r) in c.routes.iter().enumerate() {
         let at = format!("$.routes[{i}]");
@@ -190,6 +203,35 @@ fn validate_bounds(
         }
         installation::validate_bound(c, route, b, ms.ok(), &bt, errors);
         validate_identity_needs(c.identity.as_ref(), b, &bt, errors);
+        validate_enforcement(b.enforce_percent, b.shadow, &bt, errors);
+    }
+}
+
+/// `enforce_percent` (of the configuration or a bound at `at`): a share,
+/// and not beside `shadow`, which already enforces none.
+fn validate_enforcement(
+    percent: Option<u32>,
+    shadow: bool,
+    at: &str,
+    errors: &mut Vec<ConfigError>,
+) {
+    let Some(p) = percent else {
+        return;
+    };
+    if p > 100 {
+        errors.push(err(
+            format!("{at}.enforce_percent"),
+            format!(
+                "{p} is out of range: carry out 0 to 100 percent of the refusals (100 by default)"
+            ),
+        ));
+    } else if shadow {
+        errors.push(err(
+            format!("{at}.enforce_percent"),
+            "\"shadow\": true already carries out none of the refusals: give one of the two \
+             (\"enforce_percent\": 0 spares every refusal as a shadow bound does, and raising it \
+             later keeps the bound's counts; turning \"shadow\" off starts them again)",
+        ));
     }
 }
 
@@ -545,6 +587,37 @@ mod tests {
         assert_eq!(c.instance, "ratebound");
         assert!(c.success_headers);
         assert_eq!(c.routes[0].bounds[0].limit, 5);
+    }
+
+    #[test]
+    fn enforce_percent_is_a_share_and_never_beside_shadow() {
+        let e = errors(
+            r#"{"enforce_percent":101,"would_refuse_header":"X Bad","routes":[{"name":"a","bounds":[
+            {"per":"address","limit":5,"window":"PT1M","enforce_percent":250},
+            {"per":"route","limit":5,"window":"PT1M","shadow":true,"enforce_percent":0}]}]}"#,
+        );
+        assert!(
+            e[0].starts_with("$.enforce_percent: 101 is out of range"),
+            "{e:?}"
+        );
+        assert!(
+            e[1].starts_with("$.would_refuse_header: \"X Bad\""),
+            "{e:?}"
+        );
+        assert!(
+            e[2].starts_with("$.routes[0].bounds[0].enforce_percent: 250"),
+            "{e:?}"
+        );
+        assert!(
+            e[3].starts_with("$.routes[0].bounds[1].enforce_percent: \"shadow\": true"),
+            "{e:?}"
+        );
+        assert_eq!(e.len(), 4);
+        assert!(errors(
+            r#"{"enforce_percent":10,"routes":[{"name":"a","bounds":[
+            {"per":"address","limit":5,"window":"PT1M","enforce_percent":0}]}]}"#
+        )
+        .is_empty());
     }
 
     #[test]

@@ -114,6 +114,14 @@ impl Host for Envoy<'_> {
         let _ = hostcalls::add_map_value(MapType::HttpResponseHeaders, name, value);
     }
 
+    fn set_request_header(&mut self, name: &str, value: &str) {
+        let _ = hostcalls::set_map_value(MapType::HttpRequestHeaders, name, Some(value));
+    }
+
+    fn set_filter_state(&mut self, key: &str, value: &str) {
+        let _ = hostcalls::set_property(vec![key], Some(value.as_bytes()));
+    }
+
     fn record(&mut self, route: RouteId, events: &[BoundEvent]) {
         if let Some(m) = self.metrics {
             m.record(route, events);

@@ -130,6 +130,12 @@ pub trait Host: Base {
     /// A local reply; `Err` carries the host's status name.
     fn send_reply(&mut self, reply: &LocalReply) -> Result<(), String>;
     fn add_response_header(&mut self, name: &str, value: &str);
+    /// Sets (or replaces) a request header the upstream will see; nothing
+    /// once the request headers went on.
+    fn set_request_header(&mut self, name: &str, value: &str);
+    /// Leaves `value` in the request's filter state under `key` (Envoy
+    /// prefixes `wasm.`), for access logs.
+    fn set_filter_state(&mut self, key: &str, value: &str);
     /// Per-bound stats of route `route`.
     fn record(&mut self, route: RouteId, events: &[BoundEvent]);
     fn count(&mut self, stat: RequestStat);

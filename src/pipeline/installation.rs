@@ -184,6 +184,9 @@ impl<'p> Worker<'p> {
             let id = lock_id(self.limiter.service_keys, &b, caller);
             let until =
                 match locks::until(host.store(), &locks::slot_key(&plan.instance, id), id, now) {
+                    // Locked, but this refusal is spared (`enforce_percent`):
+                    // the service counts it, and this bound lets it through.
+                    Ok(Some(_)) if self.limiter.spared(&ready.pending, b.id, b.bound) => continue,
                     Ok(Some(until)) => until,
                     Ok(None) => continue,
                     // Not known to be locked: the service decides.
@@ -331,7 +334,9 @@ impl<'p> Worker<'p> {
                 },
                 reset_ms,
             };
-            let event = match (s.code == Code::OverLimit, b.bound.shadow, refused.is_some()) {
+            let over = s.code == Code::OverLimit;
+            let spared = over && self.limiter.spared(&ready.pending, b.id, b.bound);
+            let event = match (over, spared, refused.is_some()) {
                 (true, false, false) => {
                     refused = Some((*b, quota));
                     Event::Refused
@@ -359,6 +364,7 @@ impl<'p> Worker<'p> {
             };
         }
         host.record(r.id, &events);
+        self.mark_would_refuse(host, route, &events);
         let d = self.limiter.commit(host.store(), r, ready.pending, now);
         let node = self.conclude(host, r, d);
         match (node, tightest) {

@@ -39,6 +39,9 @@ pub struct Limiter {
     pub service_keys: (u64, u64),
     /// Fleet decisions made alone since the last [`Limiter::take_alone`].
     alone: std::cell::Cell<u64>,
+    /// Requests started: each one's number draws its bounds' partial
+    /// enforcement ([`Limiter::spared`]).
+    started: std::cell::Cell<u64>,
 }
 
 /// What every node of the fleet shares to decide fleet bounds, from the
@@ -144,6 +147,8 @@ enum Outcome {
 pub struct Pending {
     route: RouteId,
     op: Option<OpId>,
+    /// This request's number in its worker ([`Limiter::spared`]).
+    nonce: u64,
     prepared: SmallVec<[(BoundId, Keys, Prepared); 4]>,
     /// Shadow bounds that would have refused: not counted, not refusing.
     shadowed: Vec<(BoundId, Quota)>,
@@ -262,6 +267,7 @@ impl Limiter {
             fleet,
             service_keys,
             alone: std::cell::Cell::new(0),
+            started: std::cell::Cell::new(0),
         }
     }
 
@@ -343,9 +349,12 @@ impl Limiter {
 
     /// A request to `route` (operation `op`), nothing checked yet.
     pub fn start(&self, route: RouteId, op: Option<OpId>) -> Pending {
+        let nonce = self.started.get().wrapping_add(1);
+        self.started.set(nonce);
         Pending {
             route,
             op,
+            nonce,
             prepared: SmallVec::new(),
             shadowed: Vec::new(),
             errors: Vec::new(),
@@ -360,6 +369,30 @@ impl Limiter {
             route: self.plan.route(id)?,
             lanes: self.lanes.get(id.index())?,
         })
+    }
+
+    /// Whether a refusal of `bound` (`b`) for `pending` is spared: always
+    /// for a shadow bound, never for an enforced one, and for one
+    /// enforced in part, a draw of `100 − enforce_percent` in 100 that is
+    /// the same however often this request meets this bound.
+    pub fn spared(&self, pending: &Pending, b: BoundId, bound: &Bound) -> bool {
+        self.spared_at((pending.nonce, pending.route), b, bound)
+    }
+
+    fn spared_at(&self, (nonce, route): (u64, RouteId), b: BoundId, bound: &Bound) -> bool {
+        match bound.enforce_percent {
+            _ if bound.shadow => true,
+            100.. => false,
+            0 => true,
+            p => {
+                use std::hash::Hasher;
+                let mut h = siphasher::sip::SipHasher13::new_with_keys(self.seed[1], self.seed[0]);
+                h.write_u64(nonce);
+                h.write_usize(route.index());
+                h.write_usize(b.index());
+                h.finish() % 100 >= u64::from(p)
+            }
+        }
     }
 
     /// The lane of bound `b` of route `r`, for a bound counted in shared
@@ -416,12 +449,16 @@ impl Limiter {
                 })
                 .flatten();
             if let Some(quota) = standing {
+                if self.spared(pending, i, bound) {
+                    pending.shadowed.push((i, quota));
+                    continue;
+                }
                 return Some(pending.refused(i, quota, false));
             }
             match self.read(store, lane, keys, now_ms) {
                 Ok(p) => {
                     if let Verdict::Refuse { quota } = p.verdict {
-                        if bound.shadow {
+                        if self.spared(pending, i, bound) {
                             // What enforcement would do, without doing it:
                             // not counted here, and the request goes on.
                             pending.shadowed.push((i, quota));
@@ -453,6 +490,7 @@ impl Limiter {
         now_ms: u64,
     ) -> Counted {
         let store = &self.remembering(store, now_ms);
+        let draw = (pending.nonce, pending.route);
         let mut d = Counted {
             errors: pending.errors,
             ..Counted::default()
@@ -474,8 +512,8 @@ impl Limiter {
                     }
                     Ok(Committed::Stale) => match self.read(store, lane, keys, now_ms) {
                         Ok(fresh) => {
-                            if let (Verdict::Refuse { quota }, true) = (fresh.verdict, bound.shadow)
-                            {
+                            let spared = || self.spared_at(draw, i, bound);
+                            if let (Verdict::Refuse { quota }, true) = (fresh.verdict, spared()) {
                                 shadowed.push((i, quota));
                                 outcome = Some(Outcome::Shadowed);
                                 break;
@@ -566,6 +604,7 @@ impl Limiter {
         now_ms: u64,
     ) -> Option<Counted> {
         let mut refused = None;
+        let draw = (pending.nonce, pending.route);
         for (i, keys, p) in &mut pending.prepared {
             let Some((bound, lane)) = r.counted(*i) else {
                 continue;
@@ -574,7 +613,8 @@ impl Limiter {
             let Ok(fresh) = self.read(store, lane, *keys, now_ms) else {
                 continue;
             };
-            if let (Verdict::Refuse { quota }, false) = (fresh.verdict, bound.shadow) {
+            let spared = self.spared_at(draw, *i, bound);
+            if let (Verdict::Refuse { quota }, false) = (fresh.verdict, spared) {
                 refused = Some((*i, quota, fresh.overflow));
                 break;
             }

@@ -70,6 +70,9 @@ pub struct MockHost {
     pub dispatched: Vec<Dispatched>,
     pub replies: Vec<Reply>,
     pub response_headers: Vec<(String, String)>,
+    /// Request headers set for the upstream, and filter state set.
+    pub request_headers_set: Vec<(String, String)>,
+    pub filter_state: Vec<(String, String)>,
     pub events: Vec<(usize, BoundEvent)>,
     pub stats: Vec<RequestStat>,
     pub logs: Vec<(Level, String)>,
@@ -141,6 +144,8 @@ impl MockHost {
         self.dispatched.clear();
         self.replies.clear();
         self.response_headers.clear();
+        self.request_headers_set.clear();
+        self.filter_state.clear();
         self.events.clear();
         self.stats.clear();
         self.logs.clear();
@@ -285,6 +290,14 @@ impl Host for MockHost {
 
     fn add_response_header(&mut self, name: &str, value: &str) {
         self.response_headers.push((name.into(), value.into()));
+    }
+
+    fn set_request_header(&mut self, name: &str, value: &str) {
+        self.request_headers_set.push((name.into(), value.into()));
+    }
+
+    fn set_filter_state(&mut self, key: &str, value: &str) {
+        self.filter_state.push((key.into(), value.into()));
     }
 
     fn record(&mut self, route: RouteId, events: &[BoundEvent]) {

@@ -51,7 +51,7 @@ use crate::identity::account::{self, Place, Seen, Unreadable};
 use crate::identity::address::strip_port;
 use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::{self as id_decode, Identity, SessionError};
-use crate::pipeline::limiter::{Caller, Counted, Limiter, Pending, RouteLanes};
+use crate::pipeline::limiter::{BoundEvent, Caller, Counted, Event, Limiter, Pending, RouteLanes};
 use crate::reply::{Refusal, Shown};
 pub use exchange::{Exchange, Stage};
 pub use host::{
@@ -60,6 +60,10 @@ pub use host::{
 use installation::{Ready, ServiceCall};
 use smallvec::SmallVec;
 use std::cell::RefCell;
+
+/// The filter state key (under Envoy's `wasm.`) of the bound that would
+/// have refused a request let through: `%FILTER_STATE(wasm.ratebound.would_refuse:PLAIN)%`.
+pub const WOULD_REFUSE_STATE: &str = "ratebound.would_refuse";
 
 /// A worker's view of a configuration in force: the limiter and the
 /// per-worker memories a request uses.
@@ -198,10 +202,32 @@ impl<'p> Worker<'p> {
         })
     }
 
+    /// Marks a request let through although a bound would have refused it
+    /// (a shadow bound, or a refusal `enforce_percent` spared), naming the
+    /// first such bound: in the filter state for access logs, and in the
+    /// configured request header for the upstream.
+    fn mark_would_refuse<H: Host>(&self, host: &mut H, route: &Route, events: &[BoundEvent]) {
+        let Some(bound) = events
+            .iter()
+            .find(|e| e.event == Event::WouldRefuse)
+            .and_then(|e| route.bound(e.bound))
+        else {
+            return;
+        };
+        let mark = format!("{}/{}", route.name, bound.name);
+        host.set_filter_state(WOULD_REFUSE_STATE, &mark);
+        if let Some(h) = &self.limiter.plan.would_refuse_header {
+            host.set_request_header(h, &mark);
+        }
+    }
+
     /// Records stats and errors of a counted request; what it comes to.
     fn conclude<H: Host>(&self, host: &mut H, r: RouteLanes<'p>, d: Counted) -> Decision<'p> {
         let route = r.route;
         host.record(r.id, &d.events);
+        if d.refused.is_none() {
+            self.mark_would_refuse(host, route, &d.events);
+        }
         for e in &d.errors {
             host.count(RequestStat::StoreError);
             host.log(

@@ -65,7 +65,9 @@ def test_a_worker_writes_from_memory_and_stays_exact(envoy, concurrency):
     assert (statuses.count(200), statuses.count(429)) == (300, 100), statuses
     assert e.rb(inst, "r", "all", "allowed") == 300
     assert e.rb(inst, "r", "addr", "allowed") == 300
-    saved = e.wait_value(lambda: e.rb(inst, what="store_reads_saved"), lambda v: v > 0)
+    # Handed over on the worker's tick: a burst across a tick comes in two.
+    enough = 2 * 300 - 10 if concurrency == 1 else 1
+    saved = e.wait_value(lambda: e.rb(inst, what="store_reads_saved"), lambda v: v >= enough)
     stale = e.rb(inst, what="store_stale_guesses")
     print(f"concurrency {concurrency}: 600 writes admitted, {saved} from memory, {stale} stale")
     if concurrency == 1:

@@ -70,6 +70,8 @@ pub enum Code {
     /// Fleet bounds without `fleet_nodes`: a node that starts while the
     /// service is down takes the whole limit alone.
     FleetNodes,
+    /// A bound that carries out only part of its refusals (a rollout).
+    PartlyEnforced,
 }
 
 impl Code {
@@ -89,12 +91,13 @@ impl Code {
             Code::NoKeySecret => "no-key-secret",
             Code::SignInAnyMethod => "sign-in-any-method",
             Code::FleetNodes => "fleet-nodes",
+            Code::PartlyEnforced => "partly-enforced",
         }
     }
 
     pub fn level(self) -> Level {
         match self {
-            Code::PerNode | Code::Installation | Code::Fleet => Level::Note,
+            Code::PerNode | Code::Installation | Code::Fleet | Code::PartlyEnforced => Level::Note,
             _ => Level::Warning,
         }
     }
@@ -175,6 +178,21 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
         }
     }
     out.extend(fleet_nodes_unset(plan));
+    for route in &plan.routes {
+        for b in route
+            .bounds
+            .iter()
+            .filter(|b| !b.shadow && b.enforce_percent < 100)
+        {
+            let message = format!(
+                "carries out {}% of its refusals: the others go on, uncounted by it, as a shadow \
+                 bound's would, marked with `{}/{}` in the filter state \
+                 `wasm.ratebound.would_refuse` for access logs (docs/rollout.md)",
+                b.enforce_percent, route.name, b.name
+            );
+            out.push(about_bound(Code::PartlyEnforced, route, b, message));
+        }
+    }
     for route in &plan.routes {
         for b in route.installation_bounds_all() {
             let at = &b.written;

@@ -16,6 +16,7 @@ fn b(index: usize, per: Per, limit: u32, window_ms: u64) -> Bound {
         applies_to: Access::default(),
         rate: Rate { limit, window_ms },
         shadow: false,
+        enforce_percent: 100,
         fingerprint: 0,
         scope: crate::config::plan::BoundScope::Node,
         written: Written {

@@ -509,3 +509,83 @@ fn the_x_ratelimit_profile_marks_a_refusal_as_envoys_filters_do() {
     assert_eq!(r.header("x-envoy-ratelimited"), Some("true"));
     assert_eq!(r.header("x-ratelimit-limit"), Some("2"));
 }
+
+/// A bound rolled out in part: of the requests it would refuse, about
+/// `enforce_percent` are refused; the rest go on uncounted, as a shadow
+/// bound's would, each marked with the bound that would have refused it.
+#[test]
+fn a_bound_enforced_in_part_refuses_its_share_and_marks_the_rest() {
+    let json = r#"{"would_refuse_header":"x-would-refuse","routes":[{"name":"api","bounds":[
+        {"name":"addr","per":"address","limit":1,"window":"PT1H","enforce_percent":30}]}]}"#;
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, json);
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert!(
+        host.filter_state.is_empty(),
+        "nothing would have refused it"
+    );
+    host.clear();
+    let (mut refused, mut spared) = (0, 0);
+    for _ in 0..400 {
+        host.now += 1;
+        match f.request(&mut host).0 {
+            Step::Pause => refused += 1,
+            Step::Continue => spared += 1,
+        }
+    }
+    assert!((80..=160).contains(&refused), "about 30% of 400: {refused}");
+    let marks = |v: &[(String, String)]| v.iter().filter(|(_, m)| m == "api/addr").count();
+    assert_eq!(marks(&host.filter_state), spared);
+    assert!(host
+        .filter_state
+        .iter()
+        .all(|(k, _)| k == WOULD_REFUSE_STATE));
+    assert_eq!(marks(&host.request_headers_set), spared);
+    assert!(host
+        .request_headers_set
+        .iter()
+        .all(|(h, _)| h == "x-would-refuse"));
+    // Spared requests are not counted: the caller holds its one admission.
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(1));
+}
+
+#[test]
+fn enforce_percent_zero_spares_every_refusal_and_one_hundred_none() {
+    for (percent, refusals) in [(0, 0), (100, 9)] {
+        let json = format!(
+            r#"{{"routes":[{{"name":"api","bounds":[
+            {{"per":"address","limit":1,"window":"PT1H","enforce_percent":{percent}}}]}}]}}"#
+        );
+        let mut host = MockHost::new(T0).from_address("10.0.0.1");
+        let f = filter(&host, &json);
+        let refused = (0..10)
+            .filter(|_| {
+                host.now += 1;
+                f.request(&mut host).0 == Step::Pause
+            })
+            .count();
+        assert_eq!(refused, refusals, "enforce_percent {percent}");
+    }
+}
+
+/// One request meets a bound in several phases (read, then again at the
+/// commit or before a service call): its draw is the same each time, and
+/// requests differ.
+#[test]
+fn a_requests_draw_is_the_same_every_time_it_meets_a_bound() {
+    let json = r#"{"routes":[{"name":"api","bounds":[
+        {"per":"address","limit":1,"window":"PT1H","enforce_percent":50}]}]}"#;
+    let host = MockHost::new(T0);
+    let f = filter(&host, json);
+    let lim = &f.limiter;
+    let bound = &lim.plan.routes[0].bounds[0];
+    let draws: Vec<bool> = (0..64)
+        .map(|_| {
+            let p = lim.start(RouteId(0), None);
+            let first = lim.spared(&p, BoundId(0), bound);
+            assert_eq!(first, lim.spared(&p, BoundId(0), bound));
+            first
+        })
+        .collect();
+    assert!(draws.iter().any(|d| *d) && draws.iter().any(|d| !*d));
+}
