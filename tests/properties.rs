@@ -436,3 +436,39 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A request of `hits` units refused is told the exact wait: admitted
+    /// after it, refused a millisecond before; and it is admitted exactly
+    /// when all its units fit under the limit.
+    #[test]
+    fn a_weighted_refusal_tells_the_exact_wait(
+        limit in 1u32..5_000,
+        hits_permille in 1u32..=1_000,
+        cur_permille in 0u32..1_500,
+        prev_permille in 0u32..1_500,
+        window_ms in prop::sample::select(vec![1_000u64, 60_000, 3_600_000]),
+        into in 0u64..1_000,
+    ) {
+        let rate = Rate { limit, window_ms };
+        let hits = (limit * hits_permille / 1_000).max(1);
+        let per = |p: u32| (u64::from(limit) * u64::from(p) / 1_000) as u32;
+        let win = 500;
+        let c = Counts { win, cur: per(cur_permille), prev: per(prev_permille) };
+        let now = win * window_ms + window_ms * into / 1_000;
+        match rate.decide_hits(c, now, hits) {
+            Verdict::Admit { counts, .. } => {
+                prop_assert_eq!(counts.cur, c.cur + hits);
+                prop_assert!(rate.left(c, now) >= hits);
+            }
+            Verdict::Refuse { quota } => {
+                prop_assert!(rate.left(c, now) < hits);
+                let at = now + quota.reset_ms;
+                prop_assert!(rate.decide_hits(c, at, hits).admits(), "not admitted after the wait");
+                prop_assert!(!rate.decide_hits(c, at - 1, hits).admits(), "admitted before it");
+            }
+        }
+    }
+}

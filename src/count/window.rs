@@ -130,15 +130,14 @@ impl Rate {
     }
 
     /// Decides one more request that takes `hits` units (a cost bound's
-    /// reservation): admitted while one more unit is under the limit, as
-    /// any request is, and then charged all of them, so the estimate may
-    /// end over the limit by `hits − 1` (the cost of admitting without
-    /// knowing the cost). `hits` 1 is [`Rate::decide`].
+    /// reservation, or a cost known up front): admitted when all of them
+    /// fit under the limit, and charged all of them. `hits` 1 is
+    /// [`Rate::decide`].
     pub fn decide_hits(&self, stored: Counts, now_ms: u64, hits: u32) -> Verdict {
         let c = stored.at(self.window_of(now_ms));
         let w = u128::from(self.window_ms);
         let weighted = self.weighted(c, now_ms);
-        if weighted + w <= self.capacity() {
+        if weighted + u128::from(hits) * w <= self.capacity() {
             let counts = Counts {
                 cur: c.cur.saturating_add(hits),
                 ..c
@@ -146,7 +145,7 @@ impl Rate {
             let after = weighted + u128::from(hits) * w;
             let remaining = (self.capacity().saturating_sub(after) / w) as u32;
             let reset_ms = if remaining == 0 {
-                self.wait_from(counts, now_ms)
+                self.wait_from(counts, now_ms, hits)
             } else {
                 self.window_end_ms(counts, now_ms)
             };
@@ -163,7 +162,7 @@ impl Rate {
                 quota: Quota {
                     limit: self.limit,
                     remaining: 0,
-                    reset_ms: self.wait_from(c, now_ms),
+                    reset_ms: self.wait_from(c, now_ms, hits),
                 },
             }
         }
@@ -193,35 +192,34 @@ impl Rate {
     /// The shortest wait after which one more request would be admitted,
     /// with `c` as the stored counts (slid to now's window here).
     pub fn wait_ms(&self, c: Counts, now_ms: u64) -> u64 {
-        self.wait_from(c.at(self.window_of(now_ms)), now_ms)
+        self.wait_from(c.at(self.window_of(now_ms)), now_ms, 1)
     }
 
     /// [`Rate::wait_ms`] for counts already slid to now's window: from the
     /// start of the key's window when it is ahead of the clock, plus the
     /// time until that start.
-    fn wait_from(&self, c: Counts, now_ms: u64) -> u64 {
-        self.wait_in_window(c, now_ms)
+    fn wait_from(&self, c: Counts, now_ms: u64, hits: u32) -> u64 {
+        self.wait_in_window(c, now_ms, hits)
             .saturating_add(self.ahead(c, now_ms))
     }
 
     /// The wait, counted from `max(now, start of c.win)`.
-    fn wait_in_window(&self, c: Counts, now_ms: u64) -> u64 {
+    fn wait_in_window(&self, c: Counts, now_ms: u64, hits: u32) -> u64 {
         let w = u128::from(self.window_ms);
         let e = self.elapsed(c, now_ms);
         let limit = u128::from(self.limit);
-        let cur = u128::from(c.cur);
-        let prev = u128::from(c.prev);
-        // In this window: need prev·(w − e') ≤ (limit − cur − 1)·w.
-        if cur < limit {
-            let room = (limit - cur - 1) * w;
+        let (cur, prev, h) = (u128::from(c.cur), u128::from(c.prev), u128::from(hits));
+        // In this window: need prev·(w − e') ≤ (limit − cur − h)·w.
+        if cur + h <= limit {
+            let room = (limit - cur - h) * w;
             // No previous count: nothing to wait for in this window.
             let e_min = room.checked_div(prev).map_or(0, |r| w.saturating_sub(r));
             if e_min < w {
                 return e_min.saturating_sub(e) as u64;
             }
         }
-        // Next window: cur becomes prev; need w + cur·(w − e'') ≤ limit·w.
-        let room = limit.saturating_sub(1) * w;
+        // Next window: cur becomes prev; need h·w + cur·(w − e'') ≤ limit·w.
+        let room = limit.saturating_sub(h) * w;
         let e_next = room.checked_div(cur).map_or(0, |r| w.saturating_sub(r));
         ((w - e) + e_next) as u64
     }
@@ -243,11 +241,13 @@ mod tests {
             cur: 999,
             prev: 0,
         };
-        // One token left: a reservation of 300 is admitted, and charged.
+        // One token left: a reservation of 300 does not fit; one does.
+        assert!(!r.decide_hits(c, t0, 300).admits());
+        let c = Counts { cur: 700, ..c };
         let Verdict::Admit { counts, quota } = r.decide_hits(c, t0, 300) else {
-            panic!("one unit left admits")
+            panic!("300 fit in 300 left")
         };
-        assert_eq!((counts.cur, quota.remaining), (1_299, 0));
+        assert_eq!((counts.cur, quota.remaining), (1_000, 0));
         assert!(!r.decide_hits(counts, t0 + 1, 1).admits());
         // Unit hits are the plain decision.
         for cur in [0, 500, 999, 1_000] {
