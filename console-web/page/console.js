@@ -285,6 +285,11 @@ function errorsText(b) {
 }
 
 async function save() {
+  const last = window.__ratebound && window.__ratebound.reading;
+  if (last && !last.valid) {
+    setStatus(`not saved: fix the ${last.errors.length === 1 ? "error" : `${last.errors.length} errors`} at ${last.errors.length === 1 ? "its field" : "their fields"} first`, true);
+    return;
+  }
   const p = await api("preview", { config });
   if (p.status !== 200) { setStatus("not saved: " + errorsText(p.body), true); return; }
   if (p.body.unchanged) { await dialog("Nothing to save", [el("p", { text: `${p.body.file} already holds this configuration.` })]); return; }
@@ -301,6 +306,8 @@ async function save() {
 }
 
 async function exportManifest() {
+  const last = window.__ratebound && window.__ratebound.reading;
+  if (last && !last.valid) { setStatus("not exported: the configuration is invalid", true); return; }
   const r = await api("export", { config });
   if (r.status !== 200) { setStatus("not exported: " + errorsText(r.body), true); return; }
   const url = URL.createObjectURL(new Blob([r.body.manifest], { type: "application/yaml" }));

@@ -21,6 +21,8 @@ pub fn get(path: &str) -> Option<(&'static str, &'static [u8])> {
         "/" | "/index.html" => ("text/html; charset=utf-8", INDEX.as_bytes()),
         "/console.js" => ("text/javascript; charset=utf-8", SCRIPT.as_bytes()),
         "/console.css" => ("text/css; charset=utf-8", STYLE.as_bytes()),
+        // No icon: an empty answer rather than a 404 in the browser's log.
+        "/favicon.ico" => ("image/x-icon", &[]),
         "/core/ratebound_console_web.js" if built() => ("text/javascript; charset=utf-8", CORE_JS),
         "/core/ratebound_console_web_bg.wasm" if built() => ("application/wasm", CORE_WASM),
         _ => return None,

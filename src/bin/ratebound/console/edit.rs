@@ -6,7 +6,7 @@
 use crate::args;
 use ratebound::config::{ConfigError, MAX_CONFIG_BYTES};
 use ratebound::console::input::{self, Format};
-use ratebound::console::{openapi, source, structure};
+use ratebound::console::{openapi, source, structure, words};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
@@ -342,26 +342,35 @@ fn diff(before: &str, after: &str) -> Vec<Value> {
 fn inventory(bytes: &[u8], label: &str) -> Result<Inventory, ConfigError> {
     let doc = openapi::read_document(bytes, input::detect(label, bytes), label)?;
     let start = json!([{"name": "per_address", "per": "address", "limit": 10, "window": "PT1M"}]);
-    let req = openapi::Request {
+    let request = |servers| openapi::Request {
         route: "inventory".into(),
         match_prefix: None,
-        servers: false,
+        servers,
         spec_label: label.into(),
         bounds_label: "the page".into(),
     };
     let mut out = Vec::new();
     for op in &doc.operations {
         let key = format!("{} {}", op.method, op.path);
-        let written = openapi::generate(&doc, &[(key, start.clone())], None, &req)
-            .ok()
-            .and_then(|g| g.json.pointer("/routes/0/operations/0").cloned());
+        // Behind its servers' path when it has one (the path Envoy sees,
+        // as `ratebound openapi --servers` writes it), else as written.
+        let written = [true, false].into_iter().find_map(|servers| {
+            openapi::generate(&doc, &[(key.clone(), start.clone())], None, &request(servers))
+                .ok()
+                .and_then(|g| g.json.pointer("/routes/0/operations/0").cloned())
+        });
         let mut entry = Map::new();
-        entry.insert("title".into(), json!(op.title()));
         match written {
             Some(o) => {
+                let path = o.get("path").and_then(Value::as_str).unwrap_or(&op.path);
+                entry.insert(
+                    "title".into(),
+                    json!(words::operation(&op.method, path, op.operation_id.as_deref())),
+                );
                 entry.insert("operation".into(), o);
             }
             None => {
+                entry.insert("title".into(), json!(op.title()));
                 entry.insert(
                     "error".into(),
                     json!("cannot be written as a route's operation (ratebound openapi says why)"),
