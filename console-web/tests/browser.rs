@@ -3,6 +3,7 @@
 //! (tests/expected/, checked natively by tests/readings.rs), through the
 //! very function the page calls.
 #![cfg(target_arch = "wasm32")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::Value;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};

@@ -5,6 +5,8 @@
 //! files are written with RATEBOUND_BLESS=1; tests/cases.rs (the list the
 //! browser test embeds) is written with them and checked here.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use ratebound::console::explain::explain;
 use ratebound::console::structure;
 use ratebound_console_web::reading;
