@@ -90,7 +90,10 @@ fn operations_cost(route: &ratebound::config::RouteConfig) -> Value {
         ));
     }
     if singles > 0 {
-        parts.push(format!("{} per operation × 1 key", plural(singles, "bound")));
+        parts.push(format!(
+            "{} per operation × 1 key",
+            plural(singles, "bound")
+        ));
     }
     let words = if ops == 0 {
         "no operation chosen: no counters of their own".to_string()

@@ -92,12 +92,15 @@ fn the_readings_of_every_example_are_as_expected() {
             s.push('\n');
             std::fs::write(&expected, s).unwrap();
         } else {
-            let want: Value = serde_json::from_str(
-                &std::fs::read_to_string(&expected)
-                    .unwrap_or_else(|e| panic!("{}: {e} (RATEBOUND_BLESS=1 writes it)", expected.display())),
-            )
-            .unwrap();
-            assert_eq!(got, want, "{name}: the reading changed (RATEBOUND_BLESS=1 rewrites)");
+            let want: Value =
+                serde_json::from_str(&std::fs::read_to_string(&expected).unwrap_or_else(|e| {
+                    panic!("{}: {e} (RATEBOUND_BLESS=1 writes it)", expected.display())
+                }))
+                .unwrap();
+            assert_eq!(
+                got, want,
+                "{name}: the reading changed (RATEBOUND_BLESS=1 rewrites)"
+            );
         }
     }
     assert!(invalid >= 25, "every bad example is invalid: {invalid}");

@@ -30,7 +30,8 @@ impl State {
     pub fn load(c: &args::Console) -> Result<State, String> {
         let bytes = read_file(&c.file)?;
         let format = input::detect(&c.file, &bytes);
-        let found = source::find(&bytes, format).map_err(|nf| format!("{}: {}", c.file, nf.error))?;
+        let found =
+            source::find(&bytes, format).map_err(|nf| format!("{}: {}", c.file, nf.error))?;
         match found.documents.as_slice() {
             [one] if one.holder.is_none() => {}
             _ => {
@@ -113,7 +114,10 @@ impl State {
             Err(e) => return (500, json!({ "error": e })),
         }
         if let Err(e) = std::fs::write(&self.file, p.text.as_bytes()) {
-            return (500, json!({"error": format!("cannot write {}: {e}", self.file)}));
+            return (
+                500,
+                json!({"error": format!("cannot write {}: {e}", self.file)}),
+            );
         }
         self.text = p.text;
         (
@@ -169,7 +173,10 @@ impl State {
             request.get("name").and_then(Value::as_str),
             request.get("text").and_then(Value::as_str),
         ) else {
-            return (400, json!({"error": "send {\"name\": FILE NAME, \"text\": THE DOCUMENT}"}));
+            return (
+                400,
+                json!({"error": "send {\"name\": FILE NAME, \"text\": THE DOCUMENT}"}),
+            );
         };
         match inventory(text.as_bytes(), name) {
             Ok(ops) => (200, json!({ "spec": name, "operations": ops })),
@@ -248,7 +255,10 @@ fn error_json(e: &ConfigError) -> Value {
 /// every error, in `check`'s words.
 fn valid_config(request: &Value) -> Result<Value, (u16, Value)> {
     let Some(config) = request.get("config") else {
-        return Err((400, json!({"error": "send {\"config\": THE CONFIGURATION}"})));
+        return Err((
+            400,
+            json!({"error": "send {\"config\": THE CONFIGURATION}"}),
+        ));
     };
     let bytes = serde_json::to_vec(config).unwrap_or_default();
     match structure::parse(&bytes) {
@@ -269,9 +279,7 @@ fn resets(before: &Value, after: &Value) -> Vec<String> {
             .and_then(Value::as_array)
             .map(|rs| {
                 rs.iter()
-                    .filter_map(|r| {
-                        Some((r.get("name")?.as_str()?.to_string(), r.clone()))
-                    })
+                    .filter_map(|r| Some((r.get("name")?.as_str()?.to_string(), r.clone())))
                     .collect()
             })
             .unwrap_or_default()
@@ -355,9 +363,14 @@ fn inventory(bytes: &[u8], label: &str) -> Result<Inventory, ConfigError> {
         // Behind its servers' path when it has one (the path Envoy sees,
         // as `ratebound openapi --servers` writes it), else as written.
         let written = [true, false].into_iter().find_map(|servers| {
-            openapi::generate(&doc, &[(key.clone(), start.clone())], None, &request(servers))
-                .ok()
-                .and_then(|g| g.json.pointer("/routes/0/operations/0").cloned())
+            openapi::generate(
+                &doc,
+                &[(key.clone(), start.clone())],
+                None,
+                &request(servers),
+            )
+            .ok()
+            .and_then(|g| g.json.pointer("/routes/0/operations/0").cloned())
         });
         let mut entry = Map::new();
         match written {
@@ -365,7 +378,11 @@ fn inventory(bytes: &[u8], label: &str) -> Result<Inventory, ConfigError> {
                 let path = o.get("path").and_then(Value::as_str).unwrap_or(&op.path);
                 entry.insert(
                     "title".into(),
-                    json!(words::operation(&op.method, path, op.operation_id.as_deref())),
+                    json!(words::operation(
+                        &op.method,
+                        path,
+                        op.operation_id.as_deref()
+                    )),
                 );
                 entry.insert("operation".into(), o);
             }

@@ -37,7 +37,10 @@ pub fn run(c: &args::Console) -> u8 {
     let http = match tiny_http::Server::http(c.listen) {
         Ok(s) => s,
         Err(e) => {
-            err(&format!("ratebound console: cannot listen on {}: {e}\n", c.listen));
+            err(&format!(
+                "ratebound console: cannot listen on {}: {e}\n",
+                c.listen
+            ));
             return USAGE;
         }
     };
@@ -53,8 +56,10 @@ pub fn run(c: &args::Console) -> u8 {
         ));
     }
     if !assets::built() {
-        err("ratebound console: the browser core was not built into this binary \
-             (scripts/console-web.sh, then build again): the page says so\n");
+        err(
+            "ratebound console: the browser core was not built into this binary \
+             (scripts/console-web.sh, then build again): the page says so\n",
+        );
     }
     let guard = server::Guard::new(addr, server::token());
     out(&format!(

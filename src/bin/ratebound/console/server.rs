@@ -165,11 +165,11 @@ pub fn handle(guard: &Guard, state: &mut State, live: &mut Live, r: &Request) ->
         ("GET", "state") => json_response(200, &state.describe(live.admins())),
         ("GET", "live") => json_response(200, &live.read()),
         ("POST", "preview" | "save" | "export" | "openapi") => {
-            if !r
-                .content_type
-                .as_deref()
-                .is_some_and(|c| c.split(';').next().is_some_and(|t| t.trim() == "application/json"))
-            {
+            if !r.content_type.as_deref().is_some_and(|c| {
+                c.split(';')
+                    .next()
+                    .is_some_and(|t| t.trim() == "application/json")
+            }) {
                 return refuse(415, "send JSON (Content-Type: application/json)");
             }
             let Some(body) = &r.body else {
