@@ -34,8 +34,9 @@ pub mod words;
 
 // The CLI may index (a panic there is a message and exit, not a dead
 // worker); warnings and words run in the module, under the ban.
-// Also in the browser (console-web): a projection of the plan, nothing
-// the CLI alone has.
+// Also in the browser (console-web, the `web` feature): a projection of
+// the plan, nothing the CLI alone has; never in the module.
+#[cfg(any(feature = "cli", feature = "web"))]
 #[allow(clippy::indexing_slicing)]
 pub mod explain;
 #[cfg(feature = "cli")]

@@ -398,3 +398,59 @@ fn inventory(bytes: &[u8], label: &str) -> Result<Inventory, ConfigError> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_diff_keeps_common_lines_and_marks_the_rest() {
+        let d = diff("a\nb\nc\n", "a\nB\nc\nd\n");
+        let ops: Vec<String> = d
+            .iter()
+            .map(|v| format!("{}{}", v[0].as_str().unwrap(), v[1].as_str().unwrap()))
+            .collect();
+        assert_eq!(ops, [" a", "-b", "+B", " c", "+d"]);
+    }
+
+    #[test]
+    fn a_save_resets_the_routes_it_changes_adds_or_removes() {
+        let before = json!({"routes": [
+            {"name": "a", "bounds": [{"per": "route", "limit": 1, "window": "PT1M"}]},
+            {"name": "b"}, {"name": "c"}]});
+        let after = json!({"routes": [
+            {"name": "a", "bounds": [{"per": "route", "limit": 2, "window": "PT1M"}]},
+            {"name": "b"}, {"name": "d"}]});
+        assert_eq!(resets(&before, &after), ["a", "d", "c"]);
+        assert!(resets(&after, &after).is_empty());
+        // The instance prefixes every key: every route starts anew.
+        let mut renamed = after.clone();
+        renamed["instance"] = json!("other");
+        assert_eq!(resets(&after, &renamed), ["a", "b", "d"]);
+    }
+
+    #[test]
+    fn only_a_valid_configuration_is_prepared_and_no_other_file_can_be_named() {
+        let state = State {
+            file: "x.json".into(),
+            format: Format::Json,
+            text: "{}".into(),
+            nodes: None,
+            url: None,
+            inventories: Vec::new(),
+        };
+        let ok = json!({"config": {"routes": [{"name": "a", "bounds": [
+            {"per": "address", "limit": 5, "window": "PT1M"}]}]}});
+        let (status, answer) = state.preview(&ok);
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["resets"], json!(["a"]));
+        let mut named = ok.clone();
+        named["file"] = json!("/etc/passwd");
+        assert_eq!(state.preview(&named).0, 400);
+        let bad = json!({"config": {"routes": [{"name": "a", "bounds": [
+            {"per": "address", "limit": 5, "window": "1m"}]}]}});
+        let (status, answer) = state.preview(&bad);
+        assert_eq!(status, 422);
+        assert_eq!(answer["errors"][0]["path"], "$.routes[0].bounds[0].window");
+    }
+}
