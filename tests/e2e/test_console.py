@@ -127,6 +127,12 @@ def test_an_installation_bound_reads_exact_for_the_installation(console, page):
     field(page, "$.routes[0].bounds[0].scope").select_option("installation")
     expect(addr).to_contain_text("exact for the whole installation")
     expect(addr).not_to_contain_text("4 × 50")
+    # A fleet bound: one budget for all nodes, and how far over it may go.
+    field(page, "$.routes[0].bounds[0].scope").select_option("fleet")
+    expect(addr).to_contain_text("fleet: one budget of 50 a minute per client address for all nodes together")
+    expect(addr).to_contain_text("on 4 nodes admitting")
+    expect(addr).to_contain_text("over")
+    page.screenshot(path=str(SHOTS / "scopes.png"), full_page=True)
 
 
 def test_narrowing_every_bound_shows_the_warning(console, page):
