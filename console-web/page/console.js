@@ -218,7 +218,9 @@ function update() {
   show(r);
   const ms = performance.now() - t0;
   updates += 1;
-  window.__ratebound = { reading: r, lastUpdateMs: ms, updates };
+  const times = (window.__ratebound && window.__ratebound.times) || [];
+  times.push(ms);
+  window.__ratebound = { reading: r, lastUpdateMs: ms, updates, times };
   $("timing").textContent = `read and shown in ${ms.toFixed(1)} ms`;
 }
 

@@ -93,17 +93,28 @@ def test_typing_a_limit_changes_the_per_node_reading(console, page):
     limit = field(page, "$.routes[0].bounds[0].limit")
     limit.fill("25")
     expect(row).to_contain_text("4 × 25 = 100 a minute per client address")
-    # One keystroke at a time: every one updates the reading.
+    # One keystroke at a time: every one updates the reading. Timed twice:
+    # in the page (input event to DOM updated) and as seen from here.
     limit.press("End")
-    times = []
+    seen = []
+    n = page.evaluate("window.__ratebound.times.length")
     for digit, want in (("0", "4 × 250 = 1,000"), ("0", "4 × 2,500 = 10,000")):
         t0 = time.perf_counter()
         limit.press(digit)
         expect(row).to_contain_text(want)
-        times.append(time.perf_counter() - t0)
-    FIGURES["keystroke_to_reading_s_playwright_roundtrip"] = round(max(times), 4)
-    FIGURES["keystroke_to_reading_ms_in_page"] = round(
-        page.evaluate("window.__ratebound.lastUpdateMs"), 2)
+        seen.append(time.perf_counter() - t0)
+    for k in range(10):
+        limit.press("Backspace")
+        limit.press("0")
+        t0 = time.perf_counter()
+        expect(row).to_contain_text("4 × 2,500 = 10,000")
+        seen.append(time.perf_counter() - t0)
+    in_page = sorted(page.evaluate("window.__ratebound.times")[n:])
+    assert len(in_page) == 22, in_page
+    seen.sort()
+    FIGURES["keystroke_to_reading_ms_in_page_median"] = round(in_page[len(in_page) // 2], 2)
+    FIGURES["keystroke_to_reading_ms_in_page_max"] = round(in_page[-1], 2)
+    FIGURES["keystroke_to_reading_ms_seen_by_playwright_median"] = round(1000 * seen[len(seen) // 2], 1)
     # The number of nodes is typed on the page too.
     nodes = page.locator("#nodes")
     nodes.fill("3")
