@@ -24,7 +24,7 @@ class Console:
         self.port = free_port()
         self.proc = subprocess.Popen(
             [str(CLI), "console", str(file), "--listen", f"127.0.0.1:{self.port}", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
         deadline = time.time() + 15
         self.url = ""
         while time.time() < deadline:
