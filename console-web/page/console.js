@@ -298,7 +298,7 @@ async function save() {
   const resets = p.body.resets.length
     ? `Saving resets the counters of ${p.body.resets.length === 1 ? "route" : "routes"} ${p.body.resets.join(", ")} (a route saved anew counts from zero).`
     : "Saving resets no route's counters.";
-  const diff = el("pre", { "data-testid": "diff" }, ...p.body.changes.filter(([op]) => op !== " " || true).map(([op, line]) =>
+  const diff = el("pre", { "data-testid": "diff" }, ...p.body.changes.map(([op, line]) =>
     el("div", { class: op === "+" ? "diff-add" : op === "-" ? "diff-del" : "", text: `${op} ${line}` })));
   const ok = await dialog(`Save ${p.body.file} (${p.body.format})?`, [el("p", { "data-testid": "resets", text: resets }), diff], "Save");
   if (!ok) { setStatus("not saved", false); return; }
