@@ -302,12 +302,12 @@ fn resets(before: &Value, after: &Value) -> Vec<String> {
 
 /// The lines of `before` and `after` as kept (" "), removed ("-") and
 /// added ("+"): a longest-common-subsequence diff, plain removal and
-/// addition past 4,000 lines.
+/// addition past 2,000 lines (the table is lines² counters).
 fn diff(before: &str, after: &str) -> Vec<Value> {
     let a: Vec<&str> = before.lines().collect();
     let b: Vec<&str> = after.lines().collect();
     let line = |op: &str, l: &str| json!([op, l]);
-    if a.len() > 4000 || b.len() > 4000 {
+    if a.len() > 2000 || b.len() > 2000 {
         return a
             .iter()
             .map(|l| line("-", l))
