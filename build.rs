@@ -1,5 +1,7 @@
-// Stamps the git commit so the module and the CLI can say what they are.
+// Stamps the git commit so the module and the CLI can say what they are,
+// and hands `ratebound console` the browser core when it was built.
 fn main() {
+    console_core();
     let commit = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .output()
@@ -11,4 +13,21 @@ fn main() {
     println!("cargo:rustc-env=RATEBOUND_GIT_COMMIT={commit}");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs");
+}
+
+/// The browser core (console-web/pkg, made by scripts/console-web.sh)
+/// copied where `ratebound console` embeds it; empty files when it was not
+/// built, so `cargo build` works on a fresh clone (the page then says how
+/// to build it). The directory is in git (its .gitignore), so watching it
+/// never reruns this for nothing.
+fn console_core() {
+    let Some(out) = std::env::var_os("OUT_DIR").map(std::path::PathBuf::from) else {
+        return;
+    };
+    let pkg = std::path::Path::new("console-web/pkg");
+    println!("cargo:rerun-if-changed={}", pkg.display());
+    for name in ["ratebound_console_web.js", "ratebound_console_web_bg.wasm"] {
+        let bytes = std::fs::read(pkg.join(name)).unwrap_or_default();
+        let _ = std::fs::write(out.join(name), bytes);
+    }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release wasm module (dist/ratebound.wasm), the native CLI
-# (dist/ratebound) and the configuration's JSON Schema
+# (dist/ratebound, with the console's browser core from console-web/pkg
+# embedded) and the configuration's JSON Schema
 # (dist/ratebound.schema.json), and the Istio manifests with url and sha256 filled in
 # (dist/istio/; RATEBOUND_URL sets the url; for an oci:// url, the default,
 # also the OCI image in dist/oci/, see scripts/image.sh). With --selftest, also the module with the store
@@ -30,6 +31,11 @@ mkdir -p dist
 echo "build: wasm module (release, $TARGET)"
 cargo build --profile wasm --target "$TARGET" --lib --no-default-features --features filter
 cp "target/$TARGET/wasm/ratebound.wasm" dist/ratebound.wasm
+
+# The console's page runs the core compiled for the browser; the CLI embeds
+# it (build.rs), so it is built first (scripts/console-web.sh).
+echo "build: the console's browser core (console-web, wasm32-unknown-unknown)"
+scripts/console-web.sh
 
 echo "build: native CLI"
 cargo build --release --bin ratebound
@@ -70,6 +76,7 @@ report() {
 report dist/ratebound.wasm
 report dist/ratebound
 report dist/ratebound.schema.json
+report console-web/pkg/ratebound_console_web_bg.wasm
 if [[ "$OCI" == 1 && -f dist/oci/digest ]]; then
   printf '%-32s manifest %s (the WasmPlugin sha256 for %s)\n' dist/oci "$(cat dist/oci/digest)" "$URL"
 fi

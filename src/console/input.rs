@@ -150,22 +150,8 @@ fn yaml_to_json(bytes: &[u8]) -> Result<Vec<u8>, ConfigError> {
     Ok(json)
 }
 
-/// `"… at line 3 column 7"` → `"…"`.
-pub fn without_json_location(message: &str) -> &str {
-    if let Some(at) = message.rfind(" at line ") {
-        let rest = &message[at + " at line ".len()..];
-        let mut words = rest.split(' ');
-        let is_location = matches!(
-            (words.next(), words.next(), words.next(), words.next()),
-            (Some(l), Some("column"), Some(c), None)
-                if l.bytes().all(|b| b.is_ascii_digit()) && c.bytes().all(|b| b.is_ascii_digit())
-        );
-        if is_location {
-            return &message[..at];
-        }
-    }
-    message
-}
+// In structure.rs, which the browser build has too.
+pub use crate::console::structure::without_json_location;
 
 /// The YAML reader's limits, for a file of at most `max_documents`
 /// documents: a hostile file cannot make it allocate without bound.

@@ -9,9 +9,12 @@
 //! - [`warnings`]: what is legal but probably not meant, with stable codes;
 //! - [`words`]: bounds, windows and matches in plain words.
 //!
-//! The CLI only (`#[cfg(feature = "cli")]`, never in the module):
+//! Not in the module, but in the browser's core too (console-web):
 //! - [`explain`]: every route's bounds grouped by phase, with the warnings
 //!   beside them, as data (and as the JSON of `explain --format json`);
+//! - [`structure`], [`schema`] (the `web` feature, which `cli` includes).
+//!
+//! The CLI only (`#[cfg(feature = "cli")]`, never in the module):
 //! - [`render`]: that explanation as text;
 //! - [`input`]: reading files, YAML or JSON;
 //! - [`openapi`]: an OpenAPI document and a bounds file into a route's
@@ -31,7 +34,9 @@ pub mod words;
 
 // The CLI may index (a panic there is a message and exit, not a dead
 // worker); warnings and words run in the module, under the ban.
-#[cfg(feature = "cli")]
+// Also in the browser (console-web, the `web` feature): a projection of
+// the plan, nothing the CLI alone has; never in the module.
+#[cfg(any(feature = "cli", feature = "web"))]
 #[allow(clippy::indexing_slicing)]
 pub mod explain;
 #[cfg(feature = "cli")]
@@ -46,7 +51,7 @@ pub mod render;
 #[cfg(feature = "cli")]
 #[allow(clippy::indexing_slicing)]
 pub mod rls_config;
-#[cfg(feature = "cli")]
+#[cfg(feature = "schema")]
 #[allow(clippy::indexing_slicing)]
 pub mod schema;
 #[cfg(feature = "cli")]
@@ -55,7 +60,8 @@ pub mod snippet;
 #[cfg(feature = "cli")]
 #[allow(clippy::indexing_slicing)]
 pub mod source;
-#[cfg(feature = "cli")]
+// `check`'s words, also in the browser (the `web` feature).
+#[cfg(feature = "web")]
 #[allow(clippy::indexing_slicing)]
 pub mod structure;
 #[cfg(feature = "cli")]

@@ -251,7 +251,7 @@ fn plain(errors: Vec<ConfigError>) -> Vec<ConfigError> {
 }
 
 fn plain_message(m: &str) -> String {
-    let m = crate::console::input::without_json_location(m);
+    let m = without_json_location(m);
     let mut s = m.to_string();
     for (rust, said) in [
         ("expected u64", "expected a whole number"),
@@ -637,6 +637,23 @@ fn resolve<'a>(root: &'a Value, s: &'a Value) -> Option<&'a Value> {
         return Some(s);
     }
     Some(s)
+}
+
+/// `"… at line 3 column 7"` → `"…"`.
+pub fn without_json_location(message: &str) -> &str {
+    if let Some(at) = message.rfind(" at line ") {
+        let rest = &message[at + " at line ".len()..];
+        let mut words = rest.split(' ');
+        let is_location = matches!(
+            (words.next(), words.next(), words.next(), words.next()),
+            (Some(l), Some("column"), Some(c), None)
+                if l.bytes().all(|b| b.is_ascii_digit()) && c.bytes().all(|b| b.is_ascii_digit())
+        );
+        if is_location {
+            return &message[..at];
+        }
+    }
+    message
 }
 
 #[cfg(test)]

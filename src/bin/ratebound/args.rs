@@ -80,6 +80,17 @@ pub enum Command {
         after_help = "Exit status: 0 shown, 2 usage error or the admin endpoint cannot be read"
     )]
     Top(Top),
+    /// Edit a configuration in the browser: bounds, readings, operations, live rates
+    ///
+    /// Serves one page on 127.0.0.1 and prints its URL (with the run's
+    /// token). The page validates and reads the configuration as you type,
+    /// with the same code as `check` and `explain`; it saves FILE (only
+    /// when valid) and exports the Istio WasmPlugin manifest. With --admin,
+    /// each bound's rates as `top` reads them, refreshed every 2 s.
+    #[command(
+        after_help = "Exit status: 0 stopped, 2 usage error, FILE unreadable or the address taken"
+    )]
+    Console(Console),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     ///
     /// e.g. `ratebound completions bash > /etc/bash_completion.d/ratebound`
@@ -126,6 +137,28 @@ pub struct Top {
     /// Output format (json only with --once)
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+#[derive(Debug, PartialEq, Eq, Args)]
+pub struct Console {
+    /// The configuration to edit (JSON or YAML; saved in the same format)
+    #[arg(value_name = "FILE")]
+    pub file: String,
+    /// An Envoy admin endpoint to read live rates from; one per node
+    #[arg(long, value_name = "URL")]
+    pub admin: Vec<String>,
+    /// How many Envoy nodes run the configuration (editable on the page)
+    #[arg(long, value_name = "N", value_parser = nodes)]
+    pub nodes: Option<u32>,
+    /// Where to listen; a loopback address unless you mean otherwise
+    #[arg(long, value_name = "ADDRESS:PORT", default_value = "127.0.0.1:0")]
+    pub listen: std::net::SocketAddr,
+    /// A route's OpenAPI inventory: ROUTE=SPEC (JSON or YAML), repeatable
+    #[arg(long, value_name = "ROUTE=SPEC")]
+    pub openapi: Vec<String>,
+    /// The module's url in the exported WasmPlugin manifest
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
 }
 
 fn interval(v: &str) -> Result<f64, String> {

@@ -6,6 +6,7 @@
 mod args;
 mod check;
 mod completions;
+mod console;
 mod explain;
 mod load;
 mod openapi;
@@ -43,6 +44,7 @@ fn run(command: Command) -> u8 {
         Command::Completions { shell } => completions::run(shell),
         Command::Openapi(o) => openapi::run(&o),
         Command::Top(t) => top::run(&t),
+        Command::Console(c) => console::run(&c),
         Command::Schema => schema::run(),
         Command::Check(args::Check {
             file,

@@ -1,0 +1,386 @@
+// The console page: places what the core (ratebound compiled to wasm, in
+// /core/) says about the configuration beside the fields it concerns. No
+// rule of the configuration is written here: validation, readings,
+// warnings and counter costs all come from `read` in the core.
+
+const token = new URLSearchParams(location.search).get("token") || "";
+const $ = (id) => document.getElementById(id);
+const PER = ["route", "address", "user", "token", "org", "account"];
+const SCOPE = ["", "node", "installation", "fleet"];
+const FIELDS = ["name", "per", "applies_to", "limit", "window", "scope"];
+
+let core = null;
+let config = { routes: [] };
+let inventories = {}; // route name -> {spec, operations}
+let admins = [];
+let fileFormat = "json";
+let updates = 0;
+
+async function api(path, body) {
+  const init = { method: body === undefined ? "GET" : "POST", headers: { "X-Ratebound-Token": token } };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch("/api/" + path, init);
+  let b = {};
+  try { b = await r.json(); } catch (_) { /* an empty or non-JSON answer */ }
+  return { status: r.status, body: b };
+}
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null) continue;
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k === "text") e.textContent = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) if (c !== null && c !== undefined) e.append(c);
+  return e;
+}
+
+function banner(message) {
+  document.body.prepend(el("div", { class: "banner", "data-testid": "banner", text: message }));
+  $("status").textContent = message;
+  $("status").className = "status bad";
+}
+
+// applies_to as typed: "authenticated, anonymous, role:admin, org:acme";
+// anything else is passed on as written for the core to judge.
+function appliesText(a) {
+  if (!a || typeof a !== "object") return "";
+  const parts = [];
+  if (a.authenticated) parts.push("authenticated");
+  if (a.anonymous) parts.push("anonymous");
+  for (const r of a.roles || []) parts.push("role:" + r);
+  for (const o of a.orgs || []) parts.push("org:" + o);
+  for (const [k, v] of Object.entries(a)) {
+    if (!["authenticated", "anonymous", "roles", "orgs"].includes(k)) parts.push(v === true ? k : `${k}:${v}`);
+  }
+  return parts.join(", ");
+}
+
+function appliesValue(text) {
+  const a = {};
+  for (const t of text.split(",").map((s) => s.trim()).filter(Boolean)) {
+    if (t === "authenticated" || t === "anonymous") a[t] = true;
+    else if (t.startsWith("role:")) (a.roles ||= []).push(t.slice(5).trim());
+    else if (t.startsWith("org:")) (a.orgs ||= []).push(t.slice(4).trim());
+    else a[t] = true;
+  }
+  return Object.keys(a).length ? a : undefined;
+}
+
+function fieldValue(field, input) {
+  const v = input.value;
+  switch (field) {
+    case "limit": return /^\s*-?\d+\s*$/.test(v) ? Number(v) : v;
+    case "applies_to": return appliesValue(v);
+    case "name": case "scope": return v === "" ? undefined : v;
+    default: return v;
+  }
+}
+
+function fieldText(field, bound) {
+  const v = bound[field];
+  if (field === "applies_to") return appliesText(v);
+  return v === undefined || v === null ? "" : String(v);
+}
+
+// ---- the screen ----
+
+function boundRow(bounds, j, path, onRemove) {
+  const b = bounds[j];
+  const tr = el("tr", { "data-path": path });
+  for (const field of FIELDS) {
+    const p = `${path}.${field}`;
+    let input;
+    if (field === "per" || field === "scope") {
+      input = el("select", { "data-path": p, class: field });
+      for (const o of field === "per" ? PER : SCOPE) {
+        input.append(el("option", { value: o, text: o === "" ? "(node)" : o }));
+      }
+      input.value = fieldText(field, b);
+    } else {
+      input = el("input", { "data-path": p, class: field === "applies_to" ? "applies" : field, value: fieldText(field, b), spellcheck: "false", autocomplete: "off",
+        placeholder: { name: `b${j}`, applies_to: "everybody", window: "PT1M", limit: "" }[field] });
+    }
+    input.addEventListener("input", () => {
+      const v = fieldValue(field, input);
+      if (v === undefined) delete b[field]; else b[field] = v;
+      update();
+    });
+    tr.append(el("td", {}, input, el("div", { class: "field-error", "data-error-for": p })));
+  }
+  tr.append(el("td", { class: "reading", "data-reading": path }));
+  tr.append(el("td", { class: "live-cell", "data-live-for": path }));
+  tr.append(el("td", {}, el("button", { title: "remove this bound", onclick: onRemove, text: "✕" })));
+  return tr;
+}
+
+function boundsTable(bounds, path, addLabel) {
+  const head = el("tr", {}, ...["name", "per", "applies to", "limit", "window", "scope", "where the number is typed", admins.length ? "live" : "", ""].map((h) => el("th", { text: h })));
+  const body = el("tbody");
+  bounds.forEach((_, j) => body.append(boundRow(bounds, j, `${path}.bounds[${j}]`, () => { bounds.splice(j, 1); render(); })));
+  const add = el("button", { "data-testid": `add-bound-${path}`, text: addLabel, onclick: () => {
+    bounds.push({ per: "address", limit: 100, window: "PT1M" });
+    render();
+  } });
+  return [el("table", {}, el("thead", {}, head), body), add];
+}
+
+function sameOperation(a, b) {
+  return a.method === b.method && a.path === b.path;
+}
+
+function operationsPart(route, i) {
+  const path = `$.routes[${i}]`;
+  const ops = route.operations || [];
+  const part = el("div", { class: "ops", "data-path": `${path}.operations` },
+    el("h3", { text: "Operations of the route's OpenAPI inventory with bounds of their own" }));
+  ops.forEach((op, k) => {
+    const opPath = `${path}.operations[${k}]`;
+    const title = `${op.method} ${op.path}` + (op.operation_id ? ` (${op.operation_id})` : "");
+    part.append(el("div", { "data-path": opPath },
+      el("strong", { text: title }), " ",
+      el("button", { text: "remove", title: "this operation no longer carries bounds of its own", onclick: () => { ops.splice(k, 1); if (!ops.length) delete route.operations; render(); } }),
+      el("div", { class: "field-error", "data-error-for": opPath }),
+      ...boundsTable(op.bounds ||= [], opPath, "+ bound of this operation")));
+  });
+  part.append(el("div", { class: "cost", "data-cost": String(i), "data-testid": `cost-${i}` }));
+  const inv = inventories[route.name];
+  const file = el("input", { type: "file", accept: ".json,.yaml,.yml", "data-testid": `openapi-file-${i}` });
+  file.addEventListener("change", async () => {
+    const f = file.files[0];
+    if (!f) return;
+    const r = await api("openapi", { name: f.name, text: await f.text() });
+    if (r.status === 200) { inventories[route.name] = r.body; render(); }
+    else setStatus(`${f.name}: ` + (r.body.errors ? r.body.errors.map((e) => e.text).join("; ") : r.body.error), true);
+  });
+  part.append(el("div", {}, el("span", { class: "hint", text: inv ? `Inventory: ${inv.spec} — choose operations one by one ` : "Load the route's OpenAPI document: " }), file));
+  if (inv) {
+    const list = el("ul", { "data-testid": `inventory-${i}` });
+    for (const entry of inv.operations) {
+      const chosen = entry.operation && ops.some((o) => sameOperation(o, entry.operation));
+      const button = el("button", { text: chosen ? "chosen" : "choose", "data-testid": `choose ${entry.title}`, onclick: () => {
+        (route.operations ||= []).push(structuredClone(entry.operation));
+        render();
+      } });
+      button.disabled = chosen || !entry.operation;
+      list.append(el("li", {}, el("span", { text: entry.title + (entry.error ? ` — ${entry.error}` : "") }), button));
+    }
+    part.append(el("div", { class: "inventory" }, list));
+  }
+  return part;
+}
+
+function render() {
+  const main = $("routes");
+  main.replaceChildren();
+  (config.routes || []).forEach((route, i) => {
+    const path = `$.routes[${i}]`;
+    route.bounds ||= [];
+    main.append(el("section", { class: "route", "data-path": path, "data-route": route.name },
+      el("h2", { text: route.name || `(route ${i})` }),
+      el("div", { class: "matches", "data-matches": path }),
+      el("div", { class: "field-error", "data-error-for": path }),
+      el("div", { "data-route-warnings": path, "data-testid": `route-warnings-${i}` }),
+      ...boundsTable(route.bounds, path, "+ bound"),
+      operationsPart(route, i)));
+  });
+  update();
+}
+
+// ---- the reading, on every keystroke ----
+
+function setStatus(text, bad) {
+  $("status").textContent = text;
+  $("status").className = bad ? "status bad" : "status";
+}
+
+// The element an error belongs at: the deepest data-path that holds it.
+function placeFor(path) {
+  let best = null;
+  for (const e of document.querySelectorAll("[data-error-for]")) {
+    const p = e.getAttribute("data-error-for");
+    if ((path === p || path.startsWith(p + ".") || path.startsWith(p + "[")) && (!best || p.length > best.getAttribute("data-error-for").length)) best = e;
+  }
+  return best;
+}
+
+function update() {
+  if (!core) return;
+  const t0 = performance.now();
+  const nodes = parseInt($("nodes").value, 10);
+  const r = JSON.parse(core.read(JSON.stringify(config), Number.isFinite(nodes) && nodes > 0 ? nodes : 0));
+  show(r);
+  const ms = performance.now() - t0;
+  updates += 1;
+  const times = (window.__ratebound && window.__ratebound.times) || [];
+  times.push(ms);
+  window.__ratebound = { reading: r, lastUpdateMs: ms, updates, times };
+  $("timing").textContent = `read and shown in ${ms.toFixed(1)} ms`;
+}
+
+function show(r) {
+  for (const e of document.querySelectorAll("[data-error-for]")) e.textContent = "";
+  for (const e of document.querySelectorAll(".invalid")) e.classList.remove("invalid");
+  const unplaced = [];
+  for (const e of r.errors) {
+    const at = placeFor(e.path);
+    if (!at) { unplaced.push(e); continue; }
+    at.append(el("div", { "data-error-path": e.path, text: e.text }));
+    const input = document.querySelector(`[data-path="${CSS.escape(at.getAttribute("data-error-for"))}"]`);
+    if (input && (input.tagName === "INPUT" || input.tagName === "SELECT")) input.classList.add("invalid");
+  }
+  $("errors").replaceChildren(...unplaced.map((e) => el("li", { text: e.text })));
+  for (const c of document.querySelectorAll(".reading")) c.classList.toggle("stale", !r.valid);
+  if (!r.valid) {
+    setStatus(`invalid: ${r.errors.length} error${r.errors.length === 1 ? "" : "s"}, each at its field — the file is not saved until they are fixed (the readings are the last valid ones)`, true);
+    return;
+  }
+  setStatus(`valid: ${r.explanation.summary.routes} routes, ${r.explanation.summary.bounds} bounds, ${r.explanation.summary.warnings} warnings`, false);
+  $("budget").textContent = r.budget.words;
+  r.explanation.routes.forEach((route, i) => {
+    const m = document.querySelector(`[data-matches="${route.path}"]`);
+    if (m) m.textContent = `match: ${route.matches}`;
+    const w = document.querySelector(`[data-route-warnings="${route.path}"]`);
+    if (w) w.replaceChildren(...route.warnings.map((x) => el("div", { class: x.level === "warning" ? "route-warning" : "hint", "data-code": x.code, text: `${x.level}: ${x.message}` })));
+    for (const o of route.operations) {
+      const at = document.querySelector(`[data-error-for="${o.path}"]`);
+      if (at) at.replaceChildren(...o.warnings.map((x) => el("div", { class: "route-warning", "data-code": x.code, text: `${x.level}: ${x.message}` })));
+    }
+    for (const phase of route.phases) {
+      for (const row of phase.bounds) {
+        const cell = document.querySelector(`[data-reading="${row.path}"]`);
+        if (!cell) continue;
+        cell.closest("tr").setAttribute("data-live", `${route.name}/${row.name}`);
+        cell.replaceChildren(el("div", { class: "words", text: row.words }),
+          ...row.warnings.map((x) => el("div", { class: x.level, "data-code": x.code, text: x.message })));
+      }
+    }
+    const cost = document.querySelector(`[data-cost="${i}"]`);
+    if (cost && r.costs[i]) cost.textContent = `counter cost: ${r.costs[i].words}`;
+  });
+}
+
+// ---- save and export ----
+
+function dialog(title, body, okText) {
+  $("dialog-title").textContent = title;
+  $("dialog-body").replaceChildren(...body);
+  $("dialog-ok").textContent = okText || "OK";
+  $("dialog-cancel").hidden = !okText;
+  const d = $("dialog");
+  d.showModal();
+  return new Promise((resolve) => {
+    const done = (v) => () => { d.close(); $("dialog-ok").onclick = $("dialog-cancel").onclick = null; resolve(v); };
+    $("dialog-ok").onclick = done(true);
+    $("dialog-cancel").onclick = done(false);
+  });
+}
+
+function errorsText(b) {
+  return b.errors ? b.errors.map((e) => e.text).join("; ") : b.error;
+}
+
+async function save() {
+  const last = window.__ratebound && window.__ratebound.reading;
+  if (last && !last.valid) {
+    setStatus(`not saved: fix the ${last.errors.length === 1 ? "error" : `${last.errors.length} errors`} at ${last.errors.length === 1 ? "its field" : "their fields"} first`, true);
+    return;
+  }
+  const p = await api("preview", { config });
+  if (p.status !== 200) { setStatus("not saved: " + errorsText(p.body), true); return; }
+  if (p.body.unchanged) { await dialog("Nothing to save", [el("p", { text: `${p.body.file} already holds this configuration.` })]); return; }
+  const resets = p.body.resets.length
+    ? `Saving resets the counters of ${p.body.resets.length === 1 ? "route" : "routes"} ${p.body.resets.join(", ")} (a route saved anew counts from zero).`
+    : "Saving resets no route's counters.";
+  const diff = el("pre", { "data-testid": "diff" }, ...p.body.changes.map(([op, line]) =>
+    el("div", { class: op === "+" ? "diff-add" : op === "-" ? "diff-del" : "", text: `${op} ${line}` })));
+  const ok = await dialog(`Save ${p.body.file} (${p.body.format})?`, [el("p", { "data-testid": "resets", text: resets }), diff], "Save");
+  if (!ok) { setStatus("not saved", false); return; }
+  const s = await api("save", { config });
+  if (s.status === 200) setStatus(`saved ${s.body.written} (${s.body.bytes} bytes)` + (s.body.resets.length ? `; counters reset: ${s.body.resets.join(", ")}` : ""), false);
+  else setStatus("not saved: " + errorsText(s.body), true);
+}
+
+async function exportManifest() {
+  const last = window.__ratebound && window.__ratebound.reading;
+  if (last && !last.valid) { setStatus("not exported: the configuration is invalid", true); return; }
+  const r = await api("export", { config });
+  if (r.status !== 200) { setStatus("not exported: " + errorsText(r.body), true); return; }
+  const url = URL.createObjectURL(new Blob([r.body.manifest], { type: "application/yaml" }));
+  await dialog("Istio WasmPlugin manifest", [
+    el("p", {}, el("a", { href: url, download: r.body.name, "data-testid": "download", text: `Download ${r.body.name}` })),
+    el("pre", { "data-testid": "manifest", text: r.body.manifest })]);
+  URL.revokeObjectURL(url);
+}
+
+// ---- live ----
+
+function fmt(x) { return x === null || x === undefined ? "–" : x < 10 ? x.toFixed(1) : x.toFixed(0); }
+
+function liveCell(n, cap) {
+  if (!n) return el("td", { class: "live-cell", text: "–" });
+  return el("td", { class: "live-cell" },
+    el("span", { text: `${fmt(n.allowed_per_s)}/s allowed · ` }),
+    el("span", { class: n.refused_per_s > 0 ? "refusing" : "", "data-refused": String(n.refused_per_s), text: `${fmt(n.refused_per_s)}/s refused` }),
+    el("span", { text: n.tracked === null || n.tracked === undefined ? "" : ` · ${n.tracked}/${cap} tracked` }));
+}
+
+async function pollLive() {
+  const r = await api("live");
+  if (r.status !== 200) { $("live-status").textContent = r.body.error || `live: HTTP ${r.status}`; return; }
+  const cap = r.body.tracked_cap;
+  $("live-head").replaceChildren(el("tr", {}, el("th", { text: "route / bound" }),
+    ...admins.map((a) => el("th", { text: a })), el("th", { text: `all ${admins.length} nodes` })));
+  $("live-body").replaceChildren(...r.body.bounds.map((b) => el("tr", { "data-live-row": `${b.route}/${b.bound}` },
+    el("td", { text: `${b.route} / ${b.bound}` }), ...b.nodes.map((n) => liveCell(n, cap)), liveCell(b.sum, b.sum.tracked_cap))));
+  for (const c of document.querySelectorAll("[data-live-for]")) {
+    const key = c.closest("tr").getAttribute("data-live");
+    const b = r.body.bounds.find((x) => `${x.route}/${x.bound}` === key);
+    c.replaceChildren(...(b ? liveCell(b.sum, b.sum.tracked_cap).childNodes : []));
+  }
+  const errs = r.body.nodes.filter((n) => n.error).map((n) => `${n.admin}: ${n.error}`);
+  const warming = r.body.nodes.some((n) => !n.error && !n.top);
+  $("live-status").textContent = errs.length ? errs.join("; ") : warming ? "first sample taken; rates from the next" : `updated ${new Date().toLocaleTimeString()}`;
+}
+
+// ---- start ----
+
+async function main() {
+  try {
+    core = await import("/core/ratebound_console_web.js");
+    await core.default();
+    $("core-version").textContent = `· core ${core.version()} (wasm)`;
+    // The first invalid reading builds check's JSON Schema validator
+    // (about 90 ms); built now, the first typo is as quick as the rest.
+    core.read('{"routes": 0}', 0);
+  } catch (_) {
+    banner("The browser core was not built into this ratebound binary: run scripts/console-web.sh, then build the CLI again (./build.sh does both).");
+    return;
+  }
+  const s = await api("state");
+  if (s.status !== 200) { banner(s.body.error || `HTTP ${s.status}`); return; }
+  $("file").textContent = `${s.body.file} (${s.body.format})`;
+  fileFormat = s.body.format;
+  config = s.body.config && typeof s.body.config === "object" ? s.body.config : { routes: [] };
+  admins = s.body.admins;
+  for (const inv of s.body.inventories) inventories[inv.route] = inv;
+  $("nodes").value = s.body.nodes ?? "";
+  $("nodes").addEventListener("input", update);
+  $("save").addEventListener("click", save);
+  $("export").addEventListener("click", exportManifest);
+  render();
+  if (admins.length) {
+    $("live").hidden = false;
+    pollLive();
+    setInterval(pollLive, 2000);
+  }
+  window.__ratebound_ready = true;
+}
+
+main();

@@ -1,0 +1,130 @@
+//! The ratebound core in the browser: what `ratebound console`'s page shows
+//! where a number is typed. One call, [`read`], takes the configuration the
+//! page holds (JSON text) and the number of nodes, and returns everything
+//! the page puts beside the fields: `check`'s errors at their JSON paths
+//! (the same words: [`ratebound::console::structure`]), `explain`'s rows
+//! with their readings and warnings ([`ratebound::console::explain`]), and
+//! the shared-data keys the configuration and each route's operations
+//! cost against the budget the filter enforces
+//! ([`ratebound::count::budget`]). The page's JavaScript only places these
+//! strings; no rule is written there.
+
+use ratebound::config::plan::Plan;
+use ratebound::config::{bound_kinds, Per};
+use ratebound::console::explain::explain;
+use ratebound::console::{structure, words};
+use ratebound::count::budget::{keys_of, CONFIG_KEYS, TABLE_KEYS};
+use serde_json::{json, Value};
+use wasm_bindgen::prelude::wasm_bindgen;
+
+/// The page's reading of `text` on `nodes` nodes (0: not said), as JSON.
+#[wasm_bindgen]
+pub fn read(text: &str, nodes: u32) -> String {
+    reading(text, (nodes > 0).then_some(nodes)).to_string()
+}
+
+/// The version of the core, so the page can say which build it runs.
+#[wasm_bindgen]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_string()
+}
+
+/// [`read`] as a value: `{valid, nodes, errors, explanation, budget, costs}`.
+pub fn reading(text: &str, nodes: Option<u32>) -> Value {
+    match structure::parse(text.as_bytes()) {
+        Err(errors) => json!({
+            "valid": false,
+            "nodes": nodes,
+            "errors": errors
+                .iter()
+                .map(|e| json!({"path": e.path, "message": e.message, "text": e.to_string()}))
+                .collect::<Vec<_>>(),
+        }),
+        Ok(config) => {
+            let plan = Plan::compile(&config);
+            let (tables, singles) = bound_kinds(&config);
+            let keys = keys_of(tables, singles);
+            json!({
+                "valid": true,
+                "nodes": nodes,
+                "errors": [],
+                "explanation": explain(&plan, nodes),
+                "budget": {
+                    "keys": keys,
+                    "max": CONFIG_KEYS,
+                    "keyed_bounds": tables,
+                    "route_bounds": singles,
+                    "keys_per_keyed_bound": TABLE_KEYS,
+                    "words": format!(
+                        "{} of the {} shared-data keys one configuration may use",
+                        words::number(keys),
+                        words::number(CONFIG_KEYS)
+                    ),
+                },
+                "costs": config.routes.iter().map(operations_cost).collect::<Vec<_>>(),
+            })
+        }
+    }
+}
+
+/// What a route's chosen operations cost in shared-data keys: each keyed
+/// bound a table of [`TABLE_KEYS`] keys, each `per: route` bound one key,
+/// counted as the filter's budget counts them (installation bounds live in
+/// the rate-limit service, not in shared data).
+fn operations_cost(route: &ratebound::config::RouteConfig) -> Value {
+    let bounds = route
+        .operations
+        .iter()
+        .flat_map(|o| &o.bounds)
+        .filter(|b| b.scope.in_shared_data());
+    let singles = bounds.clone().filter(|b| b.per == Per::Route).count();
+    let keyed = bounds.count() - singles;
+    let keys = keys_of(keyed, singles);
+    let ops = route.operations.len();
+    let mut parts = Vec::new();
+    if keyed > 0 {
+        parts.push(format!(
+            "{} keyed per caller × {} keys",
+            plural(keyed, "bound"),
+            words::number(TABLE_KEYS)
+        ));
+    }
+    if singles > 0 {
+        parts.push(format!(
+            "{} per operation × 1 key",
+            plural(singles, "bound")
+        ));
+    }
+    let words = if ops == 0 {
+        "no operation chosen: no counters of their own".to_string()
+    } else {
+        format!(
+            "{} chosen: {} = {} of the {} shared-data keys one configuration may use",
+            plural(ops, "operation"),
+            if parts.is_empty() {
+                "no bounds".to_string()
+            } else {
+                parts.join(" + ")
+            },
+            words::number(keys),
+            words::number(CONFIG_KEYS)
+        )
+    };
+    json!({
+        "route": route.name,
+        "operations": ops,
+        "keyed_bounds": keyed,
+        "route_bounds": singles,
+        "keys": keys,
+        "max": CONFIG_KEYS,
+        "words": words,
+    })
+}
+
+fn plural(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{} {one}s", words::number(n as u64))
+    }
+}

@@ -1,0 +1,44 @@
+//! The browser build of the core, in headless Chromium (wasm-bindgen-test):
+//! every example and bad example reads exactly as the native core reads it
+//! (tests/expected/, checked natively by tests/readings.rs), through the
+//! very function the page calls.
+#![cfg(target_arch = "wasm32")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::Value;
+use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+mod cases;
+
+#[wasm_bindgen_test]
+fn every_example_reads_as_the_native_core_reads_it() {
+    assert!(cases::CASES.len() > 30);
+    let mut invalid = 0;
+    for (name, config, expected) in cases::CASES {
+        let got: Value = serde_json::from_str(&ratebound_console_web::read(config, cases::NODES))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let want: Value = serde_json::from_str(expected).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(got, want, "{name}");
+        if got["valid"] == false {
+            invalid += 1;
+        }
+    }
+    assert!(invalid >= 25, "{invalid}");
+}
+
+#[wasm_bindgen_test]
+fn a_bad_window_is_said_in_checks_words_in_the_browser() {
+    let r: Value = serde_json::from_str(&ratebound_console_web::read(
+        r#"{"routes":[{"name":"api","bounds":[{"per":"address","limit":5,"window":"1m"}]}]}"#,
+        0,
+    ))
+    .unwrap();
+    assert_eq!(r["valid"], false);
+    assert_eq!(
+        r["errors"][0]["text"],
+        "$.routes[0].bounds[0].window: \"1m\" is not an ISO-8601 duration in days, hours, \
+         minutes and seconds; write e.g. \"PT30S\", \"PT1M\", \"PT1H30M\" or \"P1D\""
+    );
+}

@@ -1,0 +1,319 @@
+"""`ratebound console` in a real browser (Debian's Chromium, through
+Playwright): what the screen says where a number is typed, the warning,
+errors at their fields, operations' counter cost, save (and `ratebound
+check` on the file written), export, and live refusals of a demo Envoy
+under load. The screenshots in docs/console/ are taken here."""
+import json
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+
+from console_app import CHROMIUM, CLI, SHOTS, Console
+from harness import ROOT, burst, ensure_room
+
+# Not skipped when missing: envoy-demo/setup.sh installs it.
+from playwright.sync_api import expect, sync_playwright
+
+API = {"instance": "shop", "routes": [
+    {"name": "api", "match": {"path_prefix": "/api"}, "bounds": [
+        {"name": "per_address", "per": "address", "limit": 100, "window": "PT1M"},
+    ]},
+]}
+
+# Figures for docs/console.md, printed at the end of the session.
+FIGURES: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM)
+        yield b
+        b.close()
+    if FIGURES:
+        print("\nconsole figures:", json.dumps(FIGURES, indent=1))
+
+
+@pytest.fixture
+def console(tmp_path):
+    started: list[Console] = []
+
+    def make(config, *args: str, name: str = "ratebound.json") -> Console:
+        f = tmp_path / name
+        f.write_text(config if isinstance(config, str) else json.dumps(config, indent=2))
+        c = Console(f, *args)
+        started.append(c)
+        return c
+
+    yield make
+    for c in started:
+        c.stop()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    yield pg
+    context.close()
+    # The page runs under its Content-Security-Policy without a complaint.
+    assert problems == [], problems
+
+
+def open_console(page, c: Console):
+    t0 = time.perf_counter()
+    page.goto(c.url)
+    expect(page.locator("#status")).to_have_text(re.compile(r"^valid: "), timeout=15000)
+    return time.perf_counter() - t0
+
+
+def field(page, path: str):
+    return page.locator(f'[data-path="{path}"]')
+
+
+def reading(page, path: str):
+    return page.locator(f'[data-reading="{path}"]')
+
+
+def check(path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CLI), "check", str(path)], capture_output=True, text=True, timeout=30)
+
+
+def test_typing_a_limit_changes_the_per_node_reading(console, page):
+    c = console(API, "--nodes", "4")
+    FIGURES["page_load_s"] = round(open_console(page, c), 3)
+    row = reading(page, "$.routes[0].bounds[0]")
+    expect(row).to_contain_text("on 4 nodes up to 4 × 100 = 400 a minute per client address")
+    limit = field(page, "$.routes[0].bounds[0].limit")
+    limit.fill("25")
+    expect(row).to_contain_text("4 × 25 = 100 a minute per client address")
+    # One keystroke at a time: every one updates the reading. Timed twice:
+    # in the page (input event to DOM updated) and as seen from here.
+    limit.press("End")
+    seen = []
+    n = page.evaluate("window.__ratebound.times.length")
+    for digit, want in (("0", "4 × 250 = 1,000"), ("0", "4 × 2,500 = 10,000")):
+        t0 = time.perf_counter()
+        limit.press(digit)
+        expect(row).to_contain_text(want)
+        seen.append(time.perf_counter() - t0)
+    for k in range(10):
+        limit.press("Backspace")
+        limit.press("0")
+        t0 = time.perf_counter()
+        expect(row).to_contain_text("4 × 2,500 = 10,000")
+        seen.append(time.perf_counter() - t0)
+    in_page = sorted(page.evaluate("window.__ratebound.times")[n:])
+    assert len(in_page) == 22, in_page
+    seen.sort()
+    FIGURES["keystroke_to_reading_ms_in_page_median"] = round(in_page[len(in_page) // 2], 2)
+    FIGURES["keystroke_to_reading_ms_in_page_max"] = round(in_page[-1], 2)
+    FIGURES["keystroke_to_reading_ms_seen_by_playwright_median"] = round(1000 * seen[len(seen) // 2], 1)
+    # The number of nodes is typed on the page too.
+    nodes = page.locator("#nodes")
+    nodes.fill("3")
+    expect(row).to_contain_text("on 3 nodes up to 3 × 2,500 = 7,500 a minute per client address")
+    nodes.fill("4")
+    expect(row).to_contain_text("on 4 nodes up to 4 × 2,500 = 10,000 a minute")
+    page.screenshot(path=str(SHOTS / "per-node.png"), full_page=True)
+
+
+def test_an_installation_bound_reads_exact_for_the_installation(console, page):
+    cfg = {"rate_limit_service": {"cluster": "rls", "domain": "shop"}, "routes": [
+        {"name": "login", "account": {"json": "username"}, "bounds": [
+            {"name": "addr", "per": "address", "limit": 50, "window": "PT1M"},
+            {"name": "attempts", "per": "account", "limit": 5, "window": "PT1M",
+             "scope": "installation"}]}]}
+    c = console(cfg, "--nodes", "4")
+    open_console(page, c)
+    addr = reading(page, "$.routes[0].bounds[0]")
+    expect(addr).to_contain_text("on 4 nodes up to 4 × 50 = 200 a minute per client address")
+    expect(reading(page, "$.routes[0].bounds[1]")).to_contain_text("exact for the whole installation")
+    field(page, "$.routes[0].bounds[0].scope").select_option("installation")
+    expect(addr).to_contain_text("exact for the whole installation")
+    expect(addr).not_to_contain_text("4 × 50")
+    # A fleet bound: one budget for all nodes, and how far over it may go.
+    field(page, "$.routes[0].bounds[0].scope").select_option("fleet")
+    expect(addr).to_contain_text("fleet: one budget of 50 a minute per client address for all nodes together")
+    expect(addr).to_contain_text("on 4 nodes admitting")
+    expect(addr).to_contain_text("over")
+    page.screenshot(path=str(SHOTS / "scopes.png"), full_page=True)
+
+
+def test_narrowing_every_bound_shows_the_warning(console, page):
+    cfg = {"identity": {"header": {"user": "x-user"}}, "routes": [{"name": "api", "bounds": [
+        {"name": "per_user", "per": "user", "limit": 100, "window": "PT1M"},
+        {"name": "per_address", "per": "address", "limit": 300, "window": "PT1M"}]}]}
+    c = console(cfg)
+    open_console(page, c)
+    warning = page.locator('[data-route-warnings="$.routes[0]"] [data-code="narrowed-only"]')
+    field(page, "$.routes[0].bounds[0].applies_to").fill("authenticated")
+    # One bound still covers everybody: no warning yet.
+    expect(reading(page, "$.routes[0].bounds[0]")).to_contain_text("for any signed-in caller")
+    expect(warning).to_have_count(0)
+    field(page, "$.routes[0].bounds[1].applies_to").fill("anonymous")
+    expect(warning).to_have_count(1)
+    expect(warning).to_contain_text("applies to everybody")
+    page.screenshot(path=str(SHOTS / "warning.png"), full_page=True)
+    # Widening one again takes it away.
+    field(page, "$.routes[0].bounds[1].applies_to").fill("")
+    expect(warning).to_have_count(0)
+
+
+def test_a_bad_window_is_an_error_at_its_field_in_checks_words(console, page, tmp_path):
+    c = console(API)
+    open_console(page, c)
+    window = field(page, "$.routes[0].bounds[0].window")
+    window.fill("1m")
+    at = page.locator('[data-error-for="$.routes[0].bounds[0].window"]')
+    expect(at).to_contain_text('"1m" is not an ISO-8601 duration')
+    expect(window).to_have_class("window invalid")
+    expect(page.locator("#status")).to_contain_text("invalid: 1 error")
+    # The same words as `ratebound check` on the same configuration.
+    bad = json.loads(json.dumps(API))
+    bad["routes"][0]["bounds"][0]["window"] = "1m"
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(bad))
+    r = check(f)
+    assert r.returncode == 1
+    said = [l for l in r.stdout.splitlines() if l.startswith("error: ")]
+    assert said == ["error: " + at.inner_text().strip()], (said, at.inner_text())
+    page.screenshot(path=str(SHOTS / "error.png"), full_page=True)
+    # Nothing invalid is saved.
+    before = c.file.read_text()
+    page.locator("#save").click()
+    expect(page.locator("#status")).to_contain_text("not saved")
+    assert c.file.read_text() == before
+    # A limit that is not a number: check's words too.
+    window.fill("PT1M")
+    field(page, "$.routes[0].bounds[0].limit").fill("lots")
+    expect(page.locator('[data-error-for="$.routes[0].bounds[0].limit"]')).to_contain_text(
+        'limit must be a whole number from 1 to 4,294,967,295, not the text "lots"')
+
+
+def test_choosing_two_operations_shows_their_counter_cost(console, page):
+    cfg = {"routes": [{"name": "shop", "match": {"path_prefix": "/api"}, "bounds": [
+        {"name": "per_address", "per": "address", "limit": 300, "window": "PT1M"}]}]}
+    c = console(cfg, "--openapi", "shop=filter-config/openapi/shop.json")
+    open_console(page, c)
+    cost = page.locator('[data-cost="0"]')
+    expect(cost).to_contain_text("no operation chosen")
+    page.get_by_test_id("choose POST /api/orders/{orderId}/pay (payOrder)").click()
+    expect(cost).to_contain_text("1 operation chosen: 1 bound keyed per caller × 1,252 keys = 1,252 of the")
+    page.get_by_test_id("choose GET /api/orders/{orderId} (getOrder)").click()
+    expect(cost).to_contain_text("2 operations chosen: 2 bounds keyed per caller × 1,252 keys = 2,504 of the")
+    # Chosen one by one: a chosen operation cannot be chosen again.
+    expect(page.get_by_test_id("choose POST /api/orders/{orderId}/pay (payOrder)")).to_be_disabled()
+    # Its bound is edited like any other; a per-operation bound costs a key.
+    field(page, "$.routes[0].operations[1].bounds[0].per").select_option("route")
+    expect(cost).to_contain_text(
+        "2 operations chosen: 1 bound keyed per caller × 1,252 keys + 1 bound per operation × 1 key = 1,253 of the")
+    page.screenshot(path=str(SHOTS / "operations.png"), full_page=True)
+
+
+def test_save_writes_the_file_and_check_passes_on_it(console, page):
+    c = console(API)
+    open_console(page, c)
+    field(page, "$.routes[0].bounds[0].limit").fill("250")
+    field(page, "$.routes[0].bounds[0].window").fill("PT30S")
+    page.locator("#save").click()
+    dialog = page.locator("#dialog")
+    expect(dialog).to_be_visible()
+    expect(page.get_by_test_id("resets")).to_contain_text("resets the counters of route api")
+    expect(page.get_by_test_id("diff")).to_contain_text('+       "limit": 250,')
+    expect(page.get_by_test_id("diff")).to_contain_text('-       "limit": 100,')
+    page.get_by_test_id("dialog-ok").click()
+    expect(page.locator("#status")).to_contain_text("saved")
+    saved = json.loads(c.file.read_text())
+    assert saved["routes"][0]["bounds"][0]["limit"] == 250
+    assert saved["routes"][0]["bounds"][0]["window"] == "PT30S"
+    assert list(saved) == ["instance", "routes"], "keys stay in their order"
+    r = check(c.file)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # A second save of the same: nothing changes, nothing is reset.
+    page.locator("#save").click()
+    expect(page.locator("#dialog-title")).to_have_text("Nothing to save")
+    page.get_by_test_id("dialog-ok").click()
+
+
+def test_a_yaml_file_is_saved_as_yaml(console, page):
+    text = ("instance: shop\nroutes:\n  - name: api\n    match: {path_prefix: /api}\n"
+            "    bounds:\n      - {name: per_address, per: address, limit: 100, window: PT1M}\n")
+    c = console(text, name="ratebound.yaml")
+    open_console(page, c)
+    field(page, "$.routes[0].bounds[0].limit").fill("70")
+    page.locator("#save").click()
+    page.get_by_test_id("dialog-ok").click()
+    expect(page.locator("#status")).to_contain_text("saved")
+    written = c.file.read_text()
+    assert not written.lstrip().startswith("{"), written
+    assert "limit: 70" in written, written
+    r = check(c.file)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_export_is_a_wasmplugin_that_check_reads(console, page, tmp_path):
+    c = console(API, "--url", "https://example.invalid/ratebound.wasm")
+    open_console(page, c)
+    page.locator("#export").click()
+    manifest = page.get_by_test_id("manifest").inner_text()
+    assert "kind: WasmPlugin" in manifest and "https://example.invalid/ratebound.wasm" in manifest
+    f = tmp_path / "wasmplugin.yaml"
+    f.write_text(manifest)
+    r = check(f)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "WasmPlugin istio-system/ratebound" in r.stdout
+
+
+def test_live_shows_the_demo_envoys_refusals_per_second(console, page, envoy):
+    cfg = {"instance": "live", "routes": [
+        {"name": "hello", "match": {"path_prefix": "/hello"}, "bounds": [
+            {"name": "per_address", "per": "address", "limit": 3, "window": "PT1M"}]}]}
+    nodes = [envoy(cfg), envoy(cfg)]
+    ensure_room(60, 30)
+    c = console(cfg, "--nodes", "2",
+                *[a for e in nodes for a in ("--admin", f"http://127.0.0.1:{e.admin_port}")])
+    open_console(page, c)
+    stop = threading.Event()
+
+    def load():
+        # Bounded: at most 30 rounds of 20 requests per node, ~15 s, to
+        # 127.0.0.1 only; the first node gets twice the second's.
+        for _ in range(30):
+            if stop.is_set():
+                return
+            burst(nodes[0].port, 20, 4, path="/hello")
+            burst(nodes[1].port, 10, 2, path="/hello")
+            time.sleep(0.5)
+
+    t = threading.Thread(target=load)
+    t.start()
+    try:
+        row = page.locator('[data-live-row="hello/per_address"]')
+        expect(row).to_be_visible(timeout=10000)
+        cells = row.locator("[data-refused]")
+
+        def refused() -> list[float]:
+            return [float(cells.nth(k).get_attribute("data-refused") or 0) for k in range(cells.count())]
+
+        deadline = time.time() + 20
+        while time.time() < deadline and not (len(refused()) == 3 and min(refused()) > 0):
+            time.sleep(0.5)
+        first, second, summed = refused()
+        assert min(first, second) > 0, row.inner_text()
+        # Side by side and summed (one reading of both nodes).
+        assert summed == pytest.approx(first + second, rel=1e-6), (first, second, summed)
+        # The bound's row on the screen carries the sum.
+        expect(page.locator('tr[data-live="hello/per_address"] .refusing')).to_be_visible()
+        expect(row).to_contain_text("1/10000 tracked")
+        expect(row).to_contain_text("2/20000 tracked")
+        page.screenshot(path=str(SHOTS / "live.png"), full_page=True)
+    finally:
+        stop.set()
+        t.join()
