@@ -346,7 +346,11 @@ fn shorthand_nanos(s: &str) -> Option<i128> {
         }
         let frac = frac.get(..9).unwrap_or(frac);
         let whole: i128 = if int.is_empty() { 0 } else { int.parse().ok()? };
-        let part: i128 = if frac.is_empty() { 0 } else { frac.parse().ok()? };
+        let part: i128 = if frac.is_empty() {
+            0
+        } else {
+            frac.parse().ok()?
+        };
         let scale = 10i128.pow(frac.len() as u32);
         total = total
             .saturating_add(whole.saturating_mul(per))
@@ -602,7 +606,12 @@ mod tests {
             );
         }
         // Outside a window, or not whole seconds: the nearest one.
-        for (s, nearest) in [("2d", "P1D"), ("500ms", "PT1S"), ("1.5s", "PT2S"), ("1w", "P1D")] {
+        for (s, nearest) in [
+            ("2d", "P1D"),
+            ("500ms", "PT1S"),
+            ("1.5s", "PT2S"),
+            ("1w", "P1D"),
+        ] {
             let e = window_ms(s).unwrap_err();
             assert_eq!(
                 e.problem,
@@ -612,7 +621,11 @@ mod tests {
                 },
                 "{s}"
             );
-            assert!(e.to_string().ends_with(&format!("(the nearest window is {nearest:?})")), "{e}");
+            assert!(
+                e.to_string()
+                    .ends_with(&format!("(the nearest window is {nearest:?})")),
+                "{e}"
+            );
         }
         // Months are not minutes; words that are no unit are no shorthand.
         for s in ["1M", "5 parsecs", "s", "1..5s", "60", "1m x"] {
