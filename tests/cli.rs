@@ -1519,3 +1519,83 @@ fn a_window_in_another_tools_shorthand_is_answered_with_the_iso_spelling() {
         assert!(r.out.contains(&says), "{written}: {}", r.out);
     }
 }
+
+#[test]
+fn top_quits_on_q_and_puts_the_terminal_back() {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    // A terminal for top: util-linux script(1) runs it on a pseudo-terminal.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("no script(1) here: skipped");
+        return;
+    }
+    // A stand-in admin endpoint: the same /stats to every request.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let body = "wasmcustom.ratebound.demo.hello.per_address.allowed: 5\n";
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let d = dir("top");
+    let (before, after) = (d.join("before"), d.join("after"));
+    let shell = format!(
+        "stty -g > {}; {} top --admin http://127.0.0.1:{port} --interval 0.2; echo exit=$?; stty -g > {}",
+        before.display(),
+        env!("CARGO_BIN_EXE_ratebound"),
+        after.display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qfec", &shell, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut stdout = child.stdout.take().unwrap();
+    let sink = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = stdout.read(&mut buf) {
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let wait_for = |what: &str| {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if seen.lock().unwrap().contains(what) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    };
+    let shown = wait_for("(q to quit)");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"q").unwrap();
+    stdin.flush().unwrap();
+    let quit = wait_for("exit=");
+    let _ = child.kill();
+    let _ = child.wait();
+    let out = seen.lock().unwrap().clone();
+    assert!(shown, "no live view: {out}");
+    assert!(quit, "q did not quit: {out}");
+    assert!(out.contains("exit=0"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&before).unwrap(),
+        std::fs::read_to_string(&after).unwrap(),
+        "the terminal is not put back"
+    );
+}
