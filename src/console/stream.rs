@@ -130,6 +130,9 @@ impl EnvoyFilter {
 pub struct Plugin<'a> {
     /// `FILE (WasmPlugin ns/name, document N)`.
     pub name: &'a str,
+    /// `WasmPlugin ns/name`: two documents of one object are one plugin
+    /// (the later one applied wins), not two that collide.
+    pub object: &'a str,
     pub workloads: &'a Workloads,
     pub config: &'a Config,
 }
@@ -203,7 +206,10 @@ pub fn cross_check(plugins: &[Plugin], filters: &[EnvoyFilter]) -> Vec<CrossChec
     let mut out = Vec::new();
     for (i, a) in plugins.iter().enumerate() {
         for b in plugins.iter().skip(i + 1) {
-            if a.config.instance == b.config.instance && a.workloads.overlap(b.workloads) {
+            if a.object != b.object
+                && a.config.instance == b.config.instance
+                && a.workloads.overlap(b.workloads)
+            {
                 out.push(warning(
                     CrossCode::SharedInstance,
                     vec![a.name.to_string(), b.name.to_string()],
@@ -323,23 +329,34 @@ mod tests {
         let plugins = [
             Plugin {
                 name: "a.yaml (WasmPlugin shop/a, document 1)",
+                object: "WasmPlugin shop/a",
                 workloads: &w,
                 config: &demo,
             },
             Plugin {
                 name: "b.yaml (WasmPlugin shop/b, document 1)",
+                object: "WasmPlugin shop/b",
                 workloads: &wide,
                 config: &demo2,
             },
             Plugin {
                 name: "c.yaml (WasmPlugin shop/c, document 1)",
+                object: "WasmPlugin shop/c",
                 workloads: &wide,
                 config: &other,
             },
+            // The same object again (another file of it): not a second plugin.
+            Plugin {
+                name: "a2.yaml (WasmPlugin shop/a, document 1)",
+                object: "WasmPlugin shop/a",
+                workloads: &w,
+                config: &demo,
+            },
         ];
         let ws = cross_check(&plugins, &[]);
-        assert_eq!(ws.len(), 1, "{ws:?}");
+        assert_eq!(ws.len(), 2, "{ws:?}");
         assert_eq!(ws[0].code, CrossCode::SharedInstance);
+        assert_eq!(ws[1].documents, [plugins[1].name, plugins[3].name]);
         assert_eq!(ws[0].documents, [plugins[0].name, plugins[1].name]);
         assert!(
             ws[0]
@@ -356,6 +373,7 @@ mod tests {
         let uses = config("signin", Some("ratebound-rls"));
         let plugins = [Plugin {
             name: "p",
+            object: "WasmPlugin p",
             workloads: &w,
             config: &uses,
         }];
@@ -389,6 +407,7 @@ mod tests {
         let node = config("n", None);
         let plugins = [Plugin {
             name: "p",
+            object: "WasmPlugin p",
             workloads: &w,
             config: &node,
         }];

@@ -26,8 +26,9 @@ struct Outcome {
     text: String,
     json: Value,
     code: u8,
-    /// Its valid WasmPlugin configurations, for the checks across the run.
-    plugins: Vec<(String, Workloads, Config)>,
+    /// Its valid WasmPlugin configurations (name, object, workloads), for
+    /// the checks across the run.
+    plugins: Vec<(String, String, Workloads, Config)>,
     envoy_filters: Vec<EnvoyFilter>,
 }
 
@@ -69,6 +70,14 @@ pub fn run(c: &Check) -> u8 {
     for f in &c.files {
         expand(f, c.recursive, true, &mut inputs);
     }
+    // A file named twice (`deploy/ deploy/a.yaml`) is checked once.
+    let mut seen = std::collections::HashSet::new();
+    inputs.retain(|i| match i {
+        Input::File(f) if f != "-" => {
+            seen.insert(std::fs::canonicalize(f).unwrap_or_else(|_| f.into()))
+        }
+        _ => true,
+    });
     let mut code = VALID;
     let mut text = String::new();
     let mut files = Vec::new();
@@ -108,8 +117,9 @@ pub fn run(c: &Check) -> u8 {
     let across = cross_check(
         &plugins
             .iter()
-            .map(|(name, workloads, config)| Plugin {
+            .map(|(name, object, workloads, config)| Plugin {
                 name,
+                object,
                 workloads,
                 config,
             })
@@ -287,8 +297,13 @@ fn check_file(file: &str, bytes: &[u8], s: &Settings) -> Result<Outcome, u8> {
         if failed {
             code = INVALID;
         }
-        if let Some(w) = &c.doc.workloads {
-            plugins.push((name(file, &c.doc), w.clone(), config.clone()));
+        if let (Some(w), Some(object)) = (&c.doc.workloads, &c.doc.holder) {
+            plugins.push((
+                name(file, &c.doc),
+                object.clone(),
+                w.clone(),
+                config.clone(),
+            ));
         }
     }
     let json = json!({
