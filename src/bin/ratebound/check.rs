@@ -91,9 +91,9 @@ pub fn run(c: &Check) -> u8 {
                     Ok(o) => o,
                     Err(status) => return status,
                 },
-                Err(e) => unreadable(f, &format!("cannot read {f}: {e}"), c.format),
+                Err(e) => unreadable(f, &format!("cannot read {f}: {e}"), c),
             },
-            Input::Unreadable(f, why) => unreadable(f, why, c.format),
+            Input::Unreadable(f, why) => unreadable(f, why, c),
             Input::Skipped(f, why) => Outcome {
                 text: format!("note: {f}: {why}\n"),
                 json: json!({"file": f, "valid": true, "strict": c.strict, "exit": VALID,
@@ -157,7 +157,8 @@ pub fn run(c: &Check) -> u8 {
 
 /// The files an argument names: itself, or a directory's `*.json`,
 /// `*.yaml` and `*.yml` (sorted; with `recursive`, its subdirectories' too,
-/// hidden ones left out, symbolic links to directories not followed).
+/// hidden files and directories left out, symbolic links to directories
+/// not followed).
 fn expand(arg: &str, recursive: bool, named: bool, inputs: &mut Vec<Input>) {
     let path = Path::new(arg);
     if arg == "-" || !path.is_dir() {
@@ -225,8 +226,8 @@ fn expand(arg: &str, recursive: bool, named: bool, inputs: &mut Vec<Input>) {
 
 /// A file that cannot be read: said on stderr as text, in the JSON as an
 /// error of the file (exit 2).
-fn unreadable(file: &str, why: &str, format: Format) -> Outcome {
-    if format == Format::Text {
+fn unreadable(file: &str, why: &str, c: &Check) -> Outcome {
+    if c.format == Format::Text {
         err(&format!("ratebound: {why}\n"));
     }
     let e = ConfigError {
@@ -235,7 +236,7 @@ fn unreadable(file: &str, why: &str, format: Format) -> Outcome {
     };
     Outcome {
         text: String::new(),
-        json: json!({"file": file, "valid": false, "strict": false, "exit": USAGE,
+        json: json!({"file": file, "valid": false, "strict": c.strict, "exit": USAGE,
             "errors": [error_json(&e, None)], "documents": [], "notes": []}),
         code: USAGE,
         plugins: Vec::new(),
