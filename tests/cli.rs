@@ -1,4 +1,5 @@
 //! The real `ratebound` binary: exit statuses, errors with their JSON paths,
+//! several files and directories, the checks across them, YAML 1.1, top's q,
 //! warnings, --strict, YAML, explain in text and JSON, hostile input.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -97,8 +97,9 @@ impl Workloads {
     }
 }
 
-/// The clusters an EnvoyFilter adds (`configPatches` with `applyTo:
-/// CLUSTER` and `patch.operation: ADD`, named by `patch.value.name`).
+/// The clusters an EnvoyFilter adds: `configPatches` with `applyTo:
+/// CLUSTER` and `patch.operation: ADD` (named by `patch.value.name`), and
+/// those a `BOOTSTRAP` patch puts in `static_resources.clusters`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvoyFilter {
     /// `EnvoyFilter istio-system/ratebound-rls (FILE, document 2)`.
@@ -112,15 +113,28 @@ impl EnvoyFilter {
             .get("spec")
             .and_then(|s| s.get("configPatches"))
             .and_then(Value::as_array);
-        let clusters = patches
+        let applied_to = |p: &Value, to: &str| p.get("applyTo").and_then(Value::as_str) == Some(to);
+        let added = patches
             .into_iter()
             .flatten()
-            .filter(|p| p.get("applyTo").and_then(Value::as_str) == Some("CLUSTER"))
+            .filter(|p| applied_to(p, "CLUSTER"))
             .filter_map(|p| p.get("patch"))
             .filter(|p| p.get("operation").and_then(Value::as_str) == Some("ADD"))
-            .filter_map(|p| p.get("value")?.get("name")?.as_str())
-            .map(str::to_string)
-            .collect();
+            .filter_map(|p| p.get("value")?.get("name")?.as_str());
+        let bootstrap = patches
+            .into_iter()
+            .flatten()
+            .filter(|p| applied_to(p, "BOOTSTRAP"))
+            .filter_map(|p| {
+                p.get("patch")?
+                    .get("value")?
+                    .get("static_resources")?
+                    .get("clusters")?
+                    .as_array()
+            })
+            .flatten()
+            .filter_map(|c| c.get("name")?.as_str());
+        let clusters = added.chain(bootstrap).map(str::to_string).collect();
         EnvoyFilter { name, clusters }
     }
 }
@@ -427,5 +441,9 @@ mod tests {
             {"applyTo": "CLUSTER", "patch": {"operation": "MERGE", "value": {"name": "x"}}},
             {"applyTo": "HTTP_FILTER", "patch": {"operation": "ADD", "value": {"name": "y"}}}]}});
         assert!(EnvoyFilter::of("f".into(), &merge).clusters.is_empty());
+        let bootstrap = json!({"spec": {"configPatches": [
+            {"applyTo": "BOOTSTRAP", "patch": {"operation": "MERGE", "value": {
+                "static_resources": {"clusters": [{"name": "rls"}]}}}}]}});
+        assert_eq!(EnvoyFilter::of("f".into(), &bootstrap).clusters, ["rls"]);
     }
 }
