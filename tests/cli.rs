@@ -1,4 +1,5 @@
 //! The real `ratebound` binary: exit statuses, errors with their JSON paths,
+//! several files and directories, the checks across them, YAML 1.1, top's q,
 //! warnings, --strict, YAML, explain in text and JSON, hostile input.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -94,7 +95,9 @@ fn usage_errors_exit_2_with_a_short_usage_not_the_whole_help() {
         "{}",
         r.err
     );
-    assert!(r.err.contains("Usage: ratebound check [OPTIONS] <FILE|->"));
+    assert!(r
+        .err
+        .contains("Usage: ratebound check [OPTIONS] <FILE|DIR|->..."));
     assert!(!r.err.contains("openapi"), "{}", r.err);
     assert!(r.err.lines().count() <= 8, "{}", r.err);
     let r = run(&["check", "--nodes", "zero", DEMO], None);
@@ -997,14 +1000,37 @@ fn a_stream_of_documents_checks_each_wasm_plugin_and_skips_the_rest() {
         "{}",
         r.out
     );
-    // Streams of documents without a WasmPlugin have nothing to check.
+    // Objects of other kinds only: nothing to check, which is no error
+    // (a directory of manifests holds Services too); explain has nothing
+    // to explain.
     let f = file(
         "no-plugin.yaml",
         b"apiVersion: v1\nkind: Service\nmetadata: {name: a}\n",
     );
-    let r = run(&["check", &f], None);
-    assert_eq!(r.code, 1);
-    assert!(r.out.contains("Service a skipped"), "{}", r.out);
+    let r = run(&["check", "--strict", &f], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert!(
+        r.out
+            .contains("no-plugin.yaml: document 1: Service a skipped, not a WasmPlugin"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out
+            .ends_with("no-plugin.yaml: nothing to check (no WasmPlugin among its objects)\n"),
+        "{}",
+        r.out
+    );
+    let r = run(&["explain", &f], None);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(
+        r.out.contains("no ratebound configuration here"),
+        "{}",
+        r.out
+    );
+    // Plain documents in a stream are still refused.
+    let f = file("plain-stream.yaml", b"a: 1\n---\nb: 2\n");
+    assert_eq!(run(&["check", &f], None).code, 1);
     // explain on a stream: each configuration under its name.
     let f = file(
         "two-plugins.yaml",
@@ -1145,7 +1171,9 @@ fn every_problem_is_reported_at_once_where_it_is() {
     let v: Value = serde_json::from_str(&r.out).unwrap();
     assert_eq!(v["valid"], false);
     assert_eq!(v["exit"], 1);
-    let errors = v["documents"][0]["errors"].as_array().unwrap();
+    assert_eq!(v["files"][0]["valid"], false);
+    assert_eq!(v["files"][0]["exit"], 1);
+    let errors = v["files"][0]["documents"][0]["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 7);
     let lines: Vec<u64> = errors.iter().map(|e| e["line"].as_u64().unwrap()).collect();
     assert_eq!(lines, [3, 5, 6, 8, 9, 10, 11]);
@@ -1186,8 +1214,13 @@ fn check_json_is_one_object_on_stdout_whatever_the_outcome() {
     let r = run(&["check", "--format", "json", DEMO], None);
     assert_eq!(r.code, 0);
     let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["version"], 1);
     assert_eq!(v["valid"], true);
-    let d = &v["documents"][0];
+    assert_eq!(v["files"].as_array().unwrap().len(), 1);
+    assert_eq!(v["files"][0]["file"], DEMO);
+    assert_eq!(v["files"][0]["valid"], true);
+    assert_eq!(v["cross_checks"], serde_json::json!([]));
+    let d = &v["files"][0]["documents"][0];
     assert_eq!(d["counts"]["routes"], 1);
     assert_eq!(d["warnings"][0]["code"], "per-node");
     assert!(d["warnings"][0]["line"].as_u64().is_some());
@@ -1198,13 +1231,16 @@ fn check_json_is_one_object_on_stdout_whatever_the_outcome() {
     );
     assert_eq!(r.code, 1);
     let v: Value = serde_json::from_str(&r.out).unwrap();
-    assert_eq!(v["errors"][0]["line"], 1);
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["files"][0]["file"], "-");
+    assert_eq!(v["files"][0]["errors"][0]["line"], 1);
     // --strict with warnings: exit 1, said in the object.
     let r = run(&["check", "--strict", "--format", "json", "-"], Some(b"{}"));
     assert_eq!(r.code, 1);
     let v: Value = serde_json::from_str(&r.out).unwrap();
     assert_eq!(v["exit"], 1);
-    assert_eq!(v["documents"][0]["failed_on_warnings"], true);
+    assert_eq!(v["files"][0]["exit"], 1);
+    assert_eq!(v["files"][0]["documents"][0]["failed_on_warnings"], true);
 }
 
 #[test]
@@ -1224,4 +1260,345 @@ fn top_says_what_is_wrong_with_its_admin_address() {
     assert!(r.err.contains("cannot reach the Envoy admin"), "{}", r.err);
     assert!(r.out.is_empty());
     assert_eq!(run(&["top", "--interval", "0", "--once"], None).code, 2);
+}
+
+/// A fresh scratch directory named `name`.
+fn dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli-dirs")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(path: &std::path::Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn plugin_named(name: &str) -> String {
+    std::fs::read_to_string(PLUGIN)
+        .unwrap()
+        .replace("name: ratebound\n", &format!("name: {name}\n"))
+}
+
+#[test]
+fn several_files_directories_and_r_are_checked_like_kubectl_f() {
+    let d = dir("deploy");
+    write(&d.join("a.yaml"), &plugin_named("a"));
+    write(&d.join("sub/b.yaml"), &plugin_named("b"));
+    write(
+        &d.join("service.yml"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n",
+    );
+    write(&d.join("notes.txt"), "not a manifest");
+    write(&d.join("kustomization.yaml"), "resources: [a.yaml]\n");
+    let ds = d.to_string_lossy().into_owned();
+    // The directory's own files, not its subdirectory's.
+    let r = run(&["check", &ds], None);
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    assert!(
+        r.out
+            .contains("a.yaml (WasmPlugin istio-system/a, document 1): valid"),
+        "{}",
+        r.out
+    );
+    assert!(!r.out.contains("b.yaml"), "{}", r.out);
+    assert!(!r.out.contains("notes.txt"), "{}", r.out);
+    assert!(
+        r.out
+            .contains("service.yml: document 1: Service shop/web skipped, not a WasmPlugin"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out
+            .contains("kustomization.yaml: skipped, kustomize's own file"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out
+            .ends_with("3 files: 3 pass, 0 fail; 0 warnings across them\n"),
+        "{}",
+        r.out
+    );
+    // -R descends, and the two plugins (one instance, one selector) meet.
+    let r = run(&["check", "-R", &ds], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert!(
+        r.out
+            .contains("b.yaml (WasmPlugin istio-system/b, document 1): valid"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains("warning[shared-instance]: ")
+            && r.out
+                .contains("both run instance \"demo\" on the same workloads"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out
+            .ends_with("4 files: 4 pass, 0 fail; 1 warning across them\n"),
+        "{}",
+        r.out
+    );
+    assert_eq!(
+        run(&["check", "--recursive", "--strict", &ds], None).code,
+        1
+    );
+    // Files and stdin together; the exit status is the worst.
+    let bad = file(
+        "limit-zero-many.json",
+        br#"{"routes":[{"name":"a","bounds":[{"per":"address","limit":0,"window":"PT1M"}]}]}"#,
+    );
+    let r = run(&["check", DEMO, &bad, "-"], Some(b"{}"));
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(r.out.contains("demo.json: valid"), "{}", r.out);
+    assert!(
+        r.out.contains("limit-zero-many.json: invalid, 1 error"),
+        "{}",
+        r.out
+    );
+    assert!(r.out.contains("-: valid (0 routes"), "{}", r.out);
+    let r = run(&["check", &bad, "/nonexistent/x.yaml", DEMO], None);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.err.contains("cannot read /nonexistent/x.yaml"),
+        "{}",
+        r.err
+    );
+    assert!(
+        r.out.contains("demo.json: valid"),
+        "the rest is still checked: {}",
+        r.out
+    );
+    // A directory with nothing to check is said, as kubectl does.
+    let empty = dir("empty").to_string_lossy().into_owned();
+    let r = run(&["check", &empty], None);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.err.contains("no .json, .yaml or .yml file in"),
+        "{}",
+        r.err
+    );
+    assert!(r.err.contains("(-R for its subdirectories)"), "{}", r.err);
+}
+
+#[test]
+fn check_json_has_a_version_and_every_file_even_an_unreadable_one() {
+    let r = run(
+        &["check", "-o", "json", DEMO, "/nonexistent/ratebound.yaml"],
+        None,
+    );
+    assert_eq!(r.code, 2);
+    assert!(r.err.is_empty(), "all of it in the JSON: {}", r.err);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["exit"], 2);
+    assert_eq!(v["valid"], false);
+    let files = v["files"].as_array().unwrap();
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0]["file"], DEMO);
+    assert_eq!(files[0]["valid"], true);
+    assert_eq!(files[0]["documents"][0]["counts"]["routes"], 1);
+    assert_eq!(files[1]["file"], "/nonexistent/ratebound.yaml");
+    assert_eq!(files[1]["valid"], false);
+    assert_eq!(files[1]["exit"], 2);
+    assert_eq!(files[1]["documents"], serde_json::json!([]));
+    assert!(
+        files[1]["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot read /nonexistent/ratebound.yaml: "),
+        "{}",
+        r.out
+    );
+    // -o is --format; the same shape for one file.
+    let long = run(&["check", "--format", "json", DEMO], None).out;
+    assert_eq!(run(&["check", "-o", "json", DEMO], None).out, long);
+    assert_eq!(run(&["check", "-o", "xml", DEMO], None).code, 2);
+}
+
+#[test]
+fn a_service_cluster_no_envoy_filter_adds_is_a_warning_with_the_fix() {
+    let filter = std::fs::read_to_string("envoy-demo/istio/envoyfilter-rls.yaml").unwrap();
+    let plugin = std::fs::read_to_string("envoy-demo/istio/wasmplugin-installation.yaml").unwrap();
+    let good = file("rls-good.yaml", format!("{filter}---\n{plugin}").as_bytes());
+    let r = run(&["check", "--strict", &good], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert!(!r.out.contains("rls-cluster-not-added"), "{}", r.out);
+    let renamed = plugin.replace("cluster: ratebound-rls", "cluster: rls");
+    let bad = file("rls-bad.yaml", format!("{filter}---\n{renamed}").as_bytes());
+    let r = run(&["check", &bad], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert!(
+        r.out.contains("warning[rls-cluster-not-added]: "),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains("rate_limit_service.cluster is \"rls\", but the EnvoyFilters read here add no cluster of that name (")
+            && r.out.contains("(EnvoyFilter istio-system/ratebound-rls, document 1) adds \"ratebound-rls\"): name the same cluster in both"),
+        "{}",
+        r.out
+    );
+    assert_eq!(run(&["check", "--strict", &bad], None).code, 1);
+    let r = run(&["check", "-o", "json", &bad], None);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["cross_checks"][0]["code"], "rls-cluster-not-added");
+    assert_eq!(v["cross_checks"][0]["level"], "warning");
+    assert!(v["cross_checks"][0]["documents"][0]
+        .as_str()
+        .unwrap()
+        .ends_with("rls-bad.yaml (WasmPlugin istio-system/ratebound-signin, document 2)"));
+    // Across files too: the EnvoyFilter in one, the WasmPlugin in another.
+    let plugin_only = file("rls-plugin-only.yaml", renamed.as_bytes());
+    let r = run(
+        &[
+            "check",
+            "envoy-demo/istio/envoyfilter-rls.yaml",
+            &plugin_only,
+        ],
+        None,
+    );
+    assert!(
+        r.out.contains("warning[rls-cluster-not-added]"),
+        "{}",
+        r.out
+    );
+}
+
+#[test]
+fn yaml_is_read_as_kubectl_reads_it_and_what_differs_is_flagged() {
+    let yes = file(
+        "yaml11-yes.yaml",
+        b"shadow: yes\nroutes:\n  - name: a\n    bounds: [{per: address, limit: 5, window: PT1M}]\n",
+    );
+    let r = run(&["check", &yes], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert!(r.out.contains("warning[yaml-1.1]: $.shadow: kubectl reads yes as true (YAML 1.1), YAML 1.2 as the text \"yes\""), "{}", r.out);
+    assert!(r.out.contains("yaml11-yes.yaml:1:9"), "{}", r.out);
+    assert!(r.out.contains("1 warning"), "{}", r.out);
+    assert_eq!(run(&["check", "--strict", &yes], None).code, 1);
+    let v: Value = serde_json::from_str(&run(&["check", "-o", "json", &yes], None).out).unwrap();
+    let w = &v["files"][0]["documents"][0]["warnings"];
+    assert!(w
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["code"] == "yaml-1.1" && w["path"] == "$.shadow" && w["line"] == 1));
+    let octal = file(
+        "yaml11-octal.yaml",
+        b"routes:\n  - name: a\n    bounds: [{per: address, limit: 0100, window: PT1M}]\n",
+    );
+    let r = run(&["check", &octal], None);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(r.out.contains("error: $.routes[0].bounds[0].limit: kubectl reads 0100 as 64 (YAML 1.1: a leading zero makes it octal)"), "{}", r.out);
+    // Quoted, it is what it says.
+    let quoted = file("yaml11-quoted.yaml", b"shadow: 'yes'\n");
+    let r = run(&["check", &quoted], None);
+    assert!(!r.out.contains("yaml-1.1"), "{}", r.out);
+}
+
+#[test]
+fn a_window_in_another_tools_shorthand_is_answered_with_the_iso_spelling() {
+    for (written, want) in [
+        ("60s", "PT1M"),
+        ("1m", "PT1M"),
+        ("1h", "PT1H"),
+        ("30 seconds", "PT30S"),
+        ("1d", "P1D"),
+    ] {
+        let yaml = format!(
+            "routes:\n  - name: a\n    bounds: [{{per: address, limit: 5, window: {written}}}]\n"
+        );
+        let r = run(&["check", "-"], Some(yaml.as_bytes()));
+        assert_eq!(r.code, 1, "{written}: {}", r.out);
+        let says = format!("error: $.routes[0].bounds[0].window: {written:?} is not an ISO-8601 duration; write {want:?}");
+        assert!(r.out.contains(&says), "{written}: {}", r.out);
+    }
+}
+
+#[test]
+fn top_quits_on_q_and_puts_the_terminal_back() {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    // A terminal for top: util-linux script(1) runs it on a pseudo-terminal.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("no script(1) here: skipped");
+        return;
+    }
+    // A stand-in admin endpoint: the same /stats to every request.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let body = "wasmcustom.ratebound.demo.hello.per_address.allowed: 5\n";
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let d = dir("top");
+    let (before, after) = (d.join("before"), d.join("after"));
+    let shell = format!(
+        "stty -g > {}; {} top --admin http://127.0.0.1:{port} --interval 0.2; echo exit=$?; stty -g > {}",
+        before.display(),
+        env!("CARGO_BIN_EXE_ratebound"),
+        after.display()
+    );
+    let mut child = Command::new("script")
+        .args(["-qfec", &shell, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut stdout = child.stdout.take().unwrap();
+    let sink = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = stdout.read(&mut buf) {
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let wait_for = |what: &str| {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if seen.lock().unwrap().contains(what) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    };
+    let shown = wait_for("(q to quit)");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"q").unwrap();
+    stdin.flush().unwrap();
+    let quit = wait_for("exit=");
+    let _ = child.kill();
+    let _ = child.wait();
+    let out = seen.lock().unwrap().clone();
+    assert!(shown, "no live view: {out}");
+    assert!(quit, "q did not quit: {out}");
+    assert!(out.contains("exit=0"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&before).unwrap(),
+        std::fs::read_to_string(&after).unwrap(),
+        "the terminal is not put back"
+    );
 }

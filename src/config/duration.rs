@@ -62,6 +62,13 @@ pub enum Problem {
     PastCarry {
         nearest: String,
     },
+    /// Not ISO-8601 but the shorthand of other tools (`60s`, `1m`,
+    /// `30 seconds`, `1h30m`): `fixed` is the same duration as a window,
+    /// when it is one; else `nearest` is the window nearest to it.
+    Shorthand {
+        fixed: Option<String>,
+        nearest: String,
+    },
 }
 
 impl fmt::Display for WindowError {
@@ -116,6 +123,13 @@ impl fmt::Display for WindowError {
             Problem::PastCarry { nearest } => write!(
                 f,
                 "{s:?}: after the first part, hours stay below 24 and minutes and seconds below 60; write {nearest:?}"
+            ),
+            Problem::Shorthand {
+                fixed: Some(w), ..
+            } => write!(f, "{s:?} is not an ISO-8601 duration; write {w:?}"),
+            Problem::Shorthand { nearest, .. } => write!(
+                f,
+                "{s:?} is not an ISO-8601 duration, nor a whole number of seconds from PT1S to P1D (the nearest window is {nearest:?})"
             ),
         }
     }
@@ -282,6 +296,80 @@ fn nearest(nanos: i128) -> String {
     canonical(seconds as u64)
 }
 
+/// Nanoseconds in one of a shorthand's units (`s`, `min`, `hours`, ...);
+/// a lone `M` is refused: minutes to some tools, months to others.
+fn unit_nanos(unit: &str) -> Option<i128> {
+    if unit == "M" {
+        return None;
+    }
+    let second = 1_000_000_000;
+    Some(match unit.to_ascii_lowercase().as_str() {
+        "ms" | "msec" | "msecs" | "millisecond" | "milliseconds" => second / 1_000,
+        "s" | "sec" | "secs" | "second" | "seconds" => second,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60 * second,
+        "h" | "hr" | "hrs" | "hour" | "hours" => 3_600 * second,
+        "d" | "day" | "days" => 86_400 * second,
+        "w" | "wk" | "week" | "weeks" => 604_800 * second,
+        _ => return None,
+    })
+}
+
+/// The duration of a shorthand (`60s`, `1m`, `30 seconds`, `1h30m`,
+/// `1.5 min`) in nanoseconds: numbers, each followed by a unit, blanks
+/// allowed between; `None` when it is not one.
+fn shorthand_nanos(s: &str) -> Option<i128> {
+    let b = s.trim().as_bytes();
+    let mut i = 0;
+    let mut total: i128 = 0;
+    let mut parts = 0;
+    while i < b.len() {
+        let start = i;
+        while b.get(i).is_some_and(|c| c.is_ascii_digit() || *c == b'.') {
+            i += 1;
+        }
+        let number = std::str::from_utf8(b.get(start..i)?).ok()?;
+        while b.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        let unit_start = i;
+        while b.get(i).is_some_and(u8::is_ascii_alphabetic) {
+            i += 1;
+        }
+        let unit = std::str::from_utf8(b.get(unit_start..i)?).ok()?;
+        while matches!(b.get(i), Some(b' ' | b',')) {
+            i += 1;
+        }
+        let per = unit_nanos(unit)?;
+        let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+        if int.is_empty() && frac.is_empty() || int.len() > 12 || frac.contains('.') {
+            return None;
+        }
+        let frac = frac.get(..9).unwrap_or(frac);
+        let whole: i128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+        let part: i128 = if frac.is_empty() {
+            0
+        } else {
+            frac.parse().ok()?
+        };
+        let scale = 10i128.pow(frac.len() as u32);
+        total = total
+            .saturating_add(whole.saturating_mul(per))
+            .saturating_add(part.saturating_mul(per) / scale);
+        parts += 1;
+    }
+    (parts > 0).then_some(total)
+}
+
+/// The window a shorthand means, or the nearest one.
+fn shorthand(s: &str) -> Option<Problem> {
+    let nanos = shorthand_nanos(s)?;
+    let exact = nanos % 1_000_000_000 == 0 && (1_000_000_000..=86_400_000_000_000).contains(&nanos);
+    Some(Problem::Shorthand {
+        fixed: exact.then(|| nearest(nanos)),
+        nearest: nearest(nanos),
+    })
+}
+
 /// Milliseconds of a window (see the module's documentation).
 pub fn window_ms(s: &str) -> Result<u64, WindowError> {
     let fail = |problem| {
@@ -291,7 +379,7 @@ pub fn window_ms(s: &str) -> Result<u64, WindowError> {
         })
     };
     let Some(lexed) = lex(s) else {
-        return fail(Problem::Syntax);
+        return fail(shorthand(s).unwrap_or(Problem::Syntax));
     };
     if lexed.lower {
         let upper = s.to_ascii_uppercase();
@@ -488,6 +576,61 @@ mod tests {
         );
         let e = window_ms("P2D").unwrap_err().to_string();
         assert!(e.starts_with("\"P2D\" is outside PT1S..P1D"), "{e}");
+    }
+
+    #[test]
+    fn other_tools_shorthands_are_answered_with_the_window_to_write() {
+        for (s, w) in [
+            ("60s", "PT1M"),
+            ("1m", "PT1M"),
+            ("1h", "PT1H"),
+            ("30 seconds", "PT30S"),
+            ("1d", "P1D"),
+            ("1h30m", "PT1H30M"),
+            ("1.5 min", "PT1M30S"),
+            ("90 S", "PT1M30S"),
+            ("2 hours, 5 minutes", "PT2H5M"),
+        ] {
+            let e = window_ms(s).unwrap_err();
+            assert_eq!(
+                e.problem,
+                Problem::Shorthand {
+                    fixed: Some(w.to_string()),
+                    nearest: w.to_string()
+                },
+                "{s}"
+            );
+            assert_eq!(
+                e.to_string(),
+                format!("{s:?} is not an ISO-8601 duration; write {w:?}")
+            );
+        }
+        // Outside a window, or not whole seconds: the nearest one.
+        for (s, nearest) in [
+            ("2d", "P1D"),
+            ("500ms", "PT1S"),
+            ("1.5s", "PT2S"),
+            ("1w", "P1D"),
+        ] {
+            let e = window_ms(s).unwrap_err();
+            assert_eq!(
+                e.problem,
+                Problem::Shorthand {
+                    fixed: None,
+                    nearest: nearest.to_string()
+                },
+                "{s}"
+            );
+            assert!(
+                e.to_string()
+                    .ends_with(&format!("(the nearest window is {nearest:?})")),
+                "{e}"
+            );
+        }
+        // Months are not minutes; words that are no unit are no shorthand.
+        for s in ["1M", "5 parsecs", "s", "1..5s", "60", "1m x"] {
+            assert_eq!(problem(s), Some(Problem::Syntax), "{s}");
+        }
     }
 
     #[test]

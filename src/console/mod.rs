@@ -25,9 +25,14 @@
 //! - [`source`]: the configurations in a file (a WasmPlugin's
 //!   `pluginConfig`, the WasmPlugins of a YAML stream) and the line and
 //!   column of every JSON path;
+//! - [`stream`]: checks across everything one `check` reads (two
+//!   WasmPlugins with one instance on the same workloads, a rate-limit
+//!   service cluster no EnvoyFilter adds);
 //! - [`structure`]: every problem at once (the JSON Schema first, then the
 //!   parser on what is left), in the configuration's words;
-//! - [`top`]: a running Envoy's ratebound stats as rates (`ratebound top`).
+//! - [`top`]: a running Envoy's ratebound stats as rates (`ratebound top`);
+//! - [`yaml11`]: YAML as kubectl reads it (YAML 1.1), and where that
+//!   differs from YAML 1.2.
 
 pub mod warnings;
 pub mod words;
@@ -60,6 +65,8 @@ pub mod snippet;
 #[cfg(feature = "cli")]
 #[allow(clippy::indexing_slicing)]
 pub mod source;
+#[cfg(feature = "cli")]
+pub mod stream;
 // `check`'s words, also in the browser (the `web` feature).
 #[cfg(feature = "web")]
 #[allow(clippy::indexing_slicing)]
@@ -67,5 +74,7 @@ pub mod structure;
 #[cfg(feature = "cli")]
 #[allow(clippy::indexing_slicing)]
 pub mod top;
+#[cfg(feature = "cli")]
+pub mod yaml11;
 
 pub use warnings::{warnings, Code, Level, Warning};

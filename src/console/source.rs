@@ -6,7 +6,12 @@
 //! Istio `WasmPlugin` manifest (its `spec.pluginConfig` is the
 //! configuration), or a stream of YAML documents (`kubectl kustomize`
 //! output, `kind: List`): every WasmPlugin in it is a configuration, the
-//! other documents are skipped with a note.
+//! other documents are skipped with a note. A file of Kubernetes objects
+//! none of which is a WasmPlugin (a Service, an EnvoyFilter) holds nothing
+//! to check: each is skipped with a note, and the file is not an error.
+//!
+//! YAML is read as kubectl reads it (YAML 1.1, [`crate::console::yaml11`]),
+//! each scalar that YAML 1.2 reads otherwise flagged in the document.
 //!
 //! The filter's own [`crate::config::parse`] still reads each configuration:
 //! this only finds them and keeps the positions that turning YAML into JSON
@@ -14,6 +19,8 @@
 
 use crate::config::{ConfigError, MAX_CONFIG_BYTES};
 use crate::console::input::Format;
+use crate::console::stream::{EnvoyFilter, Workloads};
+use crate::console::yaml11::{self, Flag};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use serde_saphyr::Spanned;
@@ -76,6 +83,11 @@ pub struct Document {
     pub json: Vec<u8>,
     /// Positions of the document's paths (from its root, not `at`).
     pub locations: Locations,
+    /// A WasmPlugin's workloads (for the checks across a run).
+    pub workloads: Option<Workloads>,
+    /// Scalars of the configuration kubectl (YAML 1.1) reads otherwise than
+    /// YAML 1.2, at their paths in the configuration.
+    pub yaml11: Vec<Flag>,
 }
 
 impl Document {
@@ -96,6 +108,8 @@ impl Document {
 pub struct Found {
     pub documents: Vec<Document>,
     pub notes: Vec<String>,
+    /// The EnvoyFilters of the file, named `EnvoyFilter NS/NAME, document N`.
+    pub envoy_filters: Vec<EnvoyFilter>,
 }
 
 /// A file that holds no configuration to check: unreadable syntax, a
@@ -137,7 +151,7 @@ pub fn find(bytes: &[u8], format: Format) -> Result<Found, NotFound> {
             None,
         )
     })?;
-    let docs: Vec<(Value, Locations)> = match format {
+    let docs: Vec<(Value, Locations, Vec<Flag>)> = match format {
         Format::Json => {
             let value: Value = if text.trim().is_empty() {
                 Value::Object(Map::new())
@@ -155,7 +169,7 @@ pub fn find(bytes: &[u8], format: Format) -> Result<Found, NotFound> {
                     )
                 })?
             };
-            vec![(value, json_locations(text))]
+            vec![(value, json_locations(text), Vec::new())]
         }
         Format::Yaml => yaml_documents(text)?,
     };
@@ -166,7 +180,10 @@ pub fn find(bytes: &[u8], format: Format) -> Result<Found, NotFound> {
 }
 
 /// Picks the configurations out of the documents.
-fn select(docs: Vec<(Value, Locations)>, whole: Option<&[u8]>) -> Result<Found, NotFound> {
+fn select(
+    docs: Vec<(Value, Locations, Vec<Flag>)>,
+    whole: Option<&[u8]>,
+) -> Result<Found, NotFound> {
     let mut found = Found::default();
     let stream = docs.len() > 1;
     if docs.is_empty() {
@@ -177,11 +194,15 @@ fn select(docs: Vec<(Value, Locations)>, whole: Option<&[u8]>) -> Result<Found, 
             at: "$".into(),
             json: b"{}".to_vec(),
             locations: Locations::default(),
+            workloads: None,
+            yaml11: Vec::new(),
         });
         return Ok(found);
     }
     let mut skipped = Vec::new();
-    for (i, (value, locations)) in docs.into_iter().enumerate() {
+    // A document that is neither a Kubernetes object nor a configuration.
+    let mut stray = false;
+    for (i, (value, locations, flags)) in docs.into_iter().enumerate() {
         let index = i + 1;
         let items: Vec<(Value, String)> = match manifest(&value) {
             Some(m) if m.kind == "List" => match value.get("items") {
@@ -190,7 +211,10 @@ fn select(docs: Vec<(Value, Locations)>, whole: Option<&[u8]>) -> Result<Found, 
                     .enumerate()
                     .map(|(j, v)| (v.clone(), format!("$.items[{j}]")))
                     .collect(),
-                _ => Vec::new(),
+                _ => {
+                    skipped.push(format!("document {index}: List with no items"));
+                    Vec::new()
+                }
             },
             _ => vec![(value, "$".to_string())],
         };
@@ -207,40 +231,67 @@ fn select(docs: Vec<(Value, Locations)>, whole: Option<&[u8]>) -> Result<Found, 
                         at: "$".into(),
                         json,
                         locations: locations.clone(),
+                        workloads: None,
+                        yaml11: under("$", &flags),
                     });
                 }
-                None => skipped.push(format!(
-                    "document {index}{}: skipped, not a WasmPlugin (a configuration in a stream of documents must be a WasmPlugin's spec.pluginConfig)",
-                    at_of(&base)
-                )),
+                None => {
+                    stray = true;
+                    skipped.push(format!(
+                        "document {index}{}: skipped, not a WasmPlugin (a configuration in a stream of documents must be a WasmPlugin's spec.pluginConfig)",
+                        at_of(&base)
+                    ));
+                }
                 Some(m) if m.is_wasm_plugin() => {
                     let config = value
                         .get("spec")
                         .and_then(|s| s.get("pluginConfig"))
                         .cloned()
                         .unwrap_or_else(|| Value::Object(Map::new()));
-                    if value.get("spec").and_then(|s| s.get("pluginConfig")).is_none() {
+                    if value
+                        .get("spec")
+                        .and_then(|s| s.get("pluginConfig"))
+                        .is_none()
+                    {
                         found.notes.push(format!(
                             "document {index}{}: {} has no spec.pluginConfig: checked as an empty configuration",
                             at_of(&base),
                             m.label()
                         ));
                     }
+                    let at = format!("{base}.spec.pluginConfig");
                     found.documents.push(Document {
                         index,
                         holder: Some(m.label()),
-                        at: format!("{base}.spec.pluginConfig"),
+                        yaml11: under(&at, &flags),
+                        at,
                         json: serde_json::to_vec(&config).unwrap_or_default(),
                         locations: locations.clone(),
+                        workloads: Some(Workloads::of(&value)),
                     });
                 }
-                Some(m) => skipped.push(format!(
-                    "document {index}{}: {} skipped, not a WasmPlugin",
-                    at_of(&base),
-                    m.label()
-                )),
+                Some(m) => {
+                    if m.kind == "EnvoyFilter" && m.api_version.starts_with("networking.istio.io/")
+                    {
+                        found.envoy_filters.push(EnvoyFilter::of(
+                            format!("{}, document {index}", m.label()),
+                            &value,
+                        ));
+                    }
+                    skipped.push(format!(
+                        "document {index}{}: {} skipped, not a WasmPlugin",
+                        at_of(&base),
+                        m.label()
+                    ));
+                }
             }
         }
+    }
+    // Kubernetes objects of other kinds only: nothing to check, no error
+    // (a directory of manifests holds Services and EnvoyFilters too).
+    if found.documents.is_empty() && !stray && !skipped.is_empty() {
+        found.notes.extend(skipped);
+        return Ok(found);
     }
     if found.documents.is_empty() {
         let mut e = if stream || skipped.iter().any(|s| !s.contains("a stream")) {
@@ -264,6 +315,21 @@ fn at_of(base: &str) -> String {
     } else {
         format!(" ({base})")
     }
+}
+
+/// The flags at or under the configuration's path `at`, with paths from
+/// the configuration (`$.spec.pluginConfig.shadow` → `$.shadow`).
+fn under(at: &str, flags: &[Flag]) -> Vec<Flag> {
+    flags
+        .iter()
+        .filter_map(|f| {
+            let rest = f.path.strip_prefix(at)?;
+            (rest.is_empty() || rest.starts_with(['.', '['])).then(|| Flag {
+                path: format!("${rest}"),
+                ..f.clone()
+            })
+        })
+        .collect()
 }
 
 /// A Kubernetes object's identity: any document with a string `apiVersion`
@@ -412,52 +478,97 @@ fn position(l: &serde_saphyr::Location) -> Option<Position> {
     (line > 0).then_some(Position { line, column })
 }
 
+/// What turning a YAML node into JSON records: positions, and the plain
+/// scalars kubectl reads otherwise (read its way, flagged).
+struct Reading<'a> {
+    out: &'a mut Locations,
+    /// Untagged plain scalars by byte offset (empty: no kubectl reading).
+    plain: &'a HashMap<usize, String>,
+    flags: &'a mut Vec<Flag>,
+}
+
+/// The plain text of the scalar at `l`, when it is an untagged plain one.
+fn plain_text<'a>(
+    plain: &'a HashMap<usize, String>,
+    l: &serde_saphyr::Location,
+) -> Option<&'a str> {
+    let offset = usize::try_from(l.span().byte_offset()?).ok()?;
+    plain.get(&offset).map(String::as_str)
+}
+
 /// The node as JSON, recording positions under `path`.
-fn to_json(node: Spanned<Node>, path: &str, out: &mut Locations) -> Value {
+fn to_json(node: Spanned<Node>, path: &str, r: &mut Reading) -> Value {
     if let Some(p) = position(&node.referenced) {
-        out.values.insert(path.to_string(), p);
+        r.out.values.insert(path.to_string(), p);
     }
-    match node.value {
+    let value = match node.value {
         Node::Null => Value::Null,
         Node::Bool(b) => Value::Bool(b),
         Node::Int(i) => Value::from(i),
         Node::UInt(u) => Value::from(u),
         Node::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
         Node::Str(s) => Value::String(s),
-        Node::Seq(items) => Value::Array(
-            items
-                .into_iter()
-                .enumerate()
-                .map(|(i, item)| to_json(item, &format!("{path}[{i}]"), out))
-                .collect(),
-        ),
+        Node::Seq(items) => {
+            return Value::Array(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, item)| to_json(item, &format!("{path}[{i}]"), r))
+                    .collect(),
+            )
+        }
         Node::Map(entries) => {
             let mut map = Map::new();
             for (k, v) in entries {
-                let child = format!("{path}.{}", k.value.0);
+                let name = match plain_text(r.plain, &k.defined) {
+                    Some(text) => {
+                        let (name, flag) = yaml11::key(text, path);
+                        r.flags.extend(flag);
+                        name
+                    }
+                    None => k.value.0,
+                };
+                let child = format!("{path}.{name}");
                 if let Some(p) = position(&k.referenced) {
-                    out.keys.insert(child.clone(), p);
+                    r.out.keys.insert(child.clone(), p);
                 }
-                let v = to_json(v, &child, out);
-                map.insert(k.value.0, v);
+                let v = to_json(v, &child, r);
+                map.insert(name, v);
             }
-            Value::Object(map)
+            return Value::Object(map);
         }
+    };
+    match plain_text(r.plain, &node.defined) {
+        Some(text) => {
+            let (value, flag) = yaml11::value(text, &value, path);
+            r.flags.extend(flag);
+            value
+        }
+        None => value,
     }
 }
 
-fn yaml_documents(text: &str) -> Result<Vec<(Value, Locations)>, NotFound> {
+fn yaml_documents(text: &str) -> Result<Vec<(Value, Locations, Vec<Flag>)>, NotFound> {
     let options = super::input::yaml_options(MAX_DOCUMENTS);
     let nodes: Vec<Spanned<Node>> = serde_saphyr::from_multiple_with_options(text, options)
         .map_err(|e| {
             let at = e.location().as_ref().and_then(position);
             not_found(format!("not valid YAML: {}", yaml_message(&e)), at)
         })?;
+    // The same text again, as events: which scalars are plain (serde
+    // hides how a scalar was written).
+    let plain = yaml11::plain_scalars(text).unwrap_or_default();
     let mut docs = Vec::new();
     let mut size = 0usize;
     for node in nodes {
         let mut locations = Locations::default();
-        let value = to_json(node, "$", &mut locations);
+        let mut flags = Vec::new();
+        let mut reading = Reading {
+            out: &mut locations,
+            plain: &plain,
+            flags: &mut flags,
+        };
+        let value = to_json(node, "$", &mut reading);
         // Aliases expand: the JSON must still fit the budget.
         size += serde_json::to_vec(&value).map_or(usize::MAX, |j| j.len());
         if size > MAX_CONFIG_BYTES {
@@ -468,7 +579,7 @@ fn yaml_documents(text: &str) -> Result<Vec<(Value, Locations)>, NotFound> {
                 None,
             ));
         }
-        docs.push((value, locations));
+        docs.push((value, locations, flags));
     }
     Ok(docs)
 }
@@ -679,10 +790,87 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_without_a_wasm_plugin_and_another_kind_are_refused() {
+    fn a_stream_of_plain_documents_is_refused_and_other_kinds_are_skipped() {
         assert!(find(b"a: 1\n---\nb: 2\n", Format::Yaml).is_err());
-        let e = find(b"apiVersion: v1\nkind: Service\n", Format::Yaml).unwrap_err();
-        assert!(e.notes[0].contains("Service skipped"), "{:?}", e.notes);
+        // Kubernetes objects of other kinds: nothing to check, not an error.
+        let f = find(
+            b"apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n",
+            Format::Yaml,
+        )
+        .unwrap();
+        assert!(f.documents.is_empty());
+        assert_eq!(
+            f.notes,
+            ["document 1: Service shop/web skipped, not a WasmPlugin"]
+        );
+        let f = find(
+            br#"{"apiVersion": "v1", "kind": "ConfigMap"}"#,
+            Format::Json,
+        )
+        .unwrap();
+        assert!(f.notes[0].contains("ConfigMap skipped"), "{:?}", f.notes);
+        // An object of another kind beside a document that is none: refused.
+        assert!(find(b"apiVersion: v1\nkind: Service\n---\nb: 2\n", Format::Yaml).is_err());
+    }
+
+    #[test]
+    fn the_envoy_filters_of_a_stream_and_the_workloads_of_its_plugins_are_kept() {
+        let stream = format!(
+            "{}---\n{}",
+            std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/envoy-demo/istio/envoyfilter-rls.yaml"
+            ))
+            .unwrap(),
+            std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/envoy-demo/istio/wasmplugin-installation.yaml"
+            ))
+            .unwrap()
+        );
+        let f = find(stream.as_bytes(), Format::Yaml).unwrap();
+        assert_eq!(f.envoy_filters.len(), 1);
+        assert_eq!(
+            f.envoy_filters[0].name,
+            "EnvoyFilter istio-system/ratebound-rls, document 1"
+        );
+        assert_eq!(f.envoy_filters[0].clusters, ["ratebound-rls"]);
+        let w = f.documents[0].workloads.as_ref().unwrap();
+        assert_eq!(w.namespace.as_deref(), Some("istio-system"));
+        assert_eq!(w.labels.as_ref().unwrap()["istio"], "ingressgateway");
+    }
+
+    #[test]
+    fn yaml_is_read_as_kubectl_reads_it_and_differences_are_flagged_in_the_configuration() {
+        let yaml = "apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {name: rb, labels: {on: x}}\nspec:\n  pluginConfig:\n    shadow: yes\n    routes:\n      - name: a\n        bounds: [{per: address, limit: 0100, window: PT1M}]\n";
+        let f = find(yaml.as_bytes(), Format::Yaml).unwrap();
+        let d = &f.documents[0];
+        let v: Value = serde_json::from_slice(&d.json).unwrap();
+        assert_eq!(v["shadow"], true);
+        assert_eq!(v["routes"][0]["bounds"][0]["limit"], 64);
+        // Only the configuration's flags, at their paths in it (the
+        // metadata's `on` key is not the configuration's).
+        let flags: Vec<(&str, bool)> = d
+            .yaml11
+            .iter()
+            .map(|f| (f.path.as_str(), f.error))
+            .collect();
+        assert_eq!(
+            flags,
+            [("$.shadow", false), ("$.routes[0].bounds[0].limit", true)]
+        );
+        assert_eq!(d.position("$.shadow", false), at(6, 13));
+        // A key: `on` is "true", at the key's place.
+        let f = find(b"routes: []\non: 1\n", Format::Yaml).unwrap();
+        let d = &f.documents[0];
+        assert_eq!(d.yaml11[0].path, "$.true");
+        assert!(d.yaml11[0].error);
+        assert_eq!(d.position("$.true", true), at(2, 1));
+        // Quoted, tagged or JSON: as written.
+        for text in ["shadow: 'yes'\n", "shadow: !!str yes\n"] {
+            let f = find(text.as_bytes(), Format::Yaml).unwrap();
+            assert!(f.documents[0].yaml11.is_empty(), "{text}");
+        }
     }
 
     #[test]

@@ -37,12 +37,17 @@ pub enum Format {
 
 #[derive(Debug, PartialEq, Subcommand)]
 pub enum Command {
-    /// Validate a configuration (JSON or YAML) with the filter's own parser
+    /// Validate configurations (JSON or YAML) with the filter's own parser
     ///
-    /// FILE is a configuration, an Istio WasmPlugin manifest (its
+    /// Each FILE is a configuration, an Istio WasmPlugin manifest (its
     /// spec.pluginConfig is checked) or a stream of YAML documents (each
-    /// WasmPlugin is checked, the rest skipped with a note). Lists every error
-    /// with its JSON path, line and column, then the warnings and notes.
+    /// WasmPlugin is checked, other Kubernetes objects skipped with a note);
+    /// a DIR is its *.json, *.yaml and *.yml files (-R: and its
+    /// subdirectories'). Lists every error with its JSON path, line and
+    /// column, then the warnings and notes, then what is wrong across them
+    /// (two WasmPlugins with one instance on the same workloads, a
+    /// rate-limit service cluster no EnvoyFilter adds). YAML is read as
+    /// kubectl reads it (YAML 1.1). The exit status is the worst of all.
     #[command(after_help = EXIT_STATUS)]
     Check(Check),
     /// Every route's bounds in plain words, by the phase they are checked in
@@ -105,9 +110,13 @@ pub enum Command {
 
 #[derive(Debug, PartialEq, Eq, Args)]
 pub struct Check {
-    /// The configuration (JSON or YAML), or - for stdin
-    #[arg(value_name = "FILE|-")]
-    pub file: String,
+    /// Configurations or manifests (JSON or YAML), directories of them, or
+    /// - for stdin
+    #[arg(value_name = "FILE|DIR|-", required = true)]
+    pub files: Vec<String>,
+    /// Also check the files of the directories' subdirectories
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
     /// Fail on warnings too (notes never fail)
     #[arg(long)]
     pub strict: bool,
@@ -118,8 +127,9 @@ pub struct Check {
     #[arg(long, value_name = "PATH")]
     pub rls_config: Option<String>,
     /// Output format: json prints the results, errors and warnings (with
-    /// their lines and columns) as one JSON object on stdout
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    /// their lines and columns) as one JSON object on stdout,
+    /// {"version": 1, ..., "files": [...]}
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
 
@@ -135,7 +145,7 @@ pub struct Top {
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = interval)]
     pub interval: f64,
     /// Output format (json only with --once)
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
 
@@ -280,11 +290,23 @@ mod tests {
         assert_eq!(
             p(&["check", "--strict", "--nodes", "4", "a.json"]).ok(),
             Some(Command::Check(Check {
-                file: "a.json".into(),
+                files: vec!["a.json".into()],
+                recursive: false,
                 strict: true,
                 nodes: Some(4),
                 rls_config: None,
                 format: Format::Text,
+            }))
+        );
+        assert_eq!(
+            p(&["check", "-R", "deploy/", "a.yaml", "-", "-o", "json"]).ok(),
+            Some(Command::Check(Check {
+                files: vec!["deploy/".into(), "a.yaml".into(), "-".into()],
+                recursive: true,
+                strict: false,
+                nodes: None,
+                rls_config: None,
+                format: Format::Json,
             }))
         );
         assert_eq!(
@@ -337,7 +359,7 @@ mod tests {
             &[][..],
             &["frobnicate"],
             &["check"],
-            &["check", "a", "b"],
+            &["check", "-o", "yaml", "a"],
             &["check", "--nodes", "0", "a"],
             &["check", "--nodes", "-3", "a"],
             &["check", "--nodes"],

@@ -6,6 +6,7 @@ use crate::args::Format;
 use crate::output::{err, out, pretty, INVALID, USAGE};
 use ratebound::config::{Config, ConfigError};
 use ratebound::console::source::{self, Document, Position};
+use ratebound::console::stream::EnvoyFilter;
 use ratebound::console::{input, snippet, structure, Warning};
 use serde_json::{json, Value};
 
@@ -23,8 +24,8 @@ pub struct Checked {
 }
 
 /// Every configuration of a file parsed, with the notes on what was
-/// skipped; or why the file holds none.
-pub type Parsed = Result<(Vec<Checked>, Vec<String>), source::NotFound>;
+/// skipped and the file's EnvoyFilters; or why the file holds none.
+pub type Parsed = Result<(Vec<Checked>, Vec<String>, Vec<EnvoyFilter>), source::NotFound>;
 
 /// Reads FILE and parses every configuration in it; on a read failure
 /// prints why and returns the status (2).
@@ -33,21 +34,51 @@ pub fn read_all(file: &str) -> Result<(String, Parsed), u8> {
         err(&format!("ratebound: cannot read {file}: {e}\n"));
         USAGE
     })?;
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let found = source::find(&bytes, input::detect(file, &bytes)).map(|found| {
+    Ok(parse_all(file, &bytes))
+}
+
+/// Every configuration in FILE's bytes, parsed.
+pub fn parse_all(file: &str, bytes: &[u8]) -> (String, Parsed) {
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    let found = source::find(bytes, input::detect(file, bytes)).map(|found| {
         let checked = found
             .documents
             .into_iter()
             .map(|doc| {
                 // Every problem at once, in the configuration's words; the
                 // position of each is shown from the source.
-                let result = structure::parse(&doc.json);
+                let result = with_yaml11_errors(&doc, structure::parse(&doc.json));
                 Checked { doc, result }
             })
             .collect();
-        (checked, found.notes)
+        (checked, found.notes, found.envoy_filters)
     });
-    Ok((text, found))
+    (text, found)
+}
+
+/// A number or key kubectl reads otherwise than written is an error of the
+/// configuration (before what the parser says of kubectl's reading).
+fn with_yaml11_errors(
+    doc: &Document,
+    result: Result<Config, Vec<ConfigError>>,
+) -> Result<Config, Vec<ConfigError>> {
+    let mut errors: Vec<ConfigError> = doc
+        .yaml11
+        .iter()
+        .filter(|f| f.error)
+        .map(|f| ConfigError {
+            path: f.path.clone(),
+            message: f.message.clone(),
+        })
+        .collect();
+    match result {
+        Ok(config) if errors.is_empty() => Ok(config),
+        Ok(_) => Err(errors),
+        Err(more) => {
+            errors.extend(more);
+            Err(errors)
+        }
+    }
 }
 
 /// Reads FILE and parses every configuration in it (explain, rls-config):
@@ -59,7 +90,20 @@ pub fn load(file: &str, format: Format) -> Result<Loaded, u8> {
             report_not_found(file, &text, &nf, format);
             Err(INVALID)
         }
-        Ok((checked, notes)) => {
+        Ok((checked, notes, _)) if checked.is_empty() => {
+            // Objects of other kinds only: nothing to explain.
+            let nf = source::NotFound {
+                error: ConfigError {
+                    path: "$".into(),
+                    message: "no ratebound configuration here: no Istio WasmPlugin (extensions.istio.io) among the objects".into(),
+                },
+                position: None,
+                notes,
+            };
+            report_not_found(file, &text, &nf, format);
+            Err(INVALID)
+        }
+        Ok((checked, notes, _)) => {
             if checked.iter().any(|c| c.result.is_err()) {
                 match format {
                     Format::Text => {
@@ -94,24 +138,31 @@ pub fn load(file: &str, format: Format) -> Result<Loaded, u8> {
 
 pub fn report_not_found(file: &str, text: &str, nf: &source::NotFound, format: Format) {
     match format {
-        Format::Text => {
-            let mut s: String = nf
-                .notes
-                .iter()
-                .map(|n| format!("note: {file}: {n}\n"))
-                .collect();
-            s.push_str(&error_at(file, text, &nf.error, nf.position));
-            s.push_str(&format!("{file}: invalid, 1 error\n"));
-            out(&s);
-        }
-        Format::Json => out(&pretty(&json!({
-            "file": file,
-            "valid": false,
-            "errors": [error_json(&nf.error, nf.position)],
-            "documents": [],
-            "notes": nf.notes,
-        }))),
+        Format::Text => out(&not_found_text(file, text, nf)),
+        Format::Json => out(&pretty(&not_found_json(file, nf))),
     }
+}
+
+/// Why FILE holds no configuration, with the notes on what was skipped.
+pub fn not_found_text(file: &str, text: &str, nf: &source::NotFound) -> String {
+    let mut s: String = nf
+        .notes
+        .iter()
+        .map(|n| format!("note: {file}: {n}\n"))
+        .collect();
+    s.push_str(&error_at(file, text, &nf.error, nf.position));
+    s.push_str(&format!("{file}: invalid, 1 error\n"));
+    s
+}
+
+pub fn not_found_json(file: &str, nf: &source::NotFound) -> Value {
+    json!({
+        "file": file,
+        "valid": false,
+        "errors": [error_json(&nf.error, nf.position)],
+        "documents": [],
+        "notes": nf.notes,
+    })
 }
 
 /// `file`, or `file (WasmPlugin ns/name, document 2)` for a configuration

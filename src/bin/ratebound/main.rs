@@ -46,13 +46,7 @@ fn run(command: Command) -> u8 {
         Command::Top(t) => top::run(&t),
         Command::Console(c) => console::run(&c),
         Command::Schema => schema::run(),
-        Command::Check(args::Check {
-            file,
-            strict,
-            nodes,
-            rls_config,
-            format,
-        }) => check::run(&file, strict, nodes, rls_config.as_deref(), format),
+        Command::Check(c) => check::run(&c),
         Command::RlsConfig { file } => rls_config::run(&file),
         Command::Explain(e) => explain::run(e),
     }
