@@ -64,6 +64,8 @@ pub enum When {
     SignIn,
     /// With fleet bounds.
     Fleet,
+    /// With cost bounds.
+    Cost,
 }
 
 impl When {
@@ -73,6 +75,10 @@ impl When {
             When::Service => plan.service.is_some(),
             When::SignIn => plan.routes.iter().any(|r| r.account.is_some()),
             When::Fleet => plan.has_fleet_bounds(),
+            When::Cost => plan
+                .routes
+                .iter()
+                .any(|r| r.bounds.iter().any(|b| b.cost.is_some())),
         }
     }
 }
@@ -121,10 +127,13 @@ pub enum Stat {
     FleetAlone,
     /// Nodes the fleet record last counted.
     FleetNodes,
+    /// Requests of cost bounds whose cost never came (charged their
+    /// reservation).
+    CostsUnknown,
 }
 
 impl Stat {
-    pub const ALL: [Stat; 23] = [
+    pub const ALL: [Stat; 24] = [
         Stat::Allowed,
         Stat::Refused,
         Stat::WouldRefuse,
@@ -148,6 +157,7 @@ impl Stat {
         Stat::FleetSyncErrors,
         Stat::FleetAlone,
         Stat::FleetNodes,
+        Stat::CostsUnknown,
     ];
 
     /// The last segment of its name.
@@ -170,6 +180,7 @@ impl Stat {
             Stat::AccountsUnreadable => "accounts_unreadable",
             Stat::RlsCallsSaved => "rls_calls_saved",
             Stat::RlsNoLimit => "rls_no_limit",
+            Stat::CostsUnknown => "costs_unknown",
             Stat::RlsLatencyMs => "rls_latency_ms",
             Stat::FleetSyncCalls => "fleet_sync_calls",
             Stat::FleetSyncKeys => "fleet_sync_keys",
@@ -200,6 +211,7 @@ impl Stat {
     pub const fn when(self) -> When {
         match self {
             Stat::AccountsUnreadable => When::SignIn,
+            Stat::CostsUnknown => When::Cost,
             Stat::RlsCallsSaved | Stat::RlsNoLimit | Stat::RlsLatencyMs => When::Service,
             Stat::FleetSyncCalls
             | Stat::FleetSyncKeys

@@ -19,7 +19,7 @@ const STATS_TAGS: &str = "envoy-demo/stats-tags.yaml";
 const ISTIO_METRICS: &str = "envoy-demo/istio/metrics.yaml";
 
 /// Stats the dashboard leaves out, and why.
-const NOT_ON_THE_DASHBOARD: [(Stat, &str); 8] = [
+const NOT_ON_THE_DASHBOARD: [(Stat, &str); 9] = [
     (
         Stat::AccountsUnreadable,
         "sign-in routes only; in docs/sign-in.md",
@@ -34,6 +34,7 @@ const NOT_ON_THE_DASHBOARD: [(Stat, &str); 8] = [
     (Stat::FleetSyncErrors, "fleet bounds only; docs/fleet.md"),
     (Stat::FleetAlone, "fleet bounds only; docs/fleet.md"),
     (Stat::FleetNodes, "fleet bounds only; docs/fleet.md"),
+    (Stat::CostsUnknown, "cost bounds only; docs/cost.md"),
 ];
 
 fn read(rel: &str) -> String {

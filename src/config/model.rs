@@ -535,6 +535,10 @@ pub struct BoundConfig {
     /// bound's counts.
     #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 100)))]
     pub enforce_percent: Option<u32>,
+    /// What one request counts, when not 1: a number the request names in
+    /// a header, or one its response names (a header, or a field of its
+    /// JSON body, such as an LLM API's tokens). Node bounds only.
+    pub cost: Option<CostConfig>,
     /// `node` (each Envoy counts on its own, sliding window),
     /// `installation` (the rate-limit service counts for all of them, fixed
     /// window of `PT1S`, `PT1M`, `PT1H` or `P1D`) or `fleet` (one budget
@@ -568,6 +572,38 @@ pub enum Per {
 #[cfg(feature = "schema")]
 fn window_pattern() -> String {
     crate::config::duration::pattern()
+}
+
+/// Where a request's cost is read, and in what unit it is said.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CostConfig {
+    /// A request header carrying the cost, known at admission
+    /// (`x-cost`).
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
+    pub request_header: Option<String>,
+    /// A response header carrying the cost (`x-tokens`).
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
+    pub response_header: Option<String>,
+    /// A JSON pointer into the response's JSON body
+    /// (`/usage/total_tokens`).
+    #[cfg_attr(feature = "schema", schemars(pattern("^/")))]
+    pub response_json: Option<String>,
+    /// What the cost counts, said in `explain` and the console
+    /// (`tokens`); `units` by default.
+    pub unit: Option<String>,
+    /// Units taken at admission for a cost the response gives, trued up
+    /// when it is known (1 by default): the request is admitted when they
+    /// fit, and requests in flight cannot all pass on an empty counter. A
+    /// request whose cost never comes (reset, error, no usable figure) is
+    /// charged this.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 4_294_967_295u64)))]
+    pub reserve: Option<u64>,
+    /// The most of a response body read for `response_json` (65,536 by
+    /// default, at most 1 MiB); past it, the cost is unknown.
+    #[cfg_attr(feature = "schema", schemars(range(min = 64, max = 1_048_576)))]
+    pub max_body_bytes: Option<usize>,
 }
 
 impl BoundConfig {

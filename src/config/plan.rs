@@ -98,6 +98,9 @@ pub struct Route {
     /// operations'), checked last: after every node bound admitted the
     /// request.
     pub service_bounds: Vec<BoundId>,
+    /// Bounds whose cost the request names in a header (read before the
+    /// first phase).
+    pub named_costs: Vec<BoundId>,
     /// Where requests name the account they try (`per: account`).
     pub account: Option<AccountSource>,
 }
@@ -121,7 +124,7 @@ pub struct Operation {
 
 /// A route, by its position in the plan's `routes`: what a request holds
 /// across its callbacks instead of a borrow of the plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RouteId(pub usize);
 
 /// A bound, by its position in its route's `bounds`.
@@ -247,6 +250,8 @@ pub struct Bound {
     /// The share of its refusals carried out (100 but during a rollout);
     /// the others are spared as a shadow bound's are.
     pub enforce_percent: u8,
+    /// What a request counts, when not 1.
+    pub cost: Option<crate::config::cost::Cost>,
     /// Identity of this bound in this route as compiled: any change to the
     /// route's matching or to any of its bounds gives every bound of the
     /// route a new fingerprint, so its counters start again.
@@ -534,6 +539,7 @@ fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, c: &Config
     // fallback (a minute) is never reached.
     let window_ms = window_ms(&b.window).unwrap_or(60_000);
     let descriptor = format!("{route}.{name}");
+    let cost = b.cost.as_ref().and_then(crate::config::cost::Cost::compile);
     let scope = match b.scope {
         Scope::Node => BoundScope::Node,
         Scope::Fleet => BoundScope::Fleet { descriptor },
@@ -567,7 +573,11 @@ fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, c: &Config
                 FLEET_SALT
             } else {
                 0
-            },
+            }
+            // A count of units is not a count of requests: a bound given a
+            // cost (or another one) starts again. Salted, as the fleet's.
+            ^ cost.as_ref().map_or(0, stable_hash),
+        cost,
         scope,
         written: Written {
             path,
@@ -686,6 +696,15 @@ impl Plan {
                         late: op_late,
                     });
                 }
+                let named_costs = (0..bounds.len())
+                    .filter(|&j| {
+                        bounds
+                            .get(j)
+                            .and_then(|b| b.cost.as_ref())
+                            .is_some_and(|c| !c.from_response())
+                    })
+                    .map(BoundId)
+                    .collect();
                 let service_bounds = (0..bounds.len())
                     .filter(|&j| bounds.get(j).is_some_and(|b| !b.in_shared_data()))
                     .map(BoundId)
@@ -713,6 +732,7 @@ impl Plan {
                     operations,
                     op_tree,
                     service_bounds,
+                    named_costs,
                     account: r.account.clone(),
                 }
             })

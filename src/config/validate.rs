@@ -204,6 +204,7 @@ fn validate_bounds(
         installation::validate_bound(c, route, b, ms.ok(), &bt, errors);
         validate_identity_needs(c.identity.as_ref(), b, &bt, errors);
         validate_enforcement(b.enforce_percent, b.shadow, &bt, errors);
+        super::cost::validate(b, &bt, errors);
     }
 }
 

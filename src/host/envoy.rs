@@ -114,6 +114,16 @@ impl Host for Envoy<'_> {
         let _ = hostcalls::add_map_value(MapType::HttpResponseHeaders, name, value);
     }
 
+    fn response_header(&self, name: &str) -> Option<String> {
+        map_value(MapType::HttpResponseHeaders, name)
+    }
+
+    fn response_body(&self, size: usize) -> Option<Vec<u8>> {
+        hostcalls::get_buffer(BufferType::HttpResponseBody, 0, size)
+            .ok()
+            .flatten()
+    }
+
     fn set_request_header(&mut self, name: &str, value: &str) {
         let _ = hostcalls::set_map_value(MapType::HttpRequestHeaders, name, Some(value));
     }

@@ -159,4 +159,21 @@ impl HttpContext for Request {
     fn on_http_response_headers(&mut self, _: usize, _: bool) -> Action {
         self.step((0, 0), |w, host, ex| w.on_response(host, ex))
     }
+
+    fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        self.step((0, 0), |w, host, ex| {
+            w.on_response_body(host, ex, size, end_of_stream)
+        })
+    }
+
+    fn on_http_response_trailers(&mut self, _: usize) -> Action {
+        self.step((0, 0), |w, host, ex| w.on_response_trailers(host, ex))
+    }
+
+    fn on_log(&mut self) {
+        self.step((0, 0), |w, host, ex| {
+            w.on_done(host, ex);
+            Step::Continue
+        });
+    }
 }

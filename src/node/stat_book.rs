@@ -171,6 +171,7 @@ impl<K: StatSink> StatBook<K> {
             P::AccountUnreadable => Stat::AccountsUnreadable,
             P::RlsCallSaved => Stat::RlsCallsSaved,
             P::RlsNoLimit => Stat::RlsNoLimit,
+            P::CostUnknown => Stat::CostsUnknown,
         });
     }
 

@@ -4,10 +4,15 @@
 //! carries out what they come to: a local reply, a wait, or the request
 //! let on with the figures its response will show.
 
+use super::cost_scan::CostScan;
 use super::installation::Ready;
+use super::Charges;
 use super::{
     Begun, Decision, Host, Level, LocalReply, RequestStat, SessionError, Step, Waiting, Worker,
 };
+use crate::config::cost::CostSource;
+use crate::config::plan::{BoundId, RouteId};
+use crate::count::lane::Undo;
 use crate::count::window::Quota;
 use crate::pipeline::limiter::BoundEvent;
 use crate::reply::{self, Shown, Style};
@@ -31,6 +36,11 @@ pub struct Exchange {
     /// The caller speaks gRPC, noted while the request headers can still be
     /// read (once they went on, the host no longer has them).
     grpc: Option<bool>,
+    /// Reservations waiting for the response's cost: until its headers
+    /// (`charges`), then until its body ends (`scans`).
+    charges: Option<Charges>,
+    scans: Vec<(BoundId, Undo, CostScan)>,
+    scan_route: RouteId,
 }
 
 /// A gRPC caller, by its content type.
@@ -140,6 +150,11 @@ impl<'p> Worker<'p> {
         let reply = match d {
             Decision::Pass(shown) => {
                 ex.success = shown.as_ref().map(Figures::of);
+                return Step::Continue;
+            }
+            Decision::Charging(shown, charges) => {
+                ex.success = shown.as_ref().map(Figures::of);
+                ex.charges = Some(charges);
                 return Step::Continue;
             }
             Decision::Refuse { route, shown } => {
@@ -407,6 +422,95 @@ impl<'p> Worker<'p> {
         self.drive(host, ex, next)
     }
 
+    /// The response's headers arrived: costs in a header are charged now;
+    /// costs in the body are read as it passes.
+    fn costs_from_headers<H: Host>(&self, host: &mut H, ex: &mut Exchange, charges: Charges) {
+        let Some(route) = self.limiter.plan.route(charges.route) else {
+            return;
+        };
+        let events = host
+            .response_header("content-type")
+            .is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
+        for (b, receipt) in charges.receipts {
+            let Some(cost) = route.bound(b).and_then(|x| x.cost.as_ref()) else {
+                continue;
+            };
+            match &cost.source {
+                CostSource::ResponseHeader(h) => {
+                    let units = host.response_header(h).as_deref().and_then(super::units);
+                    self.charge(host, (charges.route, b), receipt, units);
+                }
+                CostSource::ResponseJson(pointer) => {
+                    let scan = CostScan::new(pointer, cost.max_body_bytes, events);
+                    ex.scans.push((b, receipt, scan));
+                }
+                CostSource::RequestHeader(_) => {}
+            }
+            ex.scan_route = charges.route;
+        }
+    }
+
+    /// Trues a reservation up to the cost the response named, or counts a
+    /// cost that never came (the reservation stays).
+    fn charge<H: Host>(
+        &self,
+        host: &mut H,
+        at: (RouteId, BoundId),
+        receipt: Undo,
+        units: Option<u32>,
+    ) {
+        let Some(units) = units else {
+            host.count(RequestStat::CostUnknown);
+            return;
+        };
+        if let Err(e) = self.limiter.true_up(host.store(), at, receipt, units) {
+            host.count(RequestStat::StoreError);
+            host.log(Level::Warn, &format!("ratebound: cost not charged: {e}"));
+        }
+    }
+
+    /// A chunk of the response body passes (`size` bytes; `end_of_stream`:
+    /// the last). Never held: a cost in the body is read as it goes.
+    pub fn on_response_body<H: Host>(
+        &self,
+        host: &mut H,
+        ex: &mut Exchange,
+        size: usize,
+        end_of_stream: bool,
+    ) -> Step {
+        if ex.scans.is_empty() {
+            return Step::Continue;
+        }
+        if size > 0 {
+            let chunk = host.response_body(size).unwrap_or_default();
+            for (_, _, scan) in &mut ex.scans {
+                scan.feed(&chunk);
+            }
+        }
+        if end_of_stream {
+            let route = ex.scan_route;
+            for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
+                self.charge(host, (route, b), receipt, scan.finish());
+            }
+        }
+        Step::Continue
+    }
+
+    /// The response's trailers: its body has ended.
+    pub fn on_response_trailers<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
+        self.on_response_body(host, ex, 0, true)
+    }
+
+    /// The request is over (logged): a cost that never came keeps its
+    /// reservation, and is counted.
+    pub fn on_done<H: Host>(&self, host: &mut H, ex: &mut Exchange) {
+        let waiting = ex.charges.take().map_or(0, |c| c.receipts.len()) + ex.scans.len();
+        ex.scans.clear();
+        for _ in 0..waiting {
+            host.count(RequestStat::CostUnknown);
+        }
+    }
+
     /// The response's headers: the figures of an admitted request. `Pause`
     /// when the request is still undecided (an upstream that answered
     /// before reading the body the filter holds): the response waits.
@@ -417,6 +521,9 @@ impl<'p> Worker<'p> {
         }
         if ex.refused {
             return Step::Continue;
+        }
+        if let Some(charges) = ex.charges.take() {
+            self.costs_from_headers(host, ex, charges);
         }
         let Some(f) = ex.success.take() else {
             return Step::Continue;

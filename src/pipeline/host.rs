@@ -23,6 +23,9 @@ pub enum RequestStat {
     /// The rate-limit service answered without a limit for a descriptor
     /// sent with one (its configuration lacks the domain).
     RlsNoLimit,
+    /// A cost bound's request whose cost never came: it keeps its
+    /// reservation.
+    CostUnknown,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +133,10 @@ pub trait Host: Base {
     /// A local reply; `Err` carries the host's status name.
     fn send_reply(&mut self, reply: &LocalReply) -> Result<(), String>;
     fn add_response_header(&mut self, name: &str, value: &str);
+    /// A header of the response, once its headers arrived.
+    fn response_header(&self, name: &str) -> Option<String>;
+    /// The response body's chunk now passing (`size` bytes).
+    fn response_body(&self, size: usize) -> Option<Vec<u8>>;
     /// Sets (or replaces) a request header the upstream will see; nothing
     /// once the request headers went on.
     fn set_request_header(&mut self, name: &str, value: &str);

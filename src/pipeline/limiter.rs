@@ -64,6 +64,8 @@ pub struct FleetKeys {
 struct Keys {
     node: u64,
     fleet: u64,
+    /// The units the request takes at this bound (1 but for a cost).
+    hits: u32,
 }
 
 /// Who is calling, as far as the checked bounds need to know.
@@ -108,7 +110,13 @@ pub struct Counted {
     pub tightest: Option<(BoundId, Quota)>,
     pub events: Events,
     pub errors: Vec<StoreError>,
+    /// When admitted: where each bound whose cost the response gives took
+    /// its reservation, to be trued up ([`Limiter::true_up`]).
+    pub receipts: Receipts,
 }
+
+/// Reservations to true up: a few per request at most.
+pub type Receipts = SmallVec<[(BoundId, lane::Undo); 1]>;
 
 impl Pending {
     /// The decision when bound `i` refuses before anything was written.
@@ -122,11 +130,26 @@ impl Pending {
                 overflow,
             }],
             errors: std::mem::take(&mut self.errors),
+            receipts: Receipts::new(),
         }
     }
 
     pub fn route(&self) -> RouteId {
         self.route
+    }
+
+    /// The request named its cost at bound `b` up front.
+    pub fn set_cost(&mut self, b: BoundId, units: u32) {
+        self.costs.push((b, units));
+    }
+
+    /// The units the request takes at `bound` (`b`) on admission: the cost
+    /// it named, or the bound's reservation, or 1.
+    fn hits(&self, b: BoundId, bound: &Bound) -> u32 {
+        match self.costs.iter().find(|(id, _)| *id == b) {
+            Some((_, units)) => *units,
+            None => bound.cost.as_ref().map_or(1, |c| c.reserve),
+        }
     }
     pub fn op(&self) -> Option<OpId> {
         self.op
@@ -152,6 +175,8 @@ pub struct Pending {
     prepared: SmallVec<[(BoundId, Keys, Prepared); 4]>,
     /// Shadow bounds that would have refused: not counted, not refusing.
     shadowed: Vec<(BoundId, Quota)>,
+    /// Costs the request named up front (`cost.request_header`), by bound.
+    costs: SmallVec<[(BoundId, u32); 1]>,
     errors: Vec<StoreError>,
 }
 
@@ -277,9 +302,10 @@ impl Limiter {
         self.alone.replace(0)
     }
 
-    /// A caller's keys for `bound`.
-    fn keys(&self, bound: &Bound, caller: &Caller) -> Keys {
+    /// A caller's keys for `bound`, taking `hits` units.
+    fn keys(&self, bound: &Bound, caller: &Caller, hits: u32) -> Keys {
         Keys {
+            hits,
             node: self.caller_key(bound.per, caller),
             fleet: match (bound.fleet(), &self.fleet) {
                 (Some(_), Some(f)) if bound.per != Per::Route => {
@@ -299,7 +325,7 @@ impl Limiter {
         now_ms: u64,
     ) -> Result<Prepared, StoreError> {
         let Some(f) = self.fleet.as_ref().filter(|_| lane.fleet) else {
-            return node_lane::prepare(store, lane, keys.node, now_ms);
+            return node_lane::prepare_hits(store, lane, keys.node, now_ms, keys.hits);
         };
         let known = || fleet_known(store, f, now_ms);
         let d = fleet_lane::prepare(store, lane, f.fleet, keys.node, keys.fleet, &known, now_ms)?;
@@ -357,6 +383,7 @@ impl Limiter {
             nonce,
             prepared: SmallVec::new(),
             shadowed: Vec::new(),
+            costs: SmallVec::new(),
             errors: Vec::new(),
         }
     }
@@ -392,6 +419,21 @@ impl Limiter {
                 h.write_usize(b.index());
                 h.finish() % 100 >= u64::from(p)
             }
+        }
+    }
+
+    /// Trues up a reservation (`receipt`, of bound `b` of route `r`) to
+    /// the request's known cost.
+    pub fn true_up<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        (r, b): (RouteId, BoundId),
+        receipt: lane::Undo,
+        cost: u32,
+    ) -> Result<(), StoreError> {
+        match self.lane(r, b) {
+            Some(lane) => lane_upkeep::true_up(store, lane, receipt, cost),
+            None => Ok(()),
         }
     }
 
@@ -438,9 +480,11 @@ impl Limiter {
             let Some((bound, lane)) = r.counted(i) else {
                 continue;
             };
-            let keys = self.keys(bound, caller);
+            let keys = self.keys(bound, caller, pending.hits(i, bound));
             let key = keys.node;
-            let standing = (!bound.shadow)
+            // A standing refusal is the wait for one request of one unit:
+            // a cost bound's requests differ in size, so it has none.
+            let standing = (!bound.shadow && bound.cost.is_none())
                 .then(|| {
                     self.refusals
                         .try_borrow()
@@ -464,7 +508,7 @@ impl Limiter {
                             pending.shadowed.push((i, quota));
                             continue;
                         }
-                        if !p.overflow {
+                        if !p.overflow && bound.cost.is_none() {
                             if let Ok(mut r) = self.refusals.try_borrow_mut() {
                                 r.insert(pending.route.index(), i.index(), key, now_ms, quota);
                             }
@@ -528,6 +572,7 @@ impl Limiter {
                                     }
                                 }
                                 d.refused = Some((i, quota));
+                                d.receipts.clear();
                                 d.events = smallvec![BoundEvent {
                                     bound: i,
                                     event: Event::Refused,
@@ -556,7 +601,12 @@ impl Limiter {
             });
             match outcome {
                 // Only what the answer needs is kept, not the written bytes.
-                Outcome::Recorded(u) => done.push((i, u, p.verdict, p.overflow)),
+                Outcome::Recorded(u) => {
+                    if bound.cost.as_ref().is_some_and(|c| c.from_response()) {
+                        d.receipts.push((i, u));
+                    }
+                    done.push((i, u, p.verdict, p.overflow));
+                }
                 Outcome::Shadowed => {}
                 Outcome::Failed(e) => d.errors.push(e),
             }

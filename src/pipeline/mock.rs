@@ -64,12 +64,17 @@ pub struct MockHost {
     pub service_calls: Vec<(String, u64, Vec<u8>)>,
     /// Request body reads.
     pub body_reads: Cell<usize>,
+    /// Response body chunks read.
+    pub body_chunks_read: Cell<usize>,
     /// Held responses let go.
     pub responses_resumed: usize,
     // What the pipeline did:
     pub dispatched: Vec<Dispatched>,
     pub replies: Vec<Reply>,
     pub response_headers: Vec<(String, String)>,
+    /// The upstream's response: its headers and its body's chunks.
+    pub upstream_headers: HashMap<String, String>,
+    pub upstream_body: Vec<Vec<u8>>,
     /// Request headers set for the upstream, and filter state set.
     pub request_headers_set: Vec<(String, String)>,
     pub filter_state: Vec<(String, String)>,
@@ -292,6 +297,19 @@ impl Host for MockHost {
         self.response_headers.push((name.into(), value.into()));
     }
 
+    fn response_header(&self, name: &str) -> Option<String> {
+        self.upstream_headers.get(name).cloned()
+    }
+
+    /// The chunk the last `on_response_body` was given: the one at the
+    /// count of chunks read so far.
+    fn response_body(&self, size: usize) -> Option<Vec<u8>> {
+        let i = self.body_chunks_read.get();
+        self.body_chunks_read.set(i + 1);
+        let chunk = self.upstream_body.get(i)?;
+        Some(chunk.iter().take(size).copied().collect())
+    }
+
     fn set_request_header(&mut self, name: &str, value: &str) {
         self.request_headers_set.push((name.into(), value.into()));
     }
@@ -382,5 +400,12 @@ pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
         last = Some(w.on_answer(host, &mut ex, size));
     }
     w.on_response(host, &mut ex);
+    let chunks = host.upstream_body.len();
+    host.body_chunks_read.set(0);
+    for i in 0..chunks {
+        let size = host.upstream_body.get(i).map_or(0, Vec::len);
+        w.on_response_body(host, &mut ex, size, i + 1 == chunks);
+    }
+    w.on_done(host, &mut ex);
     (first, last)
 }

@@ -26,6 +26,7 @@
 #![deny(clippy::indexing_slicing)]
 
 mod caller_key;
+mod cost_scan;
 mod exchange;
 pub mod fleet_sync;
 mod host;
@@ -43,6 +44,7 @@ pub mod store_suite;
 mod tests;
 pub mod warm_up;
 
+use crate::config::cost::CostSource;
 use crate::config::plan::{BoundId, OpId, RequestInfo, Route, RouteId};
 use crate::config::{OnError, SessionSource};
 use crate::count::store::Store;
@@ -117,6 +119,14 @@ impl Memories {
     }
 }
 
+/// Reservations of a request let through, trued up once its response
+/// names its cost (`exchange`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Charges {
+    pub route: RouteId,
+    pub receipts: crate::pipeline::limiter::Receipts,
+}
+
 /// A request paused for its session resolve: early bounds already read.
 pub struct Waiting {
     pending: Pending,
@@ -127,10 +137,12 @@ pub struct Waiting {
 
 /// What a request comes to: everything the reply needs, no index to
 /// resolve against the plan.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Decision<'p> {
     /// Let through; with the figures the response shows, if it shows any.
     Pass(Option<Shown<'p>>),
+    /// Let through, with reservations its response's cost trues up.
+    Charging(Option<Shown<'p>>, Charges),
     /// 429, naming the route and the bound that refused.
     Refuse { route: &'p str, shown: Shown<'p> },
     /// 503: the session service failed and `on_error` is `deny`.
@@ -250,7 +262,16 @@ impl<'p> Worker<'p> {
             .success_headers
             .then(|| d.tightest.and_then(|(b, q)| self.shown(route, b, q)))
             .flatten();
-        Decision::Pass(shown)
+        if d.receipts.is_empty() {
+            return Decision::Pass(shown);
+        }
+        Decision::Charging(
+            shown,
+            Charges {
+                route: r.id,
+                receipts: d.receipts,
+            },
+        )
     }
 
     /// Checks the identity bounds, then the installation bounds or the
@@ -437,6 +458,33 @@ impl<'p> Worker<'p> {
         (session.on_error == OnError::Deny).then_some(Decision::Unresolved)
     }
 
+    /// The cost the request names in the header of bound `b` (of its
+    /// route or operation `op`), taken at admission; one that is missing
+    /// or not a number is counted, and the request takes the bound's
+    /// reservation.
+    fn named_cost<H: Host>(
+        &self,
+        host: &mut H,
+        route: &Route,
+        b: BoundId,
+        op: Option<OpId>,
+        pending: &mut Pending,
+    ) {
+        let Some(bound) = route.bound(b) else {
+            return;
+        };
+        if bound.written.operation.is_some() && bound.written.operation != op.map(OpId::index) {
+            return;
+        }
+        let Some(CostSource::RequestHeader(h)) = bound.cost.as_ref().map(|c| &c.source) else {
+            return;
+        };
+        match host.request_header(h).as_deref().and_then(units) {
+            Some(n) => pending.set_cost(b, n),
+            None => host.count(RequestStat::CostUnknown),
+        }
+    }
+
     /// Reads what the plan needs of the request and decides it, as far as
     /// it can without the session service.
     pub fn begin<H: Host>(&self, host: &mut H) -> Begun<'p> {
@@ -482,6 +530,9 @@ impl<'p> Worker<'p> {
 
         // Phase 1: bounds that need no identity, before anything is resolved.
         let mut pending = lim.start(r.id, op);
+        for &b in &route.named_costs {
+            self.named_cost(host, route, b, op, &mut pending);
+        }
         if let Some(refused) = lim.early(host.store(), r, &mut pending, address, now) {
             return Begun::Decided(self.conclude(host, r, refused));
         }
@@ -568,6 +619,13 @@ impl<'p> Worker<'p> {
         }
         self.finish(host, r, w.pending, &w.address, id, now)
     }
+}
+
+/// A cost as a header or a JSON number writes it: a whole number of
+/// units (a fraction is rounded up; past `u32::MAX`, `u32::MAX`).
+pub fn units(text: &str) -> Option<u32> {
+    let v: f64 = text.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0).then(|| v.ceil().min(f64::from(u32::MAX)) as u32)
 }
 
 /// One request whose identity is already known, through the same phases

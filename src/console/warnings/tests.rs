@@ -17,6 +17,7 @@ fn b(index: usize, per: Per, limit: u32, window_ms: u64) -> Bound {
         rate: Rate { limit, window_ms },
         shadow: false,
         enforce_percent: 100,
+        cost: None,
         fingerprint: 0,
         scope: crate::config::plan::BoundScope::Node,
         written: Written {
@@ -48,6 +49,7 @@ fn route(bounds: Vec<Bound>) -> Route {
         operations: Vec::new(),
         op_tree: None,
         service_bounds: Vec::new(),
+        named_costs: Vec::new(),
         account: None,
     }
 }

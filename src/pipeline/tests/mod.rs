@@ -589,3 +589,129 @@ fn a_requests_draw_is_the_same_every_time_it_meets_a_bound() {
         .collect();
     assert!(draws.iter().any(|d| *d) && draws.iter().any(|d| !*d));
 }
+
+/// A bound that counts tokens of an LLM API's answers: reserve at
+/// admission, true up to the `usage` the answer names.
+const TOKENS: &str = r#"{"routes":[{"name":"llm","bounds":[
+    {"name":"tokens","per":"address","limit":1000,"window":"PT1M",
+     "cost":{"response_json":"/usage/total_tokens","reserve":300,"unit":"tokens"}}]}]}"#;
+
+fn answer(tokens: u32) -> Vec<Vec<u8>> {
+    let body = format!(r#"{{"choices":[{{"text":"..."}}],"usage":{{"total_tokens":{tokens}}}}}"#);
+    // In three chunks, as an upstream may send it.
+    body.as_bytes().chunks(20).map(<[u8]>::to_vec).collect()
+}
+
+#[test]
+fn a_token_budget_charges_what_the_answers_used_and_refuses_past_it() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.upstream_body = answer(300);
+    let f = filter(&host, TOKENS);
+    let steps: Vec<Step> = (0..4)
+        .map(|_| {
+            host.now += 1;
+            f.request(&mut host).0
+        })
+        .collect();
+    // 300 + 300 + 300 used; the fourth's reservation of 300 does not fit.
+    assert_eq!(
+        steps,
+        [Step::Continue, Step::Continue, Step::Continue, Step::Pause]
+    );
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(900));
+    // A short answer gives back what it did not use.
+    let mut other = MockHost::new(T0).from_address("10.0.0.2");
+    other.store = std::mem::take(&mut host.store);
+    other.upstream_body = answer(20);
+    assert_eq!(f.request(&mut other).0, Step::Continue);
+    assert_eq!(count(&f, &other, 0, &anon("10.0.0.2")), Some(20));
+    assert_eq!(other.counted(RequestStat::CostUnknown), 0);
+}
+
+#[test]
+fn requests_in_flight_cannot_all_pass_on_an_empty_counter() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, TOKENS);
+    let w = f.worker();
+    // Five requests start before any answer: each takes its reservation.
+    let mut open = Vec::new();
+    let mut refused = 0;
+    for _ in 0..5 {
+        host.now += 1;
+        let mut ex = Exchange::default();
+        match w.on_request(&mut host, &mut ex, true) {
+            Step::Continue => open.push(ex),
+            Step::Pause => refused += 1,
+        }
+    }
+    assert_eq!((open.len(), refused), (3, 2));
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(900));
+    // They end: one with 500 tokens, one with a malformed usage (it keeps
+    // its reservation, and is counted), one cut before its body ended.
+    let ends: [(&[u8], bool); 3] = [
+        (br#"{"usage":{"total_tokens":500}}"#, true),
+        (br#"{"usage":{"total_tokens":"many"}}"#, true),
+        (br#"{"usage":{"total"#, false),
+    ];
+    for (mut ex, (body, ended)) in open.into_iter().zip(ends) {
+        host.upstream_body = vec![body.to_vec()];
+        host.body_chunks_read.set(0);
+        w.on_response(&mut host, &mut ex);
+        w.on_response_body(&mut host, &mut ex, body.len(), ended);
+        w.on_done(&mut host, &mut ex);
+    }
+    assert_eq!(
+        count(&f, &host, 0, &anon("10.0.0.1")),
+        Some(500 + 300 + 300)
+    );
+    assert_eq!(host.counted(RequestStat::CostUnknown), 2);
+}
+
+#[test]
+fn a_cost_in_a_request_or_response_header_or_an_event_stream() {
+    // Named up front: admitted when it fits.
+    let json = r#"{"routes":[{"name":"api","bounds":[
+        {"per":"address","limit":10,"window":"PT1M","cost":{"request_header":"x-cost"}}]}]}"#;
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header("x-cost", "4");
+    let f = filter(&host, json);
+    let steps: Vec<Step> = (0..3).map(|_| f.request(&mut host).0).collect();
+    assert_eq!(steps, [Step::Continue, Step::Continue, Step::Pause]);
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(8));
+    // No number: counted, and charged the reservation (1).
+    host.request_headers.insert("x-cost".into(), "lots".into());
+    assert_eq!(f.request(&mut host).0, Step::Continue);
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(9));
+    assert_eq!(host.counted(RequestStat::CostUnknown), 1);
+
+    // In the response's header.
+    let json = r#"{"routes":[{"name":"api","bounds":[
+        {"per":"address","limit":100,"window":"PT1M","cost":{"response_header":"x-units","reserve":5}}]}]}"#;
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.upstream_headers.insert("x-units".into(), "42".into());
+    let f = filter(&host, json);
+    f.request(&mut host);
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(42));
+
+    // In the last event of a stream that names it.
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.upstream_headers
+        .insert("content-type".into(), "text/event-stream".into());
+    host.upstream_body = vec![
+        b"data: {\"usage\":null}\n\ndata: {\"usage\":{\"total_".to_vec(),
+        b"tokens\":77}}\n\ndata: [DONE]\n\n".to_vec(),
+    ];
+    let f = filter(&host, TOKENS);
+    f.request(&mut host);
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(77));
+}
+
+#[test]
+fn a_route_without_costs_reads_no_response_body() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.upstream_body = answer(300);
+    let f = filter(&host, PER_ADDRESS);
+    f.request(&mut host);
+    assert_eq!(host.body_chunks_read.get(), 0);
+}
