@@ -2,6 +2,7 @@
 //! client address", "100 a second for the whole route", "1,000 a minute per
 //! user, for anyone holding partner".
 
+use crate::config::cost::{Cost, CostSource};
 use crate::config::plan::{Bound, Operation};
 use crate::config::{Access, MatchConfig, Per};
 
@@ -111,10 +112,41 @@ pub fn audience(a: &Access) -> Option<String> {
 pub fn of_bound(b: &Bound) -> String {
     let (limit, ms) = (u64::from(b.rate.limit), b.rate.window_ms);
     let who = audience(&b.applies_to);
-    match b.written.operation {
+    let s = match b.written.operation {
         None => bound(limit, ms, b.per, who.as_deref()),
         Some(_) => operation_bound(limit, ms, b.per, who.as_deref()),
+    };
+    match &b.cost {
+        None => s,
+        Some(c) => with_cost(s, c),
     }
+}
+
+/// A cost bound's phrase: its number in its unit, and where each
+/// request's cost comes from ("1,000 tokens a minute per user: each
+/// request counts /usage/total_tokens of its response's JSON, 300
+/// reserved at admission").
+fn with_cost(phrase: String, c: &Cost) -> String {
+    // The phrase starts with the limit: the unit goes right after it.
+    let (number, rest) = phrase.split_once(' ').unwrap_or((&phrase, ""));
+    let from = match &c.source {
+        CostSource::RequestHeader(h) => format!("the number in its `{h}` header"),
+        CostSource::ResponseHeader(h) => format!("the number in its response's `{h}` header"),
+        CostSource::ResponseJson(p) => format!("`{p}` of its response's JSON (or event stream)"),
+    };
+    let reserve = if c.from_response() {
+        format!(", {} reserved at admission", number_of(c.reserve))
+    } else {
+        String::new()
+    };
+    format!(
+        "{number} {} {rest}: each request counts {from}{reserve}",
+        c.unit
+    )
+}
+
+fn number_of(n: u32) -> String {
+    number(u64::from(n))
 }
 
 /// What an operation bound's counter is keyed on: one counter per
@@ -288,6 +320,29 @@ pub fn matching(m: &MatchConfig) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cost_bound_says_its_unit_and_where_each_cost_comes_from() {
+        let plan = crate::config::plan::Plan::compile(
+            &crate::config::parse(
+                br#"{"routes":[{"name":"llm","bounds":[
+                {"per":"address","limit":1000,"window":"PT1M",
+                 "cost":{"response_json":"/usage/total_tokens","reserve":300,"unit":"tokens"}},
+                {"per":"route","limit":50,"window":"PT1H","cost":{"request_header":"x-cost"}}]}]}"#,
+            )
+            .unwrap(),
+        );
+        let b = &plan.routes[0].bounds;
+        assert_eq!(
+            of_bound(&b[0]),
+            "1,000 tokens a minute per client address: each request counts \
+             `/usage/total_tokens` of its response's JSON (or event stream), 300 reserved at admission"
+        );
+        assert_eq!(
+            of_bound(&b[1]),
+            "50 units an hour for the whole route: each request counts the number in its `x-cost` header"
+        );
+    }
 
     #[test]
     fn numbers_have_thousands_separators() {
