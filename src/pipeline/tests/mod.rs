@@ -394,24 +394,18 @@ fn decide_runs_the_filters_phases() {
     let mut host = MockHost::new(T0).from_address("10.0.0.1");
     let f = filter(&host, PER_ADDRESS);
     f.request(&mut host);
-    let d = decide(
-        &f.limiter,
-        &host.store,
-        RouteId(0),
-        None,
-        &anon("10.0.0.1"),
-        T0,
-    );
-    assert!(d.refused.is_none());
-    let d = decide(
-        &f.limiter,
-        &host.store,
-        RouteId(0),
-        None,
-        &anon("10.0.0.1"),
-        T0,
-    );
-    assert_eq!(d.refused.map(|r| r.0 .0), Some(0));
+    let once = || {
+        decide(
+            &f.limiter,
+            &host.store,
+            RouteId(0),
+            None,
+            &anon("10.0.0.1"),
+            T0,
+        )
+    };
+    assert!(once().refused.is_none());
+    assert_eq!(once().refused.map(|r| r.0 .0), Some(0));
     assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(2));
     let _ = Per::Address;
 }
