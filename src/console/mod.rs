@@ -24,13 +24,17 @@
 //!   column of every JSON path;
 //! - [`structure`]: every problem at once (the JSON Schema first, then the
 //!   parser on what is left), in the configuration's words;
-//! - [`top`]: a running Envoy's ratebound stats as rates (`ratebound top`).
+//! - [`top`]: a running Envoy's ratebound stats as rates (`ratebound top`);
+//! - [`diff`]: which counters a push of one configuration over another
+//!   resets, keeps, adds and drops (`ratebound diff`).
 
 pub mod warnings;
 pub mod words;
 
 // The CLI may index (a panic there is a message and exit, not a dead
 // worker); warnings and words run in the module, under the ban.
+#[cfg(feature = "cli")]
+pub mod diff;
 #[cfg(feature = "cli")]
 #[allow(clippy::indexing_slicing)]
 pub mod explain;

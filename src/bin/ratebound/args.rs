@@ -80,6 +80,17 @@ pub enum Command {
         after_help = "Exit status: 0 shown, 2 usage error or the admin endpoint cannot be read"
     )]
     Top(Top),
+    /// Which counters a push of NEW over OLD resets, keeps, adds and drops
+    ///
+    /// Both files are read as by `check` (one configuration each) and
+    /// compiled by the filter's own parser; a bound keeps its counts when the
+    /// filter would (node and fleet bounds: the same instance and the same
+    /// route fingerprint; installation bounds: the same domain, descriptor,
+    /// key and window). Any change to a route resets all its bounds.
+    #[command(
+        after_help = "Exit status: 0 no counts lost (only kept or added), 1 some bound resets or is dropped, 2 usage error or a file unreadable or invalid"
+    )]
+    Diff(Diff),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     ///
     /// e.g. `ratebound completions bash > /etc/bash_completion.d/ratebound`
@@ -90,6 +101,19 @@ pub enum Command {
     /// Print the version and the git commit (as --version)
     #[command(hide = true)]
     Version,
+}
+
+#[derive(Debug, PartialEq, Eq, Args)]
+pub struct Diff {
+    /// The configuration in force (JSON or YAML, or a WasmPlugin)
+    #[arg(value_name = "OLD")]
+    pub old: String,
+    /// The configuration to push
+    #[arg(value_name = "NEW")]
+    pub new: String,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, PartialEq, Eq, Args)]

@@ -6,6 +6,7 @@
 mod args;
 mod check;
 mod completions;
+mod diff;
 mod explain;
 mod load;
 mod openapi;
@@ -53,5 +54,6 @@ fn run(command: Command) -> u8 {
         }) => check::run(&file, strict, nodes, rls_config.as_deref(), format),
         Command::RlsConfig { file } => rls_config::run(&file),
         Command::Explain(e) => explain::run(e),
+        Command::Diff(d) => diff::run(&d),
     }
 }
