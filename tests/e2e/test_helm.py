@@ -142,6 +142,10 @@ def test_the_dashboard_rules_and_stats_tags_are_the_repository_files(tmp_path):
     tags = next(d for d in docs if d["metadata"]["name"] == "ratebound-stats-tags")
     value = tags["spec"]["configPatches"][0]["patch"]["value"]
     assert value == yaml.safe_load((ROOT / "envoy-demo" / "stats-tags.yaml").read_text())
+    hosted = render(tmp_path, {"rules": {"runbookBase": "https://wiki.example/ratebound"}})
+    text = next(d for d in hosted if d["metadata"]["name"] == "ratebound-rules")["data"]["ratebound-rules.yaml"]
+    urls = [r["annotations"]["runbook_url"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
+    assert urls and all(u.startswith("https://wiki.example/ratebound#ratebound") for u in urls), urls
     off = render(tmp_path, {"dashboard": {"enabled": False}, "rules": {"enabled": False},
                             "statsTags": {"enabled": False}})
     assert [d["kind"] for d in off] == ["WasmPlugin"]
