@@ -35,6 +35,15 @@ pub enum Format {
     Json,
 }
 
+/// What `rls-config` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RlsFormat {
+    /// The service's configuration file
+    Yaml,
+    /// That file in a Kubernetes ConfigMap
+    Configmap,
+}
+
 #[derive(Debug, PartialEq, Subcommand)]
 pub enum Command {
     /// Validate a configuration (JSON or YAML) with the filter's own parser
@@ -53,11 +62,18 @@ pub enum Command {
     #[command(after_help = EXIT_STATUS)]
     Explain(Explain),
     /// The envoyproxy/ratelimit configuration (YAML) for the installation bounds
+    ///
+    /// --format configmap wraps it in the Kubernetes ConfigMap the service's
+    /// manifest mounts (deploy/kubernetes/ratelimit.yaml: ratelimit-config in
+    /// namespace ratelimit, one key per domain), ready for `kubectl apply -f -`.
     #[command(after_help = EXIT_STATUS)]
     RlsConfig {
         /// The configuration (JSON or YAML), or - for stdin
         #[arg(value_name = "FILE|-")]
         file: String,
+        /// Output format
+        #[arg(long, value_enum, default_value_t = RlsFormat::Yaml)]
+        format: RlsFormat,
     },
     /// Give operations of an OpenAPI 3.0/3.1 document bounds of their own
     ///
@@ -311,7 +327,8 @@ mod tests {
         assert_eq!(
             p(&["rls-config", "a.json"]).ok(),
             Some(Command::RlsConfig {
-                file: "a.json".into()
+                file: "a.json".into(),
+                format: RlsFormat::Yaml
             })
         );
         assert_eq!(

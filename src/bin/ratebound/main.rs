@@ -52,7 +52,7 @@ fn run(command: Command) -> u8 {
             rls_config,
             format,
         }) => check::run(&file, strict, nodes, rls_config.as_deref(), format),
-        Command::RlsConfig { file } => rls_config::run(&file),
+        Command::RlsConfig { file, format } => rls_config::run(&file, format),
         Command::Explain(e) => explain::run(e),
         Command::Diff(d) => diff::run(&d),
     }
