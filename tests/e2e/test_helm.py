@@ -186,3 +186,16 @@ def test_a_real_envoy_of_each_line_loads_the_rls_cluster(mtls, tmp_path):
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, f"{binary}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
         assert "configuration" in proc.stdout and "OK" in proc.stdout, proc.stdout[-500:]
+
+
+def test_the_shipped_envoyfilter_adds_the_charts_cluster(tmp_path):
+    """envoy-demo/istio/envoyfilter-rls.yaml (applied by hand) and the chart
+    add the same cluster, mutual TLS included."""
+    shipped = yaml.safe_load((ROOT / "envoy-demo" / "istio" / "envoyfilter-rls.yaml").read_text())
+    docs = render(tmp_path, {"rateLimitService": {"enabled": True}})
+    chart = next(d for d in docs if d["metadata"]["name"] == "ratebound-rls")
+    value = lambda d: d["spec"]["configPatches"][0]["patch"]["value"]  # noqa: E731
+    assert value(shipped) == value(chart)
+    assert value(shipped)["transport_socket"]["typed_config"]["common_tls_context"][
+        "combined_validation_context"]["default_validation_context"]["match_typed_subject_alt_names"] == [
+        {"san_type": "URI", "matcher": {"exact": "spiffe://cluster.local/ns/ratelimit/sa/ratelimit"}}]
