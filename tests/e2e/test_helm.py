@@ -69,8 +69,8 @@ PLACEMENTS = {
     "gateway-api-fleet": {"targetRefs": GATEWAY, "rateLimitService": {"enabled": True},
                           "config": FLEET, "keySecret": {"env": "RATEBOUND_KEY_SECRET"},
                           "priority": 10},
-    "waypoint-service-fleet": {"targetRefs": SERVICE,
-                               "rateLimitService": {"enabled": True, "targetRefs": WAYPOINT},
+    "waypoint-service-fleet": {"targetRefs": SERVICE, "envoyFilterTargetRefs": WAYPOINT,
+                               "rateLimitService": {"enabled": True},
                                "config": FLEET, "keySecret": {"env": "RATEBOUND_KEY_SECRET"}},
 }
 
@@ -96,7 +96,7 @@ def test_every_rendered_object_passes_every_claimed_istio_line(placement, tmp_pa
     else:
         assert plugin["spec"]["selector"] == {"matchLabels": {"istio": "ingressgateway"}}
     for ef in (d for d in docs if d["kind"] == "EnvoyFilter"):
-        want = PLACEMENTS[placement].get("rateLimitService", {}).get("targetRefs") or targets
+        want = PLACEMENTS[placement].get("envoyFilterTargetRefs") or targets
         if want:
             assert ef["spec"]["targetRefs"] == want, ef["metadata"]["name"]
         else:
@@ -126,7 +126,7 @@ def test_a_service_target_needs_the_waypoint_for_the_cluster(tmp_path):
         "image": {"sha256": DIGEST}, "targetRefs": SERVICE,
         "rateLimitService": {"enabled": True}}, tmp=tmp_path, check=False)
     assert proc.returncode != 0, proc.stdout
-    assert "set rateLimitService.targetRefs to the waypoint that serves orders" in proc.stderr
+    assert "set envoyFilterTargetRefs to the waypoint that serves orders" in proc.stderr
 
 
 def test_the_dashboard_rules_and_stats_tags_are_the_repository_files(tmp_path):

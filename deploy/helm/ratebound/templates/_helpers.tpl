@@ -7,15 +7,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 
-{{/* The proxies an EnvoyFilter patches: the rate-limit service's own
-targetRefs, else the WasmPlugin's targetRefs, else its selector labels. A
-Service target is not a proxy (its waypoint is): refused with a message. */}}
+{{/* The proxies an EnvoyFilter patches: envoyFilterTargetRefs, else the
+WasmPlugin's targetRefs, else its selector labels. A Service target is not a
+proxy (its waypoint is): refused with a message. */}}
 {{- define "ratebound.envoyFilterTarget" -}}
-{{- $refs := .Values.rateLimitService.targetRefs | default .Values.targetRefs -}}
+{{- $refs := .Values.envoyFilterTargetRefs | default .Values.targetRefs -}}
 {{- if $refs }}
 {{- range $refs }}
 {{- if ne .kind "Gateway" }}
-{{- fail (printf "an EnvoyFilter attaches to Gateways (waypoints are Gateways), not to a %s: set rateLimitService.targetRefs to the waypoint that serves %s" .kind .name) }}
+{{- fail (printf "an EnvoyFilter attaches to Gateways (waypoints are Gateways), not to a %s: set envoyFilterTargetRefs to the waypoint that serves %s" .kind .name) }}
 {{- end }}
 {{- end }}
 targetRefs:
@@ -31,5 +31,5 @@ workloadSelector:
 gateway; ANY for targetRefs, where the target may be a gateway or a waypoint
 (an added cluster means the same in every context). */}}
 {{- define "ratebound.context" -}}
-{{- if or .Values.rateLimitService.targetRefs .Values.targetRefs }}ANY{{ else }}GATEWAY{{ end -}}
+{{- if or .Values.envoyFilterTargetRefs .Values.targetRefs }}ANY{{ else }}GATEWAY{{ end -}}
 {{- end }}
