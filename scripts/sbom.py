@@ -33,7 +33,7 @@ BUILDS = {
 
 def tree(args: list[str]) -> dict[tuple[str, str], dict]:
     out = subprocess.run(
-        ["cargo", "tree", "--locked", "--offline", "-e", "normal", "--prefix", "none",
+        ["cargo", "tree", "--locked", "-e", "normal", "--prefix", "none",
          "--format", "{p}\t{l}\t{r}", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=True).stdout
     found = {}
