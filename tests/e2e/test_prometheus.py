@@ -487,3 +487,25 @@ def test_a_real_prometheus_runs_the_dashboard_and_fires_the_rules(envoy, upstrea
         assert [s["metric"]["__name__"] for s in reloads] == ["envoy_wasm_ratebound_vm_reload"], reloads
     finally:
         prom.stop()
+
+
+def test_a_real_prometheus_finds_the_filter_silent_on_an_envoy_without_it(envoy, tmp_path):
+    """RateboundFilterSilent from a real Envoy: one that serves without the
+    module (what a proxy whose fetch failed, or whose stats are dropped,
+    looks like to Prometheus) fires it; nothing else fires."""
+    e = envoy(None, http_filters=[])
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(re.sub(r"(?m)^(\s+for:) \d+m$", r"\1 1s", RULES.read_text()))
+    prom = Prometheus(tmp_path, [f"127.0.0.1:{e.admin_port}"], rules)
+    try:
+        prom.wait("the Envoy target up", lambda: prom.api("targets")["activeTargets"],
+                  lambda t: t and t[0]["health"] == "up")
+        assert request(e.port, "/hello")[0] == 200
+        firing = prom.wait(
+            "RateboundFilterSilent firing",
+            lambda: {al["labels"]["alertname"] for al in prom.api("alerts")["alerts"]
+                     if al["state"] == "firing"},
+            lambda f: "RateboundFilterSilent" in f)
+        assert firing == {"RateboundFilterSilent"}, firing
+    finally:
+        prom.stop()
