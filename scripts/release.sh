@@ -67,7 +67,9 @@ REF="$REGISTRY:$VERSION"
 URL="oci://$REF"
 
 echo "release: $VERSION from $COMMIT$DIRTY, image $REF"
-RATEBOUND_ISTIO=0 ./build.sh
+# The whole build, dist/oci and dist/istio included: the module embeds the
+# commit, so a build of the module alone would leave them stale beside it.
+./build.sh
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
