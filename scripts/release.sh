@@ -62,14 +62,17 @@ if [[ -n "$(git status --porcelain --untracked-files=no)" ]]; then
   [[ "${RELEASE_ALLOW_DIRTY:-0}" == 1 ]] || fail "the working tree has changes (commit them, or RELEASE_ALLOW_DIRTY=1)"
   DIRTY=" (with uncommitted changes)"
 fi
-export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}"
+EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}"
 REF="$REGISTRY:$VERSION"
 URL="oci://$REF"
 
 echo "release: $VERSION from $COMMIT$DIRTY, image $REF"
 # The whole build, dist/oci and dist/istio included: the module embeds the
 # commit, so a build of the module alone would leave them stale beside it.
-./build.sh
+# Without SOURCE_DATE_EPOCH: dist/oci stays the image every plain build
+# makes (created at 0); the release's own image carries the commit's time.
+env -u SOURCE_DATE_EPOCH ./build.sh
+export SOURCE_DATE_EPOCH="$EPOCH"
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
