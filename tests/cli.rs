@@ -904,6 +904,22 @@ fn rls_config_prints_the_services_configuration_and_check_compares_it() {
     let r = run(&["check", "--strict", "--rls-config", &other, &cfg], None);
     assert_eq!(r.code, 1, "{}", r.out);
     assert!(r.out.contains("admit everything"), "{}", r.out);
+    // The same file in the ConfigMap the service's manifest mounts, under
+    // a key named after the domain, indented as a literal block.
+    let plain = run(&["rls-config", &cfg], None).out;
+    let r = run(&["rls-config", "--format", "configmap", &cfg], None);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(
+        r.out.starts_with("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ratelimit-config\n  namespace: ratelimit\n"),
+        "{}",
+        r.out
+    );
+    let (_, block) = r.out.split_once("data:\n  signin.yaml: |\n").unwrap();
+    let unindented: String = block
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+        .collect();
+    assert_eq!(unindented, plain);
     // Without a rate_limit_service there is nothing to generate.
     let r = run(&["rls-config", DEMO], None);
     assert_eq!(r.code, 1);

@@ -33,12 +33,16 @@
 //! - [`top`]: a running Envoy's ratebound stats as rates (`ratebound top`);
 //! - [`yaml11`]: YAML as kubectl reads it (YAML 1.1), and where that
 //!   differs from YAML 1.2.
+//! - [`diff`]: which counters a push of one configuration over another
+//!   resets, keeps, adds and drops (`ratebound diff`).
 
 pub mod warnings;
 pub mod words;
 
 // The CLI may index (a panic there is a message and exit, not a dead
 // worker); warnings and words run in the module, under the ban.
+#[cfg(feature = "cli")]
+pub mod diff;
 // Also in the browser (console-web, the `web` feature): a projection of
 // the plan, nothing the CLI alone has; never in the module.
 #[cfg(any(feature = "cli", feature = "web"))]

@@ -15,6 +15,21 @@ def pytest_configure(config):
     raise_fd_limit(65536)
 
 
+def pytest_report_header(config):
+    # Which Envoy line ran (RATEBOUND_ENVOY selects another than .venv's).
+    import subprocess
+
+    from launcher import envoy_binary
+
+    path = envoy_binary()
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True,
+                             timeout=30).stdout.strip()
+    except OSError as e:
+        out = f"does not run: {e}"
+    return f"envoy: {path}: {out}"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

@@ -22,6 +22,7 @@ from launcher import (  # noqa: F401 - the tests import these from here
     Envoy,
     EnvoyStartError,
     envoy_binary,
+    envoy_version,
     free_port,
     grpc_cluster,
     note_request,

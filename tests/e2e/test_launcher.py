@@ -48,3 +48,24 @@ def test_a_chosen_port_is_the_port(envoy):
     e = envoy(CFG, concurrency=1, port=port, admin_port=admin_port)
     assert (e.port, e.admin_port) == (port, admin_port)
     assert request(port, "/", src=addr(4, base=95))[0] == 200
+
+
+def test_the_envoy_that_serves_is_the_line_asked_for(envoy):
+    # RATEBOUND_ENVOY picks the binary (./test.sh: Envoy 1.36 for the core);
+    # the running server says which version it is.
+    import os
+    import subprocess
+
+    from harness import envoy_binary, envoy_version
+
+    asked = os.environ.get("RATEBOUND_ENVOY")
+    if asked:
+        assert envoy_binary() == asked
+    e = envoy(CFG, concurrency=1)
+    info = json.loads(e.admin("/server_info"))
+    running = tuple(int(x) for x in info["version"].split("/")[1].split("."))
+    assert running == envoy_version()
+    out = subprocess.run([envoy_binary(), "--version"], capture_output=True, text=True,
+                         timeout=30).stdout
+    assert "/{}.{}.{}/".format(*running) in out
+    print(f"Envoy {'.'.join(map(str, running))} from {envoy_binary()}")

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from harness import ROOT, free_port, grpc_cluster, request
 
@@ -48,8 +49,16 @@ CFG = {
              {"name": "attempts", "per": "address", "scope": "installation", "limit": 100,
               "window": "PT1M"},
          ]},
+        # A fleet bound: its sync with the (unreachable) service fails.
+        {"name": "fleet", "match": {"path_prefix": "/fleet"},
+         "bounds": [
+             {"name": "budget", "per": "route", "scope": "fleet", "limit": 1000,
+              "window": "PT1M"},
+         ]},
     ],
 }
+RULE_TESTS = DEMO / "prometheus" / "ratebound-rules.test.yaml"
+RUNBOOK = ROOT / "docs" / "runbook.md"
 
 
 def parse_prometheus(text: str) -> tuple[dict, dict]:
@@ -172,7 +181,9 @@ def test_prometheus_labels_for_instance_route_and_bound(envoy, upstream, tmp_pat
     per_instance = {"store_errors", "identity_errors", "session_calls", "session_cache_hits",
                     "jwt_cache_hits", "store_reads_saved", "store_stale_guesses",
                     "accounts_unreadable", "rls_calls_saved", "rls_no_limit",
-                    "rls_latency_ms_bucket", "rls_latency_ms_count", "rls_latency_ms_sum"}
+                    "rls_latency_ms_bucket", "rls_latency_ms_count", "rls_latency_ms_sum",
+                    "fleet_sync_calls", "fleet_sync_keys", "fleet_sync_errors", "fleet_alone",
+                    "fleet_nodes"}
     for name, labels in series:
         if not name.startswith("ratebound_"):
             continue
@@ -248,6 +259,32 @@ def test_alert_rules_pass_promtool(promtool):
     names = [r["alert"] for r in alert_rules()]
     assert len(names) >= 5 and len(set(names)) == len(names), names
     assert re.search(r"SUCCESS: (\d+) rules found", out.stdout).group(1) == str(len(names))
+
+
+def test_every_rule_waits_and_has_a_runbook_entry():
+    doc = yaml.safe_load(RULES.read_text())
+    rules = [r for g in doc["groups"] for r in g["rules"]]
+    anchors = {"#" + re.sub(r"[^a-z0-9-]", "", h.strip().lower().replace(" ", "-"))
+               for h in re.findall(r"^## (.+)$", RUNBOOK.read_text(), re.M)}
+    for r in rules:
+        assert r.get("for"), f"{r['alert']} has no `for:`: it would fire on one evaluation"
+        url = r["annotations"]["runbook_url"]
+        assert url == f"docs/runbook.md#{r['alert'].lower()}", url
+        assert url.removeprefix("docs/runbook.md") in anchors, f"{url}: no such heading"
+        assert r["labels"]["severity"] in ("critical", "warning", "info"), r["alert"]
+
+
+def test_the_rules_timing_passes_promtools_unit_tests(promtool):
+    """One event never pages; recurring failures do; the rules on metrics
+    no Envoy here produces (istio-agent's fetch count, VM reloads) fire on
+    series named as Istio and Envoy name them."""
+    out = subprocess.run([promtool, "test", "rules", RULE_TESTS.name], capture_output=True,
+                         text=True, timeout=60, cwd=RULE_TESTS.parent)
+    assert out.returncode == 0, out.stdout + out.stderr
+    tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
+    assert {"RateboundModuleFetchFailing", "RateboundVmReloaded", "RateboundVmReloadFailing",
+            "RateboundFilterSilent", "RateboundStoreErrors", "RateboundFleetSyncFailing",
+            "RateboundFleetDecidingAlone"} <= tested, tested
 
 
 def test_every_dashboard_query_parses(promtool, tmp_path):
@@ -379,7 +416,12 @@ def test_a_real_prometheus_runs_the_dashboard_and_fires_the_rules(envoy, upstrea
     dead = free_port()  # the rate-limit service: nobody listens there
     e = envoy(CFG, upstream_port=upstream.port, clusters=[grpc_cluster("rls", dead)],
               config_yaml=STATS_TAGS.read_text())
-    prom = Prometheus(tmp_path, [f"127.0.0.1:{e.admin_port}"], RULES)
+    # The rules as shipped but for `for:` (minutes, a page's patience; the
+    # promtool unit tests check it): 1 s, so that they fire within the test.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(re.sub(r"(?m)^(\s+for:) \d+m$", r"\1 1s", RULES.read_text()))
+    assert rules.read_text().count("for: 1s") == len(alert_rules())
+    prom = Prometheus(tmp_path, [f"127.0.0.1:{e.admin_port}"], rules)
     try:
         # A scrape before the traffic, so that rate() has two samples.
         prom.wait("the Envoy target up", lambda: prom.api("targets")["activeTargets"],
@@ -389,6 +431,8 @@ def test_a_real_prometheus_runs_the_dashboard_and_fires_the_rules(envoy, upstrea
         a = "127.0.8.3"
         assert [request(e.port, "/api/x", src=a)[0] for _ in range(6)] == [200] * 3 + [429] * 3
         assert [request(e.port, "/login", src=a)[0] for _ in range(2)] == [200, 200]
+        # Fleet traffic: decided alone, its syncs fail (nobody answers).
+        assert [request(e.port, "/fleet", src=a)[0] for _ in range(5)] == [200] * 5
         e.wait_value(lambda: e.rb("shop", "sign-in", "attempts", "rls_errors"), lambda v: v == 2)
 
         subst = {"$__rate_interval": "1m", "$instance": ".*", "$route": ".*", "$bound": ".*"}
@@ -425,12 +469,43 @@ def test_a_real_prometheus_runs_the_dashboard_and_fires_the_rules(envoy, upstrea
         groups = prom.api("rules")["groups"]
         loaded = {r["name"] for g in groups for r in g["rules"]}
         assert loaded == {r["alert"] for r in alert_rules()}, loaded
+        want = {("RateboundRateLimitServiceErrors", "sign-in"),
+                ("RateboundFleetSyncFailing", None), ("RateboundFleetDecidingAlone", None)}
         firing = prom.wait(
-            "RateboundRateLimitServiceErrors firing",
+            f"{sorted(n for n, _ in want)} firing",
             lambda: {(al["labels"]["alertname"], al["labels"].get("ratebound_route"))
                      for al in prom.api("alerts")["alerts"] if al["state"] == "firing"},
-            lambda f: ("RateboundRateLimitServiceErrors", "sign-in") in f)
-        # Nothing overflowed and the store had no error: those stay quiet.
-        assert not {n for n, _ in firing} & {"RateboundOverflow", "RateboundStoreErrors"}, firing
+            lambda f: want <= f, timeout=30.0)
+        print(f"firing from a real Envoy: {sorted(firing)}")
+        # Nothing overflowed, the store had no error, the module never
+        # reloaded, the filter is not silent: those stay quiet.
+        assert not {n for n, _ in firing} & {
+            "RateboundOverflow", "RateboundStoreErrors", "RateboundFilterSilent",
+            "RateboundVmReloaded", "RateboundVmReloadFailing"}, firing
+        # The VM reload rules' selector names a real Envoy's stat.
+        reloads = run('{__name__=~"envoy_wasm_.*ratebound.*_vm_reload"}')
+        assert [s["metric"]["__name__"] for s in reloads] == ["envoy_wasm_ratebound_vm_reload"], reloads
+    finally:
+        prom.stop()
+
+
+def test_a_real_prometheus_finds_the_filter_silent_on_an_envoy_without_it(envoy, tmp_path):
+    """RateboundFilterSilent from a real Envoy: one that serves without the
+    module (what a proxy whose fetch failed, or whose stats are dropped,
+    looks like to Prometheus) fires it; nothing else fires."""
+    e = envoy(None, http_filters=[])
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(re.sub(r"(?m)^(\s+for:) \d+m$", r"\1 1s", RULES.read_text()))
+    prom = Prometheus(tmp_path, [f"127.0.0.1:{e.admin_port}"], rules)
+    try:
+        prom.wait("the Envoy target up", lambda: prom.api("targets")["activeTargets"],
+                  lambda t: t and t[0]["health"] == "up")
+        assert request(e.port, "/hello")[0] == 200
+        firing = prom.wait(
+            "RateboundFilterSilent firing",
+            lambda: {al["labels"]["alertname"] for al in prom.api("alerts")["alerts"]
+                     if al["state"] == "firing"},
+            lambda f: "RateboundFilterSilent" in f)
+        assert firing == {"RateboundFilterSilent"}, firing
     finally:
         prom.stop()

@@ -35,6 +35,15 @@ pub enum Format {
     Json,
 }
 
+/// What `rls-config` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RlsFormat {
+    /// The service's configuration file
+    Yaml,
+    /// That file in a Kubernetes ConfigMap
+    Configmap,
+}
+
 #[derive(Debug, PartialEq, Subcommand)]
 pub enum Command {
     /// Validate configurations (JSON or YAML) with the filter's own parser
@@ -58,11 +67,18 @@ pub enum Command {
     #[command(after_help = EXIT_STATUS)]
     Explain(Explain),
     /// The envoyproxy/ratelimit configuration (YAML) for the installation bounds
+    ///
+    /// --format configmap wraps it in the Kubernetes ConfigMap the service's
+    /// manifest mounts (deploy/kubernetes/ratelimit.yaml: ratelimit-config in
+    /// namespace ratelimit, one key per domain), ready for `kubectl apply -f -`.
     #[command(after_help = EXIT_STATUS)]
     RlsConfig {
         /// The configuration (JSON or YAML), or - for stdin
         #[arg(value_name = "FILE|-")]
         file: String,
+        /// Output format
+        #[arg(long, value_enum, default_value_t = RlsFormat::Yaml)]
+        format: RlsFormat,
     },
     /// Give operations of an OpenAPI 3.0/3.1 document bounds of their own
     ///
@@ -96,6 +112,17 @@ pub enum Command {
         after_help = "Exit status: 0 stopped, 2 usage error, FILE unreadable or the address taken"
     )]
     Console(Console),
+    /// Which counters a push of NEW over OLD resets, keeps, adds and drops
+    ///
+    /// Both files are read as by `check` (one configuration each) and
+    /// compiled by the filter's own parser; a bound keeps its counts when the
+    /// filter would (node and fleet bounds: the same instance and the same
+    /// route fingerprint; installation bounds: the same domain, descriptor,
+    /// key and window). Any change to a route resets all its bounds.
+    #[command(
+        after_help = "Exit status: 0 no counts lost (only kept or added), 1 some bound resets or is dropped, 2 usage error or a file unreadable or invalid"
+    )]
+    Diff(Diff),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     ///
     /// e.g. `ratebound completions bash > /etc/bash_completion.d/ratebound`
@@ -106,6 +133,19 @@ pub enum Command {
     /// Print the version and the git commit (as --version)
     #[command(hide = true)]
     Version,
+}
+
+#[derive(Debug, PartialEq, Eq, Args)]
+pub struct Diff {
+    /// The configuration in force (JSON or YAML, or a WasmPlugin)
+    #[arg(value_name = "OLD")]
+    pub old: String,
+    /// The configuration to push
+    #[arg(value_name = "NEW")]
+    pub new: String,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, PartialEq, Eq, Args)]
@@ -342,7 +382,8 @@ mod tests {
         assert_eq!(
             p(&["rls-config", "a.json"]).ok(),
             Some(Command::RlsConfig {
-                file: "a.json".into()
+                file: "a.json".into(),
+                format: RlsFormat::Yaml
             })
         );
         assert_eq!(

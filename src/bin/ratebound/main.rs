@@ -7,6 +7,7 @@ mod args;
 mod check;
 mod completions;
 mod console;
+mod diff;
 mod explain;
 mod load;
 mod openapi;
@@ -47,7 +48,8 @@ fn run(command: Command) -> u8 {
         Command::Console(c) => console::run(&c),
         Command::Schema => schema::run(),
         Command::Check(c) => check::run(&c),
-        Command::RlsConfig { file } => rls_config::run(&file),
+        Command::RlsConfig { file, format } => rls_config::run(&file, format),
         Command::Explain(e) => explain::run(e),
+        Command::Diff(d) => diff::run(&d),
     }
 }

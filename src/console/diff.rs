@@ -1,0 +1,537 @@
+//! `ratebound diff OLD NEW`: which counters a push of NEW over OLD resets,
+//! keeps, adds and drops, decided the way the filter decides it.
+//!
+//! Node and fleet bounds count in shared data, in lanes the lane directory
+//! (`count::directory`) hands out by (instance, fingerprint): a bound of the
+//! new configuration whose fingerprint was in the old one, under the same
+//! instance, keeps its lane and so its counts; any other starts from zero.
+//! A fingerprint ([`Bound::fingerprint`]) covers the route's name and match
+//! and every bound of the route (operations included), so one changed bound
+//! resets its whole route. That is read here from the compiled plans, never
+//! re-derived: `keeps` is "the same fingerprint is in OLD".
+//!
+//! Installation bounds count in the rate-limit service, under the domain,
+//! the bound's descriptor (`<route>.<bound>`), the key it counts per, and
+//! the service's clock window: the same four keep the count (a new limit
+//! then applies to it), anything else starts a new one. Their keys are
+//! hashed with the key secret, which a diff cannot see: a new secret resets
+//! them all (said in a note when the secret's source changed).
+
+use crate::config::plan::{Bound, BoundScope, Plan, Route};
+use crate::config::Per;
+use serde::Serialize;
+
+/// What a push does to one bound's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The counts go on.
+    Keeps,
+    /// The bound is there before and after, and counts from zero after.
+    Resets,
+    /// New: counts from zero.
+    Adds,
+    /// Gone: its counts are no longer read.
+    Drops,
+}
+
+/// Where a bound counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    Node,
+    Fleet,
+    Installation,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub route: String,
+    /// As stats and refusals name it (`<operation>.<bound>` for an operation's).
+    pub bound: String,
+    pub scope: Scope,
+    pub verdict: Verdict,
+    /// Why it resets (empty otherwise), in plain words.
+    pub why: Vec<String>,
+    /// The rate before and after, e.g. "5 per PT1M" (None where absent).
+    pub old: Option<String>,
+    pub new: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diff {
+    pub old_instance: String,
+    pub new_instance: String,
+    pub changes: Vec<Change>,
+    pub notes: Vec<String>,
+}
+
+impl Diff {
+    pub fn count(&self, v: Verdict) -> usize {
+        self.changes.iter().filter(|c| c.verdict == v).count()
+    }
+
+    /// Some counts are lost: a bound resets or is dropped.
+    pub fn loses_counts(&self) -> bool {
+        self.count(Verdict::Resets) + self.count(Verdict::Drops) > 0
+    }
+}
+
+fn per_word(p: Per) -> String {
+    serde_json::to_value(p)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{p:?}"))
+}
+
+fn scope_of(b: &Bound) -> Scope {
+    match b.scope {
+        BoundScope::Node => Scope::Node,
+        BoundScope::Fleet { .. } => Scope::Fleet,
+        BoundScope::Installation { .. } => Scope::Installation,
+    }
+}
+
+/// The route's bounds counted in shared data (node and fleet).
+fn shared(r: &Route) -> impl Iterator<Item = &Bound> {
+    r.bounds.iter().filter(|b| b.in_shared_data())
+}
+
+fn rate(b: &Bound) -> String {
+    format!("{} per {}", b.rate.limit, b.written.window)
+}
+
+/// Why bound `b` of route `r` (new) no longer has the fingerprint of its
+/// namesake `ob` of route `or` (old).
+fn why_reset(or: &Route, ob: &Bound, r: &Route, b: &Bound, instance: bool) -> Vec<String> {
+    let mut why = Vec::new();
+    if instance {
+        why.push("the instance changed: every bound counts under the new one".to_string());
+        return why;
+    }
+    if or.matching != r.matching {
+        why.push("the route's match changed".to_string());
+    }
+    if ob.per != b.per {
+        why.push(format!("per {} → {}", per_word(ob.per), per_word(b.per)));
+    }
+    if ob.rate.limit != b.rate.limit {
+        why.push(format!("limit {} → {}", ob.rate.limit, b.rate.limit));
+    }
+    if ob.written.window != b.written.window {
+        why.push(format!(
+            "window {} → {}",
+            ob.written.window, b.written.window
+        ));
+    }
+    if ob.applies_to != b.applies_to {
+        why.push("applies_to changed".to_string());
+    }
+    if ob.cost != b.cost {
+        why.push("what a request costs changed: a count of units starts again".to_string());
+    }
+    if ob.shadow != b.shadow {
+        why.push(if b.shadow {
+            "now shadow (counts, never refuses)".to_string()
+        } else {
+            "no longer shadow".to_string()
+        });
+    }
+    if scope_of(ob) != scope_of(b) {
+        why.push(format!(
+            "scope {} → {}",
+            scope_word(scope_of(ob)),
+            scope_word(scope_of(b))
+        ));
+    }
+    if ob.written.index != b.written.index || ob.written.operation != b.written.operation {
+        why.push(format!("moved: {} → {}", ob.written.path, b.written.path));
+    }
+    if why.is_empty() {
+        // Its own key is the same: the route's fingerprint changed with
+        // another of its bounds or operations.
+        let others: Vec<&str> = shared(r)
+            .filter(|x| x.name != b.name)
+            .filter(|x| {
+                shared(or)
+                    .find(|y| y.name == x.name)
+                    .is_none_or(|y| !same_key(y, x))
+            })
+            .map(|x| x.name.as_str())
+            .collect();
+        let gone: Vec<&str> = shared(or)
+            .filter(|y| !shared(r).any(|x| x.name == y.name))
+            .map(|y| y.name.as_str())
+            .collect();
+        if !others.is_empty() || !gone.is_empty() {
+            let mut names: Vec<&str> = others;
+            names.extend(gone);
+            why.push(format!(
+                "another bound of route {} changed ({}): a route's bounds reset together",
+                r.name,
+                names.join(", ")
+            ));
+        } else {
+            why.push(format!(
+                "route {} changed (an operation's method, path or id, or a node bound \
+                 moved to or from the rate-limit service): a route's bounds reset together",
+                r.name
+            ));
+        }
+    }
+    why
+}
+
+fn scope_word(s: Scope) -> &'static str {
+    match s {
+        Scope::Node => "node",
+        Scope::Fleet => "fleet",
+        Scope::Installation => "installation",
+    }
+}
+
+/// What a bound's own part of the fingerprint holds.
+fn same_key(a: &Bound, b: &Bound) -> bool {
+    a.per == b.per
+        && a.rate == b.rate
+        && a.written.window == b.written.window
+        && a.applies_to == b.applies_to
+        && a.shadow == b.shadow
+        && a.written.index == b.written.index
+        && a.written.operation == b.written.operation
+        && scope_of(a) == scope_of(b)
+        && a.cost == b.cost
+}
+
+fn find_route<'a>(p: &'a Plan, name: &str) -> Option<&'a Route> {
+    p.routes.iter().find(|r| r.name == name)
+}
+
+/// The changes a push of `new` over `old` makes to the counters.
+pub fn diff(old: &Plan, new: &Plan) -> Diff {
+    let instance_changed = old.instance != new.instance;
+    let mut changes = Vec::new();
+    let mut notes = Vec::new();
+
+    // Node and fleet bounds: the lane directory's rule.
+    let old_fps: Vec<u64> = if instance_changed {
+        Vec::new()
+    } else {
+        old.routes
+            .iter()
+            .flat_map(|r| shared(r).map(|b| b.fingerprint))
+            .collect()
+    };
+    for r in &new.routes {
+        for b in shared(r) {
+            let namesake = find_route(old, &r.name)
+                .and_then(|or| shared(or).find(|x| x.name == b.name).map(|x| (or, x)));
+            let (verdict, why) = if old_fps.contains(&b.fingerprint) {
+                (Verdict::Keeps, Vec::new())
+            } else if let Some((or, ob)) = namesake {
+                (Verdict::Resets, why_reset(or, ob, r, b, instance_changed))
+            } else {
+                (Verdict::Adds, Vec::new())
+            };
+            changes.push(Change {
+                route: r.name.clone(),
+                bound: b.name.clone(),
+                scope: scope_of(b),
+                verdict,
+                why,
+                old: namesake.map(|(_, ob)| rate(ob)),
+                new: Some(rate(b)),
+            });
+        }
+    }
+    for or in &old.routes {
+        for ob in shared(or) {
+            let still =
+                find_route(new, &or.name).is_some_and(|r| shared(r).any(|x| x.name == ob.name));
+            if !still {
+                changes.push(Change {
+                    route: or.name.clone(),
+                    bound: ob.name.clone(),
+                    scope: scope_of(ob),
+                    verdict: Verdict::Drops,
+                    why: Vec::new(),
+                    old: Some(rate(ob)),
+                    new: None,
+                });
+            }
+        }
+    }
+
+    // Installation bounds: the service's key.
+    let domain = |p: &Plan| p.service.as_ref().map(|s| s.domain.clone());
+    let (old_domain, new_domain) = (domain(old), domain(new));
+    for r in &new.routes {
+        for b in r.installation_bounds_all() {
+            let namesake = find_route(old, &r.name)
+                .and_then(|or| or.installation_bounds_all().find(|x| x.name == b.name));
+            let (verdict, why) = match namesake {
+                None => (Verdict::Adds, Vec::new()),
+                Some(ob) => {
+                    let mut why = Vec::new();
+                    if old_domain != new_domain {
+                        why.push(format!(
+                            "domain {} → {}",
+                            old_domain.as_deref().unwrap_or("-"),
+                            new_domain.as_deref().unwrap_or("-")
+                        ));
+                    }
+                    let (od, ou) = ob.installation().unzip();
+                    let (nd, nu) = b.installation().unzip();
+                    if od != nd {
+                        why.push(format!(
+                            "descriptor {} → {}",
+                            od.unwrap_or("-"),
+                            nd.unwrap_or("-")
+                        ));
+                    }
+                    if ob.per != b.per {
+                        why.push(format!("per {} → {}", per_word(ob.per), per_word(b.per)));
+                    }
+                    if ou != nu {
+                        why.push(format!(
+                            "window {} → {}: the service counts in another clock window",
+                            ob.written.window, b.written.window
+                        ));
+                    }
+                    if why.is_empty() {
+                        (Verdict::Keeps, why)
+                    } else {
+                        (Verdict::Resets, why)
+                    }
+                }
+            };
+            changes.push(Change {
+                route: r.name.clone(),
+                bound: b.name.clone(),
+                scope: Scope::Installation,
+                verdict,
+                why,
+                old: namesake.map(rate),
+                new: Some(rate(b)),
+            });
+        }
+    }
+    for or in &old.routes {
+        for ob in or.installation_bounds_all() {
+            let still = find_route(new, &or.name)
+                .is_some_and(|r| r.installation_bounds_all().any(|x| x.name == ob.name));
+            if !still {
+                changes.push(Change {
+                    route: or.name.clone(),
+                    bound: ob.name.clone(),
+                    scope: Scope::Installation,
+                    verdict: Verdict::Drops,
+                    why: Vec::new(),
+                    old: Some(rate(ob)),
+                    new: None,
+                });
+            }
+        }
+    }
+    if old.key_secret != new.key_secret
+        || old.service.as_ref().map(|s| &s.key_secret)
+            != new.service.as_ref().map(|s| &s.key_secret)
+    {
+        notes.push(
+            "the key secret's source changed: if its value changes, every installation and \
+             fleet key is new to the rate-limit service (their counts there start afresh)"
+                .to_string(),
+        );
+    }
+    if instance_changed {
+        notes.push(format!(
+            "the instance changed ({} → {}): stats move to the new name, and node and fleet \
+             counters start afresh",
+            old.instance, new.instance
+        ));
+    }
+    Diff {
+        old_instance: old.instance.clone(),
+        new_instance: new.instance.clone(),
+        changes,
+        notes,
+    }
+}
+
+/// The diff as text: one line per bound, grouped by verdict, then a summary.
+pub fn text(d: &Diff) -> String {
+    let mut s = String::new();
+    for (v, word) in [
+        (Verdict::Resets, "resets"),
+        (Verdict::Drops, "drops"),
+        (Verdict::Adds, "adds"),
+        (Verdict::Keeps, "keeps"),
+    ] {
+        for c in d.changes.iter().filter(|c| c.verdict == v) {
+            let rate = match (&c.old, &c.new) {
+                (Some(o), Some(n)) if o != n => format!("{o} → {n}"),
+                (_, Some(n)) => n.clone(),
+                (Some(o), None) => o.clone(),
+                (None, None) => String::new(),
+            };
+            s.push_str(&format!(
+                "{word:<6} {}/{} ({}, {rate})\n",
+                c.route,
+                c.bound,
+                scope_word(c.scope)
+            ));
+            for w in &c.why {
+                s.push_str(&format!("         {w}\n"));
+            }
+        }
+    }
+    for n in &d.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    s.push_str(&format!(
+        "{} reset, {} dropped, {} added, {} kept\n",
+        d.count(Verdict::Resets),
+        d.count(Verdict::Drops),
+        d.count(Verdict::Adds),
+        d.count(Verdict::Keeps)
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+
+    fn plan(json: &str) -> Plan {
+        Plan::compile(&parse(json.as_bytes()).unwrap())
+    }
+
+    const OLD: &str = r#"{"instance":"shop","routes":[
+        {"name":"api","match":{"path_prefix":"/api"},"bounds":[
+            {"name":"per_address","per":"address","limit":100,"window":"PT1M"},
+            {"name":"burst","per":"address","limit":10,"window":"PT1S"}]},
+        {"name":"hello","match":{"path_prefix":"/hello"},"bounds":[
+            {"name":"per_address","per":"address","limit":5,"window":"PT1M"}]},
+        {"name":"old","match":{"path_prefix":"/old"},"bounds":[
+            {"name":"b","per":"route","limit":5,"window":"PT1M"}]}]}"#;
+
+    fn verdicts(d: &Diff) -> Vec<(String, Verdict)> {
+        d.changes
+            .iter()
+            .map(|c| (format!("{}/{}", c.route, c.bound), c.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn the_same_configuration_keeps_everything() {
+        let d = diff(&plan(OLD), &plan(OLD));
+        assert!(d.changes.iter().all(|c| c.verdict == Verdict::Keeps));
+        assert_eq!(d.changes.len(), 4);
+        assert!(!d.loses_counts());
+    }
+
+    #[test]
+    fn one_changed_bound_resets_its_route_and_says_why() {
+        let new = OLD.replace(r#""limit":10,"#, r#""limit":20,"#);
+        let d = diff(&plan(OLD), &plan(&new));
+        assert_eq!(
+            verdicts(&d),
+            vec![
+                ("api/per_address".into(), Verdict::Resets),
+                ("api/burst".into(), Verdict::Resets),
+                ("hello/per_address".into(), Verdict::Keeps),
+                ("old/b".into(), Verdict::Keeps),
+            ]
+        );
+        let burst = &d.changes[1];
+        assert_eq!(burst.why, vec!["limit 10 → 20".to_string()]);
+        assert_eq!(burst.old.as_deref(), Some("10 per PT1S"));
+        assert_eq!(burst.new.as_deref(), Some("20 per PT1S"));
+        assert!(d.changes[0].why[0].starts_with("another bound of route api changed (burst)"));
+        assert!(d.loses_counts());
+    }
+
+    #[test]
+    fn added_and_dropped_routes_and_bounds() {
+        let new = r#"{"instance":"shop","routes":[
+            {"name":"api","match":{"path_prefix":"/api"},"bounds":[
+                {"name":"per_address","per":"address","limit":100,"window":"PT1M"},
+                {"name":"burst","per":"address","limit":10,"window":"PT1S"}]},
+            {"name":"hello","match":{"path_prefix":"/hello"},"bounds":[
+                {"name":"per_address","per":"address","limit":5,"window":"PT1M"}]},
+            {"name":"fresh","match":{"path_prefix":"/fresh"},"bounds":[
+                {"name":"b","per":"route","limit":5,"window":"PT1M"}]}]}"#;
+        let d = diff(&plan(OLD), &plan(new));
+        assert_eq!(d.count(Verdict::Keeps), 3);
+        assert_eq!(
+            verdicts(&d)[3..],
+            [
+                ("fresh/b".into(), Verdict::Adds),
+                ("old/b".into(), Verdict::Drops)
+            ]
+        );
+        let t = text(&d);
+        assert!(t.contains("drops  old/b (node, 5 per PT1M)\n"), "{t}");
+        assert!(t.contains("adds   fresh/b (node, 5 per PT1M)\n"), "{t}");
+        assert!(t.ends_with("0 reset, 1 dropped, 1 added, 3 kept\n"), "{t}");
+    }
+
+    #[test]
+    fn a_new_match_resets_the_route() {
+        let new = OLD.replace(r#""/hello""#, r#""/hi""#);
+        let d = diff(&plan(OLD), &plan(&new));
+        let hello = d.changes.iter().find(|c| c.route == "hello").unwrap();
+        assert_eq!(hello.verdict, Verdict::Resets);
+        assert_eq!(hello.why, vec!["the route's match changed".to_string()]);
+    }
+
+    #[test]
+    fn a_new_instance_resets_every_node_bound() {
+        let new = OLD.replace(r#""shop""#, r#""store""#);
+        let d = diff(&plan(OLD), &plan(&new));
+        assert_eq!(d.count(Verdict::Resets), 4);
+        assert!(d.notes.iter().any(|n| n.contains("shop → store")));
+    }
+
+    #[test]
+    fn reordering_routes_keeps_their_counts() {
+        // The fingerprint holds the route's name and bounds, not its position.
+        let new = r#"{"instance":"shop","routes":[
+            {"name":"old","match":{"path_prefix":"/old"},"bounds":[
+                {"name":"b","per":"route","limit":5,"window":"PT1M"}]},
+            {"name":"hello","match":{"path_prefix":"/hello"},"bounds":[
+                {"name":"per_address","per":"address","limit":5,"window":"PT1M"}]},
+            {"name":"api","match":{"path_prefix":"/api"},"bounds":[
+                {"name":"per_address","per":"address","limit":100,"window":"PT1M"},
+                {"name":"burst","per":"address","limit":10,"window":"PT1S"}]}]}"#;
+        let d = diff(&plan(OLD), &plan(new));
+        assert!(!d.loses_counts(), "{}", text(&d));
+    }
+
+    const SIGNIN: &str = r#"{"instance":"signin",
+        "rate_limit_service":{"cluster":"rls","domain":"signin","key_secret":{"env":"K"}},
+        "routes":[{"name":"login","match":{"path_prefix":"/login"},"account":{"json":"username"},
+          "bounds":[{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]}]}"#;
+
+    #[test]
+    fn installation_bounds_keep_their_count_under_a_new_limit_not_a_new_window() {
+        let d = diff(
+            &plan(SIGNIN),
+            &plan(&SIGNIN.replace(r#""limit":5"#, r#""limit":9"#)),
+        );
+        assert_eq!(
+            verdicts(&d),
+            vec![("login/attempts".into(), Verdict::Keeps)]
+        );
+        assert_eq!(d.changes[0].scope, Scope::Installation);
+        let d = diff(&plan(SIGNIN), &plan(&SIGNIN.replace("PT1M", "PT1H")));
+        assert_eq!(d.changes[0].verdict, Verdict::Resets);
+        assert!(d.changes[0].why[0].starts_with("window PT1M → PT1H"));
+        let d = diff(
+            &plan(SIGNIN),
+            &plan(&SIGNIN.replace(r#""domain":"signin""#, r#""domain":"login""#)),
+        );
+        assert_eq!(d.changes[0].why, vec!["domain signin → login".to_string()]);
+    }
+}
