@@ -29,6 +29,11 @@ FILES = {f"{P}.wasm", f"{P}-x86_64-linux", f"{P}.schema.json", f"{P}-oci.tar",
          "RELEASE-NOTES.md", "SHA256SUMS"}
 
 
+# Two whole releases (each ./build.sh: module, the console's browser core,
+# CLI) happen in the fixture: more than the suite's 300 s per test.
+pytestmark = pytest.mark.timeout(1800)
+
+
 def release(registry_ref: str, out: Path, version: str = VERSION) -> subprocess.CompletedProcess:
     # The suite runs on working trees with changes; the notes then say so.
     return subprocess.run(
