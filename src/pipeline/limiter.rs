@@ -556,8 +556,11 @@ impl Limiter {
                     }
                     Ok(Committed::Stale) => match self.read(store, lane, keys, now_ms) {
                         Ok(fresh) => {
-                            let spared = || self.spared_at(draw, i, bound);
-                            if let (Verdict::Refuse { quota }, true) = (fresh.verdict, spared()) {
+                            // The draw is made only for a refusal.
+                            let refused = matches!(fresh.verdict, Verdict::Refuse { .. });
+                            if let (Verdict::Refuse { quota }, true) =
+                                (fresh.verdict, refused && self.spared_at(draw, i, bound))
+                            {
                                 shadowed.push((i, quota));
                                 outcome = Some(Outcome::Shadowed);
                                 break;
@@ -663,10 +666,11 @@ impl Limiter {
             let Ok(fresh) = self.read(store, lane, *keys, now_ms) else {
                 continue;
             };
-            let spared = self.spared_at(draw, *i, bound);
-            if let (Verdict::Refuse { quota }, false) = (fresh.verdict, spared) {
-                refused = Some((*i, quota, fresh.overflow));
-                break;
+            if let Verdict::Refuse { quota } = fresh.verdict {
+                if !self.spared_at(draw, *i, bound) {
+                    refused = Some((*i, quota, fresh.overflow));
+                    break;
+                }
             }
             *p = fresh;
         }
