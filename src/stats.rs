@@ -130,10 +130,13 @@ pub enum Stat {
     /// Requests of cost bounds whose cost never came (charged their
     /// reservation).
     CostsUnknown,
+    /// Costs owed to the rate-limit service (an installation bound's
+    /// response beyond its reservation) that it did not count.
+    CostsUnsent,
 }
 
 impl Stat {
-    pub const ALL: [Stat; 24] = [
+    pub const ALL: [Stat; 25] = [
         Stat::Allowed,
         Stat::Refused,
         Stat::WouldRefuse,
@@ -158,6 +161,7 @@ impl Stat {
         Stat::FleetAlone,
         Stat::FleetNodes,
         Stat::CostsUnknown,
+        Stat::CostsUnsent,
     ];
 
     /// The last segment of its name.
@@ -181,6 +185,7 @@ impl Stat {
             Stat::RlsCallsSaved => "rls_calls_saved",
             Stat::RlsNoLimit => "rls_no_limit",
             Stat::CostsUnknown => "costs_unknown",
+            Stat::CostsUnsent => "costs_unsent",
             Stat::RlsLatencyMs => "rls_latency_ms",
             Stat::FleetSyncCalls => "fleet_sync_calls",
             Stat::FleetSyncKeys => "fleet_sync_keys",
@@ -211,7 +216,7 @@ impl Stat {
     pub const fn when(self) -> When {
         match self {
             Stat::AccountsUnreadable => When::SignIn,
-            Stat::CostsUnknown => When::Cost,
+            Stat::CostsUnknown | Stat::CostsUnsent => When::Cost,
             Stat::RlsCallsSaved | Stat::RlsNoLimit | Stat::RlsLatencyMs => When::Service,
             Stat::FleetSyncCalls
             | Stat::FleetSyncKeys

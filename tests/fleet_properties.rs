@@ -168,12 +168,71 @@ proptest! {
         let mut now = 50_000;
         for gap in gaps {
             now += gap;
-            if let FleetVerdict::Admit { state, .. } = b.decide_alone(s, now) {
+            if let FleetVerdict::Admit { state, .. } = b.decide_alone(s, now, 1) {
                 s = state;
                 *per_window.entry(now / 1_000).or_insert(0) += 1;
             }
         }
         let cap = limit.div_ceil(nodes);
         prop_assert!(per_window.values().all(|&n| n <= cap), "{:?} > {}", per_window, cap);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Reserve, then true up, on a fleet key: whatever the interleaving of
+    /// admissions (each with a reservation), known costs, requests ending
+    /// without one and syncs, what the node sent plus what it still holds
+    /// is the known costs plus the reservations of the rest — never less,
+    /// and more only by what a true-up could not give back because a sync
+    /// had already sent it. Nothing refused is charged.
+    #[test]
+    fn a_fleet_key_charges_the_known_costs_and_the_reservations_of_the_rest(
+        ops in proptest::collection::vec((0u8..4, 0u32..400), 1..80),
+        reserve in 1u32..100,
+    ) {
+        let b = bound(5_000, 60_000, 1);
+        let now = 60_000 * 40 + 7;
+        let win = b.rate.window_of(now);
+        let mut s = FleetCounts::default();
+        let (mut open, mut truth, mut sent, mut not_given_back) = (0usize, 0u64, 0u64, 0u64);
+        let mut synced = false;
+        for (kind, cost) in ops {
+            match kind {
+                0 => match b.decide_hits(s, now, reserve) {
+                    FleetVerdict::Admit { state, .. } => {
+                        s = state;
+                        open += 1;
+                        truth += u64::from(reserve);
+                    }
+                    FleetVerdict::Refuse { .. } => {}
+                },
+                1 if open > 0 => {
+                    open -= 1;
+                    let delta = i64::from(cost) - i64::from(reserve);
+                    let before = s.unsynced;
+                    s.charge(win, delta);
+                    truth = (truth as i64 + delta) as u64;
+                    if delta < 0 {
+                        let back = u64::from(before - s.unsynced);
+                        not_given_back += delta.unsigned_abs() - back;
+                    }
+                }
+                2 if open > 0 => open -= 1,
+                3 => {
+                    let sync = s.take_unsynced(b.rate, now).unwrap();
+                    sent += u64::from(sync.hits);
+                    s.apply_answer(b.rate, sync, sent as u32, now, 1).unwrap();
+                    synced = true;
+                }
+                _ => {}
+            }
+            let held = sent + u64::from(s.local());
+            prop_assert_eq!(held, truth + not_given_back);
+            if !synced {
+                prop_assert_eq!(not_given_back, 0);
+            }
+        }
     }
 }

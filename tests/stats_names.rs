@@ -19,7 +19,7 @@ const STATS_TAGS: &str = "envoy-demo/stats-tags.yaml";
 const ISTIO_METRICS: &str = "envoy-demo/istio/metrics.yaml";
 
 /// Stats the dashboard leaves out, and why.
-const NOT_ON_THE_DASHBOARD: [(Stat, &str); 5] = [
+const NOT_ON_THE_DASHBOARD: [(Stat, &str); 6] = [
     (
         Stat::AccountsUnreadable,
         "sign-in routes only; in docs/sign-in.md",
@@ -31,6 +31,10 @@ const NOT_ON_THE_DASHBOARD: [(Stat, &str); 5] = [
     ),
     (Stat::FleetSyncKeys, "fleet bounds only; docs/fleet.md"),
     (Stat::CostsUnknown, "cost bounds only; docs/cost.md"),
+    (
+        Stat::CostsUnsent,
+        "installation cost bounds only; docs/cost.md",
+    ),
 ];
 
 /// Rules on the host's metrics, not ratebound's: Envoy's VM reloads of the

@@ -3,7 +3,7 @@
 //! [`Cost`].
 
 use super::error::{err, ConfigError};
-use super::model::{BoundConfig, CostConfig, Scope};
+use super::model::{BoundConfig, CostConfig};
 use super::names::is_header_name;
 
 /// The response body read for `response_json`, by default and at most.
@@ -17,6 +17,9 @@ pub enum CostSource {
     RequestHeader(String),
     /// A response header.
     ResponseHeader(String),
+    /// A response trailer (gRPC), or the header of the same name in a
+    /// response that is all headers (gRPC's trailers-only answer).
+    ResponseTrailer(String),
     /// A JSON pointer into the response body.
     ResponseJson(String),
 }
@@ -34,10 +37,16 @@ pub struct Cost {
 
 impl Cost {
     pub fn compile(c: &CostConfig) -> Option<Cost> {
-        let source = match (&c.request_header, &c.response_header, &c.response_json) {
-            (Some(h), None, None) => CostSource::RequestHeader(h.clone()),
-            (None, Some(h), None) => CostSource::ResponseHeader(h.clone()),
-            (None, None, Some(p)) => CostSource::ResponseJson(p.clone()),
+        let source = match (
+            &c.request_header,
+            &c.response_header,
+            &c.response_trailer,
+            &c.response_json,
+        ) {
+            (Some(h), None, None, None) => CostSource::RequestHeader(h.clone()),
+            (None, Some(h), None, None) => CostSource::ResponseHeader(h.clone()),
+            (None, None, Some(h), None) => CostSource::ResponseTrailer(h.clone()),
+            (None, None, None, Some(p)) => CostSource::ResponseJson(p.clone()),
             _ => return None,
         };
         Some(Cost {
@@ -63,21 +72,28 @@ pub fn validate(b: &BoundConfig, at: &str, errors: &mut Vec<ConfigError>) {
         return;
     };
     let at = format!("{at}.cost");
-    let given = [&c.request_header, &c.response_header, &c.response_json]
-        .iter()
-        .filter(|s| s.is_some())
-        .count();
+    let given = [
+        &c.request_header,
+        &c.response_header,
+        &c.response_trailer,
+        &c.response_json,
+    ]
+    .iter()
+    .filter(|s| s.is_some())
+    .count();
     if given != 1 {
         errors.push(err(
             &at,
             "give exactly one of \"request_header\" (a number the request names: \"x-cost\"), \
-             \"response_header\" (one its response names) or \"response_json\" (a JSON \
+             \"response_header\" (one its response names), \"response_trailer\" (one its \
+             response's trailers name, as gRPC services do) or \"response_json\" (a JSON \
              pointer into its response body: \"/usage/total_tokens\")",
         ));
     }
     for (field, h) in [
         ("request_header", &c.request_header),
         ("response_header", &c.response_header),
+        ("response_trailer", &c.response_trailer),
     ] {
         if let Some(h) = h.as_deref().filter(|h| !is_header_name(h)) {
             errors.push(err(
@@ -133,15 +149,6 @@ pub fn validate(b: &BoundConfig, at: &str, errors: &mut Vec<ConfigError>) {
             ));
         }
     }
-    if b.scope != Scope::Node {
-        errors.push(err(
-            at,
-            format!(
-                "a cost is counted on node bounds in this release; this bound's scope is {:?}",
-                b.scope.as_str()
-            ),
-        ));
-    }
 }
 
 #[cfg(test)]
@@ -166,12 +173,18 @@ mod tests {
     }
 
     #[test]
-    fn a_cost_names_one_source_its_reservation_fits_and_it_is_a_node_bounds() {
+    fn a_cost_names_one_source_and_its_reservation_fits() {
         assert!(errors(&bound(
             r#"{"response_json":"/usage/total_tokens","reserve":50,"unit":"tokens"}"#,
             ""
         ))
         .is_empty());
+        // Every scope counts cost: the service's counts take it as `hits_addend`.
+        for scope in ["fleet", "installation"] {
+            let extra = format!(r#","scope":"{scope}""#);
+            let e = errors(&bound(r#"{"response_json":"/u","reserve":5}"#, &extra));
+            assert!(e.is_empty(), "{scope}: {e:?}");
+        }
         let at = "$.routes[0].bounds[0].cost";
         for (cost, extra, path, says) in [
             (r#"{}"#, "", at.to_string(), "give exactly one of"),
@@ -216,12 +229,6 @@ mod tests {
                 "",
                 format!("{at}.unit"),
                 "a word",
-            ),
-            (
-                r#"{"response_json":"/u"}"#,
-                r#","scope":"installation""#,
-                at.to_string(),
-                "node bounds",
             ),
         ] {
             let e = errors(&bound(cost, extra));

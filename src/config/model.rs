@@ -586,6 +586,10 @@ pub struct CostConfig {
     /// A response header carrying the cost (`x-tokens`).
     #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub response_header: Option<String>,
+    /// A response trailer carrying the cost, as gRPC services send it
+    /// after the last message (`x-tokens`).
+    #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
+    pub response_trailer: Option<String>,
     /// A JSON pointer into the response's JSON body
     /// (`/usage/total_tokens`).
     #[cfg_attr(feature = "schema", schemars(pattern("^/")))]

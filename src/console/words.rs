@@ -132,6 +132,7 @@ fn with_cost(phrase: String, c: &Cost) -> String {
     let from = match &c.source {
         CostSource::RequestHeader(h) => format!("the number in its `{h}` header"),
         CostSource::ResponseHeader(h) => format!("the number in its response's `{h}` header"),
+        CostSource::ResponseTrailer(h) => format!("the number in its response's `{h}` trailer"),
         CostSource::ResponseJson(p) => format!("`{p}` of its response's JSON (or event stream)"),
     };
     let reserve = if c.from_response() {

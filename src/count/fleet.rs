@@ -301,13 +301,37 @@ impl FleetCounts {
             .is_some_and(|t| now_ms.saturating_sub(t) <= stale_ms)
     }
 
-    /// Records one admitted hit (state already at now's window).
-    fn admitted(self) -> FleetCounts {
+    /// Records an admission of `hits` units (state already at now's
+    /// window).
+    fn admitted(self, hits: u32) -> FleetCounts {
         FleetCounts {
-            unsynced: self.unsynced.saturating_add(1),
-            own_cur: self.own_cur.saturating_add(1),
+            unsynced: self.unsynced.saturating_add(hits),
+            own_cur: self.own_cur.saturating_add(hits),
             ..self
         }
+    }
+
+    /// Adds `delta` units to what this node charged in window `win` (a
+    /// cost known after its reservation, or −hits for a request taken
+    /// back). More lands in the counts' latest window, to be synced: never
+    /// lost. Less is given back only from what no sync has taken yet, in
+    /// `win` itself: the service keeps what it was sent (an over-count,
+    /// never under). Whether anything changed.
+    pub fn charge(&mut self, win: u64, delta: i64) -> bool {
+        let before = *self;
+        if delta > 0 && self.win >= win {
+            let d = u32::try_from(delta).unwrap_or(u32::MAX);
+            self.unsynced = self.unsynced.saturating_add(d);
+            self.own_cur = self.own_cur.saturating_add(d);
+        } else if delta < 0 && self.win == win {
+            let back = u32::try_from(delta.unsigned_abs())
+                .unwrap_or(u32::MAX)
+                .min(self.unsynced)
+                .min(self.own_cur);
+            self.unsynced -= back;
+            self.own_cur -= back;
+        }
+        *self != before
     }
 
     /// Takes every unsent hit for a sync at `now`; `None` while a sync is
@@ -474,12 +498,18 @@ impl FleetRate {
     /// fresh; for a key never answered while the service answers, the join
     /// share; alone otherwise.
     pub fn decide(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
+        self.decide_hits(state, now_ms, 1)
+    }
+
+    /// [`decide`](Self::decide) for a request of `hits` units (a cost
+    /// bound's reservation, or a cost its request names).
+    pub fn decide_hits(&self, state: FleetCounts, now_ms: u64, hits: u32) -> FleetVerdict {
         if state.fresh(now_ms, self.stale_ms) {
-            self.decide_fleet(state, now_ms)
+            self.decide_fleet(state, now_ms, hits)
         } else if state.answered_ms.is_none() && !self.down && self.guard == Guard::Shares {
-            self.decide_join(state, now_ms)
+            self.decide_join(state, now_ms, hits)
         } else {
-            self.decide_alone(state, now_ms)
+            self.decide_alone(state, now_ms, hits)
         }
     }
 
@@ -509,13 +539,19 @@ impl FleetRate {
     /// The fleet estimate: last synced counts plus this node's unsynced
     /// hits, and (with [`Guard::Shares`] and more than one node) no more
     /// admissions between two answers than the [`allowance`](Self::allowance).
-    pub fn decide_fleet(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
+    /// A request of more units than the allowance passes the share when
+    /// it is the node's first since the answer (else it never would).
+    pub fn decide_fleet(&self, state: FleetCounts, now_ms: u64, hits: u32) -> FleetVerdict {
         let s = state.at(self.rate.window_of(now_ms));
-        match self.rate.decide(s.view(), now_ms) {
+        let over_share = |allowance: u32| {
+            let held = s.since_answer();
+            held >= allowance || (held > 0 && held.saturating_add(hits) > allowance)
+        };
+        match self.rate.decide_hits(s.view(), now_ms, hits) {
             Verdict::Admit { .. }
                 if self.guard == Guard::Shares
                     && s.nodes > 1
-                    && s.since_answer() >= self.allowance(&s, now_ms) =>
+                    && over_share(self.allowance(&s, now_ms)) =>
             {
                 FleetVerdict::Refuse {
                     quota: self.wait_a_sync(),
@@ -523,7 +559,7 @@ impl FleetRate {
                 }
             }
             Verdict::Admit { quota, .. } => FleetVerdict::Admit {
-                state: s.admitted(),
+                state: s.admitted(hits),
                 quota,
                 alone: false,
             },
@@ -545,16 +581,17 @@ impl FleetRate {
     }
 
     /// A key never answered, the service up: its own admissions against the
-    /// [`join_share`](Self::join_share) until the first answer.
-    pub fn decide_join(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
+    /// [`join_share`](Self::join_share) until the first answer (a request
+    /// of more units than the share takes all of it).
+    pub fn decide_join(&self, state: FleetCounts, now_ms: u64, hits: u32) -> FleetVerdict {
         let s = state.at(self.rate.window_of(now_ms));
         let join = Rate {
             limit: self.join_share(),
             ..self.rate
         };
-        match join.decide(s.own(), now_ms) {
+        match join.decide_hits(s.own(), now_ms, hits.min(join.limit)) {
             Verdict::Admit { quota, .. } => FleetVerdict::Admit {
-                state: s.admitted(),
+                state: s.admitted(hits),
                 quota,
                 alone: true,
             },
@@ -568,19 +605,20 @@ impl FleetRate {
     /// Without the service: this node's own admissions against its
     /// [`share`](Self::share), and still within what it last knew of the
     /// fleet (a stale view only errs towards refusing: it keeps every hit
-    /// this node admitted since). The quota is the tighter of the two.
-    pub fn decide_alone(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
+    /// this node admitted since). The quota is the tighter of the two. A
+    /// request of more units than the share takes all of it.
+    pub fn decide_alone(&self, state: FleetCounts, now_ms: u64, hits: u32) -> FleetVerdict {
         let s = state.at(self.rate.window_of(now_ms));
         let share = Rate {
             limit: self.share(),
             ..self.rate
         };
-        let fleet = self.rate.decide(s.view(), now_ms);
-        let own = share.decide(s.own(), now_ms);
+        let fleet = self.rate.decide_hits(s.view(), now_ms, hits);
+        let own = share.decide_hits(s.own(), now_ms, hits.min(share.limit));
         match (fleet, own) {
             (Verdict::Admit { quota: a, .. }, Verdict::Admit { quota: b, .. }) => {
                 FleetVerdict::Admit {
-                    state: s.admitted(),
+                    state: s.admitted(hits),
                     quota: tighter(a, b),
                     alone: true,
                 }
@@ -899,6 +937,55 @@ mod tests {
         s.apply_answer(b.rate, sync, 11, 10_205, 1).unwrap();
         assert_eq!((s.cur, s.local()), (11, 0));
         assert!(!b.decide(s, 10_300).admits());
+    }
+
+    /// A cost bound: admitted while its units fit, trued up before its
+    /// sync (the sync then sends the true cost as `hits_addend`), and never
+    /// given back once a sync took it.
+    #[test]
+    fn a_cost_takes_its_units_and_its_true_up_is_what_the_sync_sends() {
+        let b = bound(1_000, 1);
+        let mut s = FleetCounts::default();
+        synced(&b, &mut s, 10_000, 0);
+        for _ in 0..3 {
+            let FleetVerdict::Admit { state, .. } = b.decide_hits(s, 10_001, 300) else {
+                panic!("300 of 1,000 fits");
+            };
+            s = state;
+        }
+        assert!(!b.decide_hits(s, 10_001, 300).admits(), "900 + 300 > 1,000");
+        // The first answer cost 100: 200 back, and 300 fits again.
+        assert!(s.charge(10, -200));
+        assert_eq!((s.unsynced, s.own_cur), (700, 700));
+        assert!(b.decide_hits(s, 10_001, 300).admits());
+        // Another cost 800: 500 more, sent with the next sync.
+        assert!(s.charge(10, 500));
+        let sync = s.take_unsynced(b.rate, 10_002).unwrap();
+        assert_eq!(sync.hits, 1_200);
+        assert!(!s.charge(10, -100), "what a sync took stays charged");
+        assert_eq!(s.local(), 1_200);
+    }
+
+    /// Between two answers a node holds to its allowance; a request larger
+    /// than the allowance still passes as the node's first since the
+    /// answer (else it never would), and nothing passes after it.
+    #[test]
+    fn a_cost_larger_than_the_share_passes_alone_and_fills_it() {
+        let b = bound(1_000, 2);
+        let mut s = FleetCounts::default();
+        let sync = s.take_unsynced(b.rate, 10_000).unwrap();
+        s.apply_answer(b.rate, sync, 0, 10_000, 2).unwrap();
+        assert_eq!(b.allowance(&s, 10_001), 500);
+        let FleetVerdict::Admit { state, .. } = b.decide_hits(s, 10_001, 600) else {
+            panic!("the node's first request since the answer");
+        };
+        assert!(!b.decide_hits(state, 10_001, 1).admits());
+        // Two of 300: the second would hold 600 of an allowance of 500.
+        let FleetVerdict::Admit { state, .. } = b.decide_hits(s, 10_001, 300) else {
+            panic!("300 of 500");
+        };
+        assert!(!b.decide_hits(state, 10_001, 300).admits());
+        assert!(b.decide_hits(state, 10_001, 200).admits());
     }
 
     #[test]

@@ -181,15 +181,15 @@ pub struct Decided {
     pub alone: bool,
 }
 
-/// Reads the entry `caller` is counted in and decides one more request;
-/// nothing is written. `known` is asked only when the node decides
-/// without a fresh answer (a fresh one carries its node count).
+/// Reads the entry `caller` is counted in and decides one more request of
+/// `hits` units; nothing is written. `known` is asked only when the node
+/// decides without a fresh answer (a fresh one carries its node count).
 pub fn prepare<S: Store + ?Sized>(
     store: &S,
     lane: &Lane,
     fleet: Fleet,
-    caller: u64,
-    fleet_id: u64,
+    (caller, fleet_id): (u64, u64),
+    hits: u32,
     known: &dyn Fn() -> Known,
     now_ms: u64,
 ) -> Result<Decided, StoreError> {
@@ -209,7 +209,7 @@ pub fn prepare<S: Store + ?Sized>(
             rate.down = k.down;
             rate.counted = k.counted;
         }
-        rate.decide(counts, now_ms)
+        rate.decide_hits(counts, now_ms, hits)
     };
     let prepared = |place, entries: &mut Vec<Entry>, pos: usize, cas, reserve, overflow| {
         let e = entries.get_mut(pos)?;
@@ -223,7 +223,8 @@ pub fn prepare<S: Store + ?Sized>(
             FleetVerdict::Refuse { .. } => Vec::new(),
         };
         Some(Decided {
-            prepared: Prepared::new(verdict_of(&v), overflow, place, value, cas, reserve),
+            prepared: Prepared::new(verdict_of(&v), overflow, place, value, cas, reserve)
+                .taking(hits),
             alone,
         })
     };
@@ -270,7 +271,8 @@ pub fn prepare<S: Store + ?Sized>(
                     value,
                     cas,
                     None,
-                ),
+                )
+                .taking(hits),
             })
         };
     // This worker's memory of its last write serves an admission, which
@@ -330,34 +332,23 @@ pub fn prepare<S: Store + ?Sized>(
     single(true)
 }
 
-/// Takes back one admission [`prepare`] recorded (a later bound refused).
-pub fn undo<S: Store + ?Sized>(
+/// Adds `delta` units to what `caller` was charged at `place` in window
+/// `win` ([`FleetCounts::charge`]): −hits takes an admission back (a later
+/// bound refused), a cost known later trues up its reservation.
+pub fn charge<S: Store + ?Sized>(
     store: &S,
     lane: &Lane,
     place: Place,
     caller: u64,
     win: u64,
+    delta: i64,
 ) -> Result<(), StoreError> {
-    let take_back = |c: &mut FleetCounts| {
-        let s = c.at(win);
-        if s.win == win && s.unsynced > 0 && s.own_cur > 0 {
-            *c = FleetCounts {
-                unsynced: s.unsynced - 1,
-                own_cur: s.own_cur - 1,
-                ..s
-            };
-            true
-        } else {
-            // Already taken by a sync: the over-count stays (never under).
-            false
-        }
-    };
     update(store, lane.key_of(place).as_str(), |v| {
         let mut entries = decode(lane.tag, v);
         let changed = entries
             .iter_mut()
             .find(|e| place == Place::Single || e.caller == caller)
-            .is_some_and(|e| take_back(&mut e.counts));
+            .is_some_and(|e| e.counts.charge(win, delta));
         (changed.then(|| encode(lane.tag, &entries)), ())
     })
 }
@@ -632,7 +623,7 @@ mod tests {
             down: true,
             counted: true,
         };
-        let d = prepare(s, l, FLEET, caller, caller ^ 1, &known, now).unwrap();
+        let d = prepare(s, l, FLEET, (caller, caller ^ 1), 1, &known, now).unwrap();
         if !d.prepared.verdict.admits() {
             return false;
         }
@@ -656,7 +647,7 @@ mod tests {
             counted: true,
         };
         let hit = |t| {
-            let d = prepare(&s, &l, FLEET, 7, 8, &up, t).unwrap();
+            let d = prepare(&s, &l, FLEET, (7, 8), 1, &up, t).unwrap();
             d.prepared.verdict.admits()
                 && matches!(commit(&s, &l, 7, &d.prepared).unwrap(), Committed::Done(_))
         };
@@ -800,16 +791,16 @@ mod tests {
             down: true,
             counted: true,
         };
-        let d = prepare(&s, &l, FLEET, 5, 6, &one, now).unwrap();
+        let d = prepare(&s, &l, FLEET, (5, 6), 1, &one, now).unwrap();
         let Committed::Done(_) = commit(&s, &l, 5, &d.prepared).unwrap() else {
             panic!()
         };
         let place = take(&s, &l, now).unwrap()[0].place;
         assert!(hit(&s, &l, 5, 1, now));
-        undo(&s, &l, place, 5, 10).unwrap();
+        charge(&s, &l, place, 5, 10, -1).unwrap();
         let e = peek(&s, &l, 5).unwrap().unwrap();
         assert_eq!((e.counts.unsynced, e.counts.own_cur), (0, 1));
-        undo(&s, &l, place, 5, 10).unwrap();
+        charge(&s, &l, place, 5, 10, -1).unwrap();
         let e = peek(&s, &l, 5).unwrap().unwrap();
         assert_eq!(e.counts.own_cur, 1, "the synced hit stays counted");
     }

@@ -284,6 +284,11 @@ impl Prepared {
             hits: 1,
         }
     }
+
+    /// The same decision, for a request of `hits` units.
+    pub(crate) fn taking(self, hits: u32) -> Prepared {
+        Prepared { hits, ..self }
+    }
 }
 
 /// What committing a prepared write did.

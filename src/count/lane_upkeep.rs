@@ -9,7 +9,7 @@ use crate::count::{fleet_lane, node_lane};
 /// (a later bound refused).
 pub fn undo<S: Store + ?Sized>(store: &S, lane: &Lane, u: Undo) -> Result<(), StoreError> {
     if lane.fleet {
-        fleet_lane::undo(store, lane, u.place, u.caller, u.win)
+        fleet_lane::charge(store, lane, u.place, u.caller, u.win, -i64::from(u.hits))
     } else {
         node_lane::charge(store, lane, u.place, u.caller, u.win, -i64::from(u.hits))
     }
@@ -24,16 +24,15 @@ pub fn true_up<S: Store + ?Sized>(
     u: Undo,
     cost: u32,
 ) -> Result<(), StoreError> {
-    if lane.fleet {
-        return Err(StoreError::Invalid(
-            "a fleet lane's hits are synced, not trued up here",
-        ));
-    }
     let delta = i64::from(cost) - i64::from(u.hits);
     if delta == 0 {
         return Ok(());
     }
-    node_lane::charge(store, lane, u.place, u.caller, u.win, delta)
+    if lane.fleet {
+        fleet_lane::charge(store, lane, u.place, u.caller, u.win, delta)
+    } else {
+        node_lane::charge(store, lane, u.place, u.caller, u.win, delta)
+    }
 }
 
 /// Removes expired callers from buckets `range` and shrinks the tracked

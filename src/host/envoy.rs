@@ -118,6 +118,10 @@ impl Host for Envoy<'_> {
         map_value(MapType::HttpResponseHeaders, name)
     }
 
+    fn response_trailer(&self, name: &str) -> Option<String> {
+        map_value(MapType::HttpResponseTrailers, name)
+    }
+
     fn response_body(&self, size: usize) -> Option<Vec<u8>> {
         hostcalls::get_buffer(BufferType::HttpResponseBody, 0, size)
             .ok()

@@ -9,8 +9,10 @@ use crate::count::directory;
 use crate::count::lane::{Lane, Table};
 use crate::count::store::{Store, StoreError};
 use crate::pipeline::limiter::{lanes_for, Limiter};
+use crate::pipeline::owed::Owed;
 use crate::pipeline::{Level, Memories, Worker};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 /// A configuration in force: the limiter, its stats, the session cache.
 pub struct Active<S> {
@@ -55,11 +57,12 @@ impl std::fmt::Display for ConfigureError {
 }
 
 /// Parses, compiles, and binds every bound to its lane (caller tables of
-/// `table`'s size) in shared data.
+/// `table`'s size) in shared data; its requests owe costs to `owed`.
 pub fn activate<H: NodeHost>(
     host: &mut H,
     bytes: &[u8],
     table: Table,
+    owed: Rc<RefCell<Owed>>,
 ) -> Result<Active<H::Stats>, Vec<ConfigureError>> {
     let config = config::parse(bytes).map_err(|es| {
         es.into_iter()
@@ -109,7 +112,7 @@ pub fn activate<H: NodeHost>(
         },
     )?;
     let stats = host.define_stats(&plan);
-    let memories = Memories::new(plan.identity.as_ref());
+    let memories = Memories::new(plan.identity.as_ref(), owed);
     Ok(Active {
         limiter: Limiter::new(plan, all, resolved.seed),
         gen,

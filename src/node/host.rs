@@ -13,6 +13,8 @@ pub enum NodeStat {
     /// A fleet sync call sent with this many keys.
     FleetSyncSent(usize),
     FleetSyncFailed,
+    /// Costs owed to the rate-limit service that it did not count.
+    CostsUnsent(u64),
     /// Fleet decisions made alone since the last housekeeping.
     FleetAlone(u64),
     /// Write memory: decisions it saved a read for, and stale memories.

@@ -9,9 +9,11 @@
 //! - `active`: a configuration put in force ([`Active`]);
 //! - `sync`: the fleet sync driver and its calls in flight;
 //! - `warm`: the warm-up calls; `sweep`: the caller tables' sweep;
+//! - `charges`: the costs owed to the rate-limit service, sent;
 //! - `host`: the [`NodeHost`] seam and [`NodeStat`].
 
 mod active;
+mod charges;
 mod host;
 #[cfg(any(test, feature = "test-support"))]
 pub mod mock;
@@ -33,8 +35,10 @@ pub use stat_book::{StatBook, StatSink};
 use crate::count::directory;
 use crate::count::lane::Table;
 use crate::pipeline::fleet_sync::{Batch, Settled};
+use crate::pipeline::owed::Owed;
 use crate::pipeline::warm_up::WarmUp;
 use crate::pipeline::Level;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -71,6 +75,10 @@ pub struct Node<S> {
     node: String,
     /// The size of the caller tables it creates.
     table: Table,
+    /// Costs this worker's requests owe the rate-limit service, and the
+    /// calls in flight that charge them (by token: how many).
+    owed: Rc<RefCell<Owed>>,
+    charging: HashMap<u32, usize>,
 }
 
 impl<S: NodeStats> Node<S> {
@@ -90,6 +98,8 @@ impl<S: NodeStats> Node<S> {
             sync_failing: false,
             node: String::new(),
             table,
+            owed: Rc::default(),
+            charging: HashMap::new(),
         }
     }
 
@@ -108,7 +118,7 @@ impl<S: NodeStats> Node<S> {
     /// A configuration (`bytes`) arrived: put in force, or rejected with
     /// its errors logged (false: the host refuses it).
     pub fn configure<H: NodeHost<Stats = S>>(&mut self, host: &mut H, bytes: Vec<u8>) -> bool {
-        let active = match active::activate(host, &bytes, self.table) {
+        let active = match active::activate(host, &bytes, self.table, Rc::clone(&self.owed)) {
             Ok(active) => active,
             Err(errors) => {
                 for e in &errors {
@@ -149,6 +159,7 @@ impl<S: NodeStats> Node<S> {
         if self.current && self.sync_due(&active, now) {
             self.sync_now(host, &active, now);
         }
+        self.send_owed(host, &active);
         if now.saturating_sub(self.housekept_ms) < HOUSEKEEPING_MS - TICK_SLACK_MS {
             return;
         }
@@ -212,7 +223,9 @@ impl<S: NodeStats> Node<S> {
                 Some(self.synced(host, &active, &batch, status, body))
             }
             None => {
-                self.warm_up_answered(host, grpc_status);
+                if !self.charged(host, token, grpc_status) {
+                    self.warm_up_answered(host, grpc_status);
+                }
                 None
             }
         }
@@ -267,7 +280,7 @@ impl<S: NodeStats> Node<S> {
             "ratebound: the configuration in force was forgotten by the lane directory \
              (no tick for a minute); registering it again, its counts start over",
         );
-        match active::activate(host, &self.bytes, self.table) {
+        match active::activate(host, &self.bytes, self.table, Rc::clone(&self.owed)) {
             Ok(fresh) => {
                 self.joined = false;
                 self.active = Some(Rc::new(fresh));

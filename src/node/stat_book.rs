@@ -202,6 +202,7 @@ impl<K: StatSink> NodeStats for StatBook<K> {
                 add(Stat::FleetSyncKeys, keys as u64);
             }
             NodeStat::FleetSyncFailed => self.inc(Stat::FleetSyncErrors),
+            NodeStat::CostsUnsent(n) => add(Stat::CostsUnsent, n),
             NodeStat::FleetAlone(n) => add(Stat::FleetAlone, n),
             NodeStat::WriteMemory(saved, stale) => {
                 add(Stat::StoreReadsSaved, saved);

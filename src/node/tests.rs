@@ -392,3 +392,74 @@ fn a_sync_the_host_would_not_send_sends_its_hits_with_the_next() {
     host.answer(&mut n, sent[0].token, 0, &answer_to(&sent[0], 0));
     assert_eq!(host.logged(Level::Info, "fleet sync answered again"), 1);
 }
+
+/// Tokens the rate-limit service counts, 100 reserved at admission.
+const TOKENS: &str = r#"{"instance":"llm",
+    "rate_limit_service":{"cluster":"rls","domain":"llm"},
+    "routes":[{"name":"chat","bounds":[
+      {"name":"tokens","per":"address","scope":"installation","limit":1000,"window":"PT1M",
+       "cost":{"response_json":"/usage/total_tokens","reserve":100}}]}]}"#;
+
+/// The hits a call sends per descriptor.
+fn addends(call: &Call) -> Vec<u64> {
+    let req = proto::RateLimitRequest::decode(call.message.as_slice()).unwrap();
+    req.descriptors
+        .iter()
+        .map(|d| d.hits_addend.as_ref().map_or(1, |h| h.value))
+        .collect()
+}
+
+/// An installation bound's cost beyond its reservation is sent by the root
+/// context at its next tick (a request's own call would die with it); a
+/// call the host would not send goes at the next tick, one the service
+/// failed is counted as unsent and not sent again (it may have counted).
+#[test]
+fn costs_owed_to_the_service_are_sent_at_the_next_tick() {
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, TOKENS);
+    let active = n.active().unwrap();
+    let ok = proto::RateLimitResponse {
+        overall_code: 1,
+        statuses: vec![proto::DescriptorStatus {
+            code: 1,
+            limit_remaining: 900,
+            current_limit: Some(proto::RateLimit {
+                requests_per_unit: 1000,
+                unit: 2,
+                name: String::new(),
+            }),
+            duration_until_reset: None,
+        }],
+    };
+    host.pipe.service_answer = Some((0, ok.encode_to_vec()));
+    let chat = |host: &mut MockNodeHost, tokens: u32| {
+        host.pipe.upstream_body =
+            vec![format!(r#"{{"usage":{{"total_tokens":{tokens}}}}}"#).into()];
+        hit(host, &active, "10.0.0.1")
+    };
+    assert!(chat(&mut host, 400));
+    assert!(chat(&mut host, 250));
+    let calls = tick(&mut host, &mut n, T0 + 1_000);
+    let owed: Vec<&Call> = calls.iter().filter(|c| !c.is_warm_up()).collect();
+    assert_eq!(owed.len(), 1, "{calls:?}");
+    assert_eq!(addends(owed[0]), [300, 150]);
+    assert!(host.answer(&mut n, owed[0].token, 0, &[]).is_none());
+    assert!(tick(&mut host, &mut n, T0 + 2_000)
+        .iter()
+        .all(Call::is_warm_up));
+
+    assert!(chat(&mut host, 700));
+    host.dispatch_error = Some("BadArgument".into());
+    tick(&mut host, &mut n, T0 + 3_000);
+    host.dispatch_error = None;
+    let again: Vec<Call> = tick(&mut host, &mut n, T0 + 4_000)
+        .into_iter()
+        .filter(|c| !c.is_warm_up())
+        .collect();
+    assert_eq!(addends(&again[0]), [600], "sent at the next tick");
+    host.fail(&mut n, again[0].token, 14, None);
+    assert!(host.stats_of(0).contains(&NodeStat::CostsUnsent(1)));
+    assert!(tick(&mut host, &mut n, T0 + 5_000)
+        .iter()
+        .all(Call::is_warm_up));
+}

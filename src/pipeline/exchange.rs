@@ -6,15 +6,16 @@
 
 use super::cost_scan::CostScan;
 use super::installation::Ready;
+use super::owed;
 use super::Charges;
 use super::{
     Begun, Decision, Host, Level, LocalReply, RequestStat, SessionError, Step, Waiting, Worker,
 };
 use crate::config::cost::CostSource;
 use crate::config::plan::{BoundId, RouteId};
-use crate::count::lane::Undo;
 use crate::count::window::Quota;
 use crate::pipeline::limiter::BoundEvent;
+use crate::pipeline::limiter::Receipt;
 use crate::reply::{self, Shown, Style};
 
 /// One request's state between its callbacks.
@@ -39,7 +40,9 @@ pub struct Exchange {
     /// Reservations waiting for the response's cost: until its headers
     /// (`charges`), then until its body ends (`scans`).
     charges: Option<Charges>,
-    scans: Vec<(BoundId, Undo, CostScan)>,
+    scans: Vec<(BoundId, Receipt, CostScan)>,
+    /// Reservations waiting for the response's trailers.
+    trailers: Vec<(BoundId, Receipt)>,
     scan_route: RouteId,
 }
 
@@ -87,8 +90,10 @@ struct Answer {
 /// without a borrow of the plan, and without an allocation.
 #[derive(Debug, Clone, Copy)]
 struct Figures {
-    name: [u8; NAME_MAX],
+    /// The bound's name, then its unit's word (a cost bound's).
+    name: [u8; NAME_MAX + UNIT_MAX],
     len: usize,
+    unit_len: usize,
     window_ms: u64,
     quota: Quota,
     style: Style,
@@ -97,17 +102,25 @@ struct Figures {
 /// Bound names are at most 64 characters; an operation's bound is shown as
 /// `<operation>.<bound>`.
 const NAME_MAX: usize = 130;
+/// A unit is a word of at most 32 letters.
+const UNIT_MAX: usize = 32;
 
 impl Figures {
     fn of(s: &Shown) -> Figures {
-        let mut name = [0u8; NAME_MAX];
+        let mut name = [0u8; NAME_MAX + UNIT_MAX];
         let len = s.bound.len().min(NAME_MAX);
         if let (Some(to), Some(from)) = (name.get_mut(..len), s.bound.as_bytes().get(..len)) {
+            to.copy_from_slice(from);
+        }
+        let unit = s.unit.unwrap_or_default().as_bytes();
+        let unit_len = unit.len().min(UNIT_MAX);
+        if let (Some(to), Some(from)) = (name.get_mut(len..len + unit_len), unit.get(..unit_len)) {
             to.copy_from_slice(from);
         }
         Figures {
             name,
             len,
+            unit_len,
             window_ms: s.window_ms,
             quota: s.quota,
             style: s.style,
@@ -115,9 +128,13 @@ impl Figures {
     }
 
     fn shown(&self) -> Shown<'_> {
-        let bytes = self.name.get(..self.len).unwrap_or_default();
+        let text = |r: std::ops::Range<usize>| {
+            std::str::from_utf8(self.name.get(r).unwrap_or_default()).unwrap_or_default()
+        };
+        let unit = text(self.len..self.len + self.unit_len);
         Shown {
-            bound: std::str::from_utf8(bytes).unwrap_or_default(),
+            bound: text(0..self.len),
+            unit: (!unit.is_empty()).then_some(unit),
             window_ms: self.window_ms,
             quota: self.quota,
             style: self.style,
@@ -440,6 +457,11 @@ impl<'p> Worker<'p> {
                     let units = host.response_header(h).as_deref().and_then(super::units);
                     self.charge(host, (charges.route, b), receipt, units);
                 }
+                CostSource::ResponseTrailer(h) => match host.response_header(h) {
+                    // An answer that is all headers (gRPC's trailers-only).
+                    Some(v) => self.charge(host, (charges.route, b), receipt, super::units(&v)),
+                    None => ex.trailers.push((b, receipt)),
+                },
                 CostSource::ResponseJson(pointer) => {
                     let scan = CostScan::new(pointer, cost.max_body_bytes, events);
                     ex.scans.push((b, receipt, scan));
@@ -451,22 +473,55 @@ impl<'p> Worker<'p> {
     }
 
     /// Trues a reservation up to the cost the response named, or counts a
-    /// cost that never came (the reservation stays).
+    /// cost that never came (the reservation stays). An installation
+    /// bound's cost beyond its reservation is owed to the service.
     fn charge<H: Host>(
         &self,
         host: &mut H,
         at: (RouteId, BoundId),
-        receipt: Undo,
+        receipt: Receipt,
         units: Option<u32>,
     ) {
         let Some(units) = units else {
             host.count(RequestStat::CostUnknown);
             return;
         };
-        if let Err(e) = self.limiter.true_up(host.store(), at, receipt, units) {
+        let undo = match receipt {
+            Receipt::Lane(u) => u,
+            Receipt::Service { caller, hits } => {
+                if let Some(c) = self.owed_charge(at, caller, units.saturating_sub(hits)) {
+                    if let Ok(mut owed) = self.owed.try_borrow_mut() {
+                        owed.push(c);
+                    }
+                }
+                return;
+            }
+        };
+        if let Err(e) = self.limiter.true_up(host.store(), at, undo, units) {
             host.count(RequestStat::StoreError);
             host.log(Level::Warn, &format!("ratebound: cost not charged: {e}"));
         }
+    }
+
+    /// What an installation bound's caller owes the service: `units` more
+    /// under the descriptor and limit its admission was sent with.
+    fn owed_charge(
+        &self,
+        (r, b): (RouteId, BoundId),
+        caller: Option<String>,
+        units: u32,
+    ) -> Option<owed::Charge> {
+        let bound = self.limiter.plan.route(r)?.bound(b)?;
+        let (descriptor, unit) = bound.installation()?;
+        (units > 0).then(|| owed::Charge {
+            descriptor: descriptor.to_string(),
+            caller: caller.map(|c| (bound.per.as_str(), c)),
+            limit: crate::rls::Override {
+                requests_per_unit: bound.rate.limit,
+                unit,
+            },
+            units,
+        })
     }
 
     /// A chunk of the response body passes (`size` bytes; `end_of_stream`:
@@ -496,16 +551,36 @@ impl<'p> Worker<'p> {
         Step::Continue
     }
 
-    /// The response's trailers: its body has ended.
+    /// The response's trailers: costs in a trailer are charged, and the
+    /// body has ended.
     pub fn on_response_trailers<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
+        let route = ex.scan_route;
+        for (b, receipt) in std::mem::take(&mut ex.trailers) {
+            let name = self
+                .limiter
+                .plan
+                .route(route)
+                .and_then(|r| r.bound(b)?.cost.as_ref())
+                .and_then(|c| match &c.source {
+                    CostSource::ResponseTrailer(h) => Some(h.as_str()),
+                    _ => None,
+                });
+            let units = name
+                .and_then(|h| host.response_trailer(h))
+                .as_deref()
+                .and_then(super::units);
+            self.charge(host, (route, b), receipt, units);
+        }
         self.on_response_body(host, ex, 0, true)
     }
 
     /// The request is over (logged): a cost that never came keeps its
     /// reservation, and is counted.
     pub fn on_done<H: Host>(&self, host: &mut H, ex: &mut Exchange) {
-        let waiting = ex.charges.take().map_or(0, |c| c.receipts.len()) + ex.scans.len();
+        let waiting =
+            ex.charges.take().map_or(0, |c| c.receipts.len()) + ex.scans.len() + ex.trailers.len();
         ex.scans.clear();
+        ex.trailers.clear();
         for _ in 0..waiting {
             host.count(RequestStat::CostUnknown);
         }

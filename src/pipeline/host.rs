@@ -135,6 +135,8 @@ pub trait Host: Base {
     fn add_response_header(&mut self, name: &str, value: &str);
     /// A header of the response, once its headers arrived.
     fn response_header(&self, name: &str) -> Option<String>;
+    /// A trailer of the response, once its trailers arrived.
+    fn response_trailer(&self, name: &str) -> Option<String>;
     /// The response body's chunk now passing (`size` bytes).
     fn response_body(&self, size: usize) -> Option<Vec<u8>>;
     /// Sets (or replaces) a request header the upstream will see; nothing

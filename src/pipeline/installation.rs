@@ -26,7 +26,7 @@ use crate::identity::account::Seen;
 use crate::identity::address::Prefixes;
 use crate::identity::Identity;
 use crate::pipeline::caller_key::{self, Named};
-use crate::pipeline::limiter::{BoundEvent, Event, RouteLanes};
+use crate::pipeline::limiter::{BoundEvent, Event, Receipt, Receipts, RouteLanes};
 use crate::reply::Shown;
 use crate::rls::{self, Code, DescriptorSpec, Override, RlsError};
 use siphasher::sip128::{Hasher128, SipHasher13};
@@ -89,6 +89,7 @@ impl<'p> Service<'p> {
     fn shown(&self, quota: Quota, style: crate::reply::Style) -> Shown<'p> {
         Shown {
             bound: &self.bound.name,
+            unit: self.bound.cost.as_ref().map(|c| c.unit.as_str()),
             window_ms: self.unit.ms(),
             quota,
             style,
@@ -221,7 +222,8 @@ impl<'p> Worker<'p> {
     /// The `ShouldRateLimit` call for a request: one descriptor per bound,
     /// `[("bound", "<route>.<bound>"), (<per>, <caller>)]`, with the limit
     /// sent as an override so the service counts the number this filter
-    /// was configured with, and `hits_addend` 1.
+    /// was configured with, and `hits_addend` the units the request takes
+    /// (1, or a cost bound's reservation or named cost).
     pub(super) fn service_call(&self, route: &'p Route, ready: &Ready) -> Option<ServiceCall<'p>> {
         let service: &'p RateLimitServiceConfig = self.limiter.plan.service.as_ref()?;
         let bounds = self.bounds_of(route, ready);
@@ -245,7 +247,7 @@ impl<'p> Worker<'p> {
                     requests_per_unit: b.bound.rate.limit,
                     unit: b.unit,
                 }),
-                hits_addend: 1,
+                hits_addend: u64::from(ready.pending.hits(b.id, b.bound)),
             })
             .collect();
         Some(ServiceCall {
@@ -365,18 +367,37 @@ impl<'p> Worker<'p> {
         }
         host.record(r.id, &events);
         self.mark_would_refuse(host, route, &events);
-        let d = self.limiter.commit(host.store(), r, ready.pending, now);
-        let node = self.conclude(host, r, d);
-        match (node, tightest) {
-            (Decision::Pass(shown), Some((b, quota))) if plan.success_headers => {
-                let tighter = shown.is_none_or(|s| quota.remaining < s.quota.remaining);
-                Decision::Pass(if tighter {
-                    Some(b.shown(quota, plan.style))
-                } else {
-                    shown
-                })
+        // Costs the response names are owed to the service beyond what
+        // was sent.
+        let owed: Receipts = bounds
+            .iter()
+            .zip(&ready.callers)
+            .filter(|(b, _)| b.bound.cost.as_ref().is_some_and(|c| c.from_response()))
+            .map(|(b, caller)| {
+                let hits = ready.pending.hits(b.id, b.bound);
+                let caller = caller.clone();
+                (b.id, Receipt::Service { caller, hits })
+            })
+            .collect();
+        let mut d = self.limiter.commit(host.store(), r, ready.pending, now);
+        if d.refused.is_none() {
+            d.receipts.extend(owed);
+        }
+        let tighter = |shown: Option<Shown<'p>>| match tightest {
+            Some((b, quota))
+                if plan.success_headers
+                    && shown
+                        .as_ref()
+                        .is_none_or(|s| quota.remaining < s.quota.remaining) =>
+            {
+                Some(b.shown(quota, plan.style))
             }
-            (d, _) => d,
+            _ => shown,
+        };
+        match self.conclude(host, r, d) {
+            Decision::Pass(shown) => Decision::Pass(tighter(shown)),
+            Decision::Charging(shown, charges) => Decision::Charging(tighter(shown), charges),
+            d => d,
         }
     }
 

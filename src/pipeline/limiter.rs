@@ -116,7 +116,17 @@ pub struct Counted {
 }
 
 /// Reservations to true up: a few per request at most.
-pub type Receipts = SmallVec<[(BoundId, lane::Undo); 1]>;
+pub type Receipts = SmallVec<[(BoundId, Receipt); 1]>;
+
+/// Where a request took its reservation at one bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Receipt {
+    /// In shared data: a node or fleet bound.
+    Lane(lane::Undo),
+    /// At the rate-limit service (an installation bound): `hits` sent for
+    /// the caller's descriptor value (none for `per: route`).
+    Service { caller: Option<String>, hits: u32 },
+}
 
 impl Pending {
     /// The decision when bound `i` refuses before anything was written.
@@ -145,7 +155,7 @@ impl Pending {
 
     /// The units the request takes at `bound` (`b`) on admission: the cost
     /// it named, or the bound's reservation, or 1.
-    fn hits(&self, b: BoundId, bound: &Bound) -> u32 {
+    pub fn hits(&self, b: BoundId, bound: &Bound) -> u32 {
         match self.costs.iter().find(|(id, _)| *id == b) {
             Some((_, units)) => *units,
             None => bound.cost.as_ref().map_or(1, |c| c.reserve),
@@ -328,7 +338,8 @@ impl Limiter {
             return node_lane::prepare_hits(store, lane, keys.node, now_ms, keys.hits);
         };
         let known = || fleet_known(store, f, now_ms);
-        let d = fleet_lane::prepare(store, lane, f.fleet, keys.node, keys.fleet, &known, now_ms)?;
+        let ids = (keys.node, keys.fleet);
+        let d = fleet_lane::prepare(store, lane, f.fleet, ids, keys.hits, &known, now_ms)?;
         if d.alone {
             self.alone.set(self.alone.get() + 1);
         }
@@ -606,7 +617,7 @@ impl Limiter {
                 // Only what the answer needs is kept, not the written bytes.
                 Outcome::Recorded(u) => {
                     if bound.cost.as_ref().is_some_and(|c| c.from_response()) {
-                        d.receipts.push((i, u));
+                        d.receipts.push((i, Receipt::Lane(u)));
                     }
                     done.push((i, u, p.verdict, p.overflow));
                 }

@@ -72,9 +72,11 @@ pub struct MockHost {
     pub dispatched: Vec<Dispatched>,
     pub replies: Vec<Reply>,
     pub response_headers: Vec<(String, String)>,
-    /// The upstream's response: its headers and its body's chunks.
+    /// The upstream's response: its headers, its body's chunks and its
+    /// trailers (none: the body ends the response).
     pub upstream_headers: HashMap<String, String>,
     pub upstream_body: Vec<Vec<u8>>,
+    pub upstream_trailers: Option<HashMap<String, String>>,
     /// Request headers set for the upstream, and filter state set.
     pub request_headers_set: Vec<(String, String)>,
     pub filter_state: Vec<(String, String)>,
@@ -301,6 +303,10 @@ impl Host for MockHost {
         self.upstream_headers.get(name).cloned()
     }
 
+    fn response_trailer(&self, name: &str) -> Option<String> {
+        self.upstream_trailers.as_ref()?.get(name).cloned()
+    }
+
     /// The chunk the last `on_response_body` was given: the one at the
     /// count of chunks read so far.
     fn response_body(&self, size: usize) -> Option<Vec<u8>> {
@@ -353,7 +359,7 @@ impl Filter {
                 .join("; ")
         })?;
         let plan = Plan::compile(&config);
-        let memories = super::Memories::new(plan.identity.as_ref());
+        let memories = super::Memories::new(plan.identity.as_ref(), Default::default());
         let limiter = Limiter::bind(plan, [5, 6], |n, bound| {
             let lane = crate::pipeline::limiter::bound_lane(bound, &format!("m:{n}"), 1, SMALL);
             lane.create_keys(store).map(|()| lane)
@@ -402,9 +408,13 @@ pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
     w.on_response(host, &mut ex);
     let chunks = host.upstream_body.len();
     host.body_chunks_read.set(0);
+    let trailers = host.upstream_trailers.is_some();
     for i in 0..chunks {
         let size = host.upstream_body.get(i).map_or(0, Vec::len);
-        w.on_response_body(host, &mut ex, size, i + 1 == chunks);
+        w.on_response_body(host, &mut ex, size, i + 1 == chunks && !trailers);
+    }
+    if trailers {
+        w.on_response_trailers(host, &mut ex);
     }
     w.on_done(host, &mut ex);
     (first, last)

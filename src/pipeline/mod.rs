@@ -34,6 +34,7 @@ pub mod installation;
 pub mod limiter;
 #[cfg(any(test, feature = "test-support"))]
 pub mod mock;
+pub mod owed;
 mod sources;
 // A test suite of every store (also built into the selftest module): it may
 // index.
@@ -80,6 +81,8 @@ pub struct Worker<'a> {
     pub refusal: &'a RefCell<Refusal>,
     /// Warnings of the rate-limit service failing, at most one per 10 s.
     pub quiet: &'a LogGate,
+    /// Costs owed to the rate-limit service, sent by the root context.
+    pub owed: &'a RefCell<owed::Owed>,
 }
 
 /// What a worker remembers for the requests of one configuration: the
@@ -89,18 +92,31 @@ pub struct Memories {
     tokens: RefCell<IdentityCache>,
     refusal: RefCell<Refusal>,
     quiet: LogGate,
+    /// The worker's queue, shared by its configurations (a request under
+    /// a superseded one still owes the node's service).
+    owed: std::rc::Rc<RefCell<owed::Owed>>,
 }
 
 impl Memories {
-    /// Empty memories, with identity caches sized for `identity`.
-    pub fn new(identity: Option<&crate::config::IdentityConfig>) -> Memories {
+    /// Empty memories, with identity caches sized for `identity`, owing
+    /// costs to `owed`.
+    pub fn new(
+        identity: Option<&crate::config::IdentityConfig>,
+        owed: std::rc::Rc<RefCell<owed::Owed>>,
+    ) -> Memories {
         let (sessions, tokens) = crate::identity::cache::caches_for(identity);
         Memories {
             sessions,
             tokens,
             refusal: RefCell::default(),
             quiet: LogGate::default(),
+            owed,
         }
+    }
+
+    /// The costs its requests owe the rate-limit service.
+    pub fn owed(&self) -> &RefCell<owed::Owed> {
+        &self.owed
     }
 
     /// The session identities (tests size the cache).
@@ -115,6 +131,7 @@ impl Memories {
             tokens: &self.tokens,
             refusal: &self.refusal,
             quiet: &self.quiet,
+            owed: &self.owed,
         }
     }
 }
@@ -208,6 +225,7 @@ impl<'p> Worker<'p> {
         let bound = route.bound(b)?;
         Some(Shown {
             bound: &bound.name,
+            unit: bound.cost.as_ref().map(|c| c.unit.as_str()),
             window_ms: bound.rate.window_ms,
             quota,
             style: self.limiter.plan.style,

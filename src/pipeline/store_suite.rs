@@ -390,7 +390,7 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
     };
     let t = 4_000_000;
     let hit = |now: u64| -> Result<bool, String> {
-        let d = fleet_lane::prepare(s, &l, fleet, 42, 43, &known, now).map_err(e)?;
+        let d = fleet_lane::prepare(s, &l, fleet, (42, 43), 1, &known, now).map_err(e)?;
         if !d.prepared.verdict.admits() {
             return Ok(false);
         }
@@ -436,11 +436,56 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
     Ok(())
 }
 
+/// A fleet key's cost: the reservation trued up before its sync is sent
+/// as the true cost; trued down after a sync took it, the sent units stay;
+/// trued up after, the rest goes with the next sync.
+fn a_fleet_cost_is_synced_as_its_true_total<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    use crate::count::fleet_lane::{self, Fleet, Known};
+    let mut l = lane(s, &format!("{p}:g"), 1_000, Some(small()))?;
+    l.fleet = true;
+    let fleet = Fleet {
+        stale_ms: 2_000,
+        sync_ms: 200,
+    };
+    let known = || Known {
+        nodes: 1,
+        down: true,
+        counted: true,
+    };
+    let t = 5_000_000;
+    let reserve = |now: u64| -> Result<lane::Undo, String> {
+        let d = fleet_lane::prepare(s, &l, fleet, (42, 43), 10, &known, now).map_err(e)?;
+        match lane::commit(s, &l, 42, &d.prepared).map_err(e)? {
+            lane::Committed::Done(u) => Ok(u),
+            lane::Committed::Stale => Err("unexpected contention".into()),
+        }
+    };
+    let sent = |now: u64| -> Result<Vec<u32>, String> {
+        let taken = fleet_lane::take(s, &l, now).map_err(e)?;
+        let hits = taken.iter().map(|x| x.sent.hits).collect();
+        let answers: Vec<_> = taken
+            .into_iter()
+            .map(|x| (x, fleet_lane::Outcome::Count { fleet: 0, nodes: 1 }))
+            .collect();
+        fleet_lane::settle(s, &l, &answers, now).map_err(e)?;
+        Ok(hits)
+    };
+    let first = reserve(t)?;
+    lane_upkeep::true_up(s, &l, first, 25).map_err(e)?;
+    expect_eq!(sent(t + 1)?, vec![25]);
+    let second = reserve(t + 2)?;
+    expect_eq!(sent(t + 3)?, vec![10]);
+    lane_upkeep::true_up(s, &l, second, 3).map_err(e)?;
+    lane_upkeep::true_up(s, &l, reserve(t + 4)?, 40).map_err(e)?;
+    expect_eq!(sent(t + 5)?, vec![40]);
+    Ok(())
+}
+
 type Test<S> = (&'static str, fn(&S, &str) -> Check);
 
 /// Runs every check; `prefix` keeps this run's keys apart from others.
 pub fn run<S: Store>(store: &S, prefix: &str) -> Vec<(&'static str, Check)> {
-    let tests: [Test<S>; 10] = [
+    let tests: [Test<S>; 11] = [
         (
             "absent_keys_read_empty_and_any_set_creates",
             absent_keys_read_empty_and_any_set_creates,
@@ -474,6 +519,10 @@ pub fn run<S: Store>(store: &S, prefix: &str) -> Vec<(&'static str, Check)> {
         (
             "a_true_up_lands_where_the_reservation_did",
             a_true_up_lands_where_the_reservation_did,
+        ),
+        (
+            "a_fleet_cost_is_synced_as_its_true_total",
+            a_fleet_cost_is_synced_as_its_true_total,
         ),
     ];
     tests

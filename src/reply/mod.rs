@@ -34,6 +34,9 @@ pub fn seconds_up(ms: u64) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shown<'a> {
     pub bound: &'a str,
+    /// What the quota counts, for a cost bound (`tokens`): the policy's
+    /// `qu` parameter. Requests otherwise.
+    pub unit: Option<&'a str>,
     pub window_ms: u64,
     pub quota: Quota,
     pub style: Style,
@@ -43,7 +46,8 @@ pub struct Shown<'a> {
 /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (or their
 /// `X-` forms), and the structured `RateLimit-Policy: "name";q=100;w=60`
 /// and `RateLimit: "name";r=0;t=17` (RFC 8941 strings; bound names need no
-/// escaping: they are `[A-Za-z0-9_.-]`). Each value is written into one
+/// escaping: they are `[A-Za-z0-9_.-]`), the policy with `qu="tokens"`
+/// for a cost bound (its unit: letters only). Each value is written into one
 /// stack buffer: no allocation on the path of every admitted request.
 pub fn each_quota_header(s: &Shown, mut put: impl FnMut(&'static str, &str)) {
     let q = &s.quota;
@@ -67,8 +71,16 @@ pub fn each_quota_header(s: &Shown, mut put: impl FnMut(&'static str, &str)) {
     if matches!(s.style, Style::RateLimitStructured | Style::Draft) {
         let mut buf = Buf::default();
         let w = s.window_ms / 1_000;
-        let policy = format_args!("\"{}\";q={};w={w}", s.bound, q.limit);
-        put("ratelimit-policy", buf.show(policy));
+        match s.unit {
+            Some(u) => {
+                let policy = format_args!("\"{}\";q={};qu=\"{u}\";w={w}", s.bound, q.limit);
+                put("ratelimit-policy", buf.show(policy));
+            }
+            None => {
+                let policy = format_args!("\"{}\";q={};w={w}", s.bound, q.limit);
+                put("ratelimit-policy", buf.show(policy));
+            }
+        }
         let now = format_args!("\"{}\";r={};t={reset}", s.bound, q.remaining);
         put("ratelimit", buf.show(now));
     }
@@ -204,6 +216,8 @@ impl Refusal {
             s.bound,
             " (",
             limit.as_str(),
+            if s.unit.is_some() { " " } else { "" },
+            s.unit.unwrap_or_default(),
             " per window) reached; retry in ",
             retry.as_str(),
             " s",
@@ -282,6 +296,7 @@ mod tests {
     fn structured_fields_are_off_unless_asked_for() {
         let shown = Shown {
             bound: "b",
+            unit: None,
             window_ms: 1_000,
             quota: Quota {
                 limit: 1,
@@ -312,6 +327,7 @@ mod tests {
         };
         let shown = Shown {
             bound: "per_address",
+            unit: None,
             window_ms: 60_000,
             quota: q,
             style: Style::RateLimitStructured,
@@ -321,6 +337,7 @@ mod tests {
         r.render(
             &Shown {
                 bound: "a_much_longer_bound_name",
+                unit: None,
                 window_ms: 3_600_000,
                 quota: Quota {
                     limit: 123_456,
@@ -346,6 +363,20 @@ mod tests {
         let body: serde_json::Value = serde_json::from_str(r.body()).unwrap();
         assert_eq!(body["status"], 429);
         assert_eq!(body["retry_after"], 13);
+        // A cost bound names its unit: the policy's `qu`, the detail's words.
+        let tokens = Shown {
+            unit: Some("tokens"),
+            ..shown
+        };
+        let mut t = Refusal::default();
+        t.render(&tokens, "r", None);
+        let h: Vec<_> = t.headers().collect();
+        let get = |n: &str| h.iter().find(|(k, _)| *k == n).map(|(_, v)| *v);
+        assert_eq!(
+            get("ratelimit-policy"),
+            Some(r#""per_address";q=5;qu="tokens";w=60"#)
+        );
+        assert!(t.body().contains("(5 tokens per window)"), "{}", t.body());
         assert_eq!(body["route"], "r");
         assert_eq!(body["bound"], "per_address");
         assert_eq!(
@@ -359,6 +390,7 @@ mod tests {
         let names = |style| {
             let shown = Shown {
                 bound: "b",
+                unit: None,
                 window_ms: 60_000,
                 quota: Quota {
                     limit: 5,
@@ -407,6 +439,7 @@ mod tests {
     fn a_grpc_refusal_carries_the_delay_in_its_status_details_and_no_json() {
         let shown = Shown {
             bound: "b",
+            unit: None,
             window_ms: 60_000,
             quota: Quota {
                 limit: 5,
@@ -439,6 +472,7 @@ mod tests {
         let name = format!("{}.{}", "o".repeat(64), "b".repeat(64));
         let shown = Shown {
             bound: &name,
+            unit: None,
             window_ms: 86_400_000,
             quota: Quota {
                 limit: u32::MAX,

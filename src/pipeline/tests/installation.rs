@@ -765,3 +765,70 @@ fn a_lock_on_any_of_the_requests_bounds_refuses_without_a_call() {
         h.replies[0].body
     );
 }
+
+/// An LLM route counted by the service in tokens: 1,000 a minute per
+/// address, 100 reserved at admission.
+const TOKENS: &str = r#"{"instance":"llm",
+    "rate_limit_service":{"cluster":"rls","domain":"llm","timeout_ms":80},
+    "routes":[{"name":"chat","bounds":[
+      {"name":"tokens","per":"address","scope":"installation","limit":1000,"window":"PT1M",
+       "cost":{"response_json":"/usage/total_tokens","reserve":100,"unit":"tokens"}}]}]}"#;
+
+/// One chat request from 10.0.0.1 whose answer used `tokens`.
+fn chat(f: &Filter, tokens: u32) -> MockHost {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.service_answer = Some((0, answer(&[(1, 600)])));
+    host.upstream_headers
+        .insert("content-type".into(), "application/json".into());
+    host.upstream_body = vec![format!(r#"{{"usage":{{"total_tokens":{tokens}}}}}"#).into_bytes()];
+    f.request(&mut host);
+    host
+}
+
+#[test]
+fn an_installation_cost_is_reserved_in_the_call_and_the_rest_owed_to_the_service() {
+    let host = MockHost::new(T0);
+    let f = Filter::new(&host.store, TOKENS).unwrap();
+    let host = chat(&f, 400);
+    let req = sent(&host);
+    let admitted = &req.descriptors[0];
+    assert_eq!(admitted.hits_addend.as_ref().map(|h| h.value), Some(100));
+    assert_eq!(
+        host.response_header("ratelimit-remaining"),
+        Some("600"),
+        "the service's figures, in tokens"
+    );
+    // 400 used: 300 more are owed, under the admission's descriptor and limit.
+    let batch = f.memories.owed().borrow_mut().take_batch();
+    let plan = &f.limiter.plan;
+    let call = crate::pipeline::owed::charge_call(plan, &batch).unwrap();
+    let owed = proto::RateLimitRequest::decode(call.message.as_slice()).unwrap();
+    assert_eq!(owed.domain, "llm");
+    assert_eq!(owed.descriptors.len(), 1);
+    let d = &owed.descriptors[0];
+    assert_eq!(d.entries, admitted.entries);
+    assert_eq!(d.limit, admitted.limit);
+    assert_eq!(d.hits_addend.as_ref().map(|h| h.value), Some(300));
+
+    // Less than reserved: nothing owed (the service keeps the 100).
+    chat(&f, 60);
+    assert!(f.memories.owed().borrow().is_empty());
+    // No usage: the reservation stands, and is counted.
+    let mut host = chat(&f, 0);
+    host.upstream_body = vec![b"{}".to_vec()];
+    f.request(&mut host);
+    assert!(f.memories.owed().borrow().is_empty());
+    assert_eq!(host.counted(RequestStat::CostUnknown), 1);
+}
+
+#[test]
+fn a_refused_installation_cost_owes_nothing() {
+    let host = MockHost::new(T0);
+    let f = Filter::new(&host.store, TOKENS).unwrap();
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.service_answer = Some((0, answer(&[(2, 0)])));
+    host.upstream_body = vec![br#"{"usage":{"total_tokens":900}}"#.to_vec()];
+    assert_eq!(f.request(&mut host).1, Some(Step::Pause));
+    assert_eq!(host.replies.len(), 1);
+    assert!(f.memories.owed().borrow().is_empty());
+}

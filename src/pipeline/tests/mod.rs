@@ -701,6 +701,38 @@ fn a_cost_in_a_request_or_response_header_or_an_event_stream() {
     assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(77));
 }
 
+/// gRPC services name their usage in a trailer, after the last message;
+/// an answer that is all headers (trailers-only) names it in its headers.
+/// No trailer, or no trailers at all: the reservation stays, counted.
+#[test]
+fn a_cost_in_a_response_trailer_or_a_trailers_only_answer() {
+    let json = r#"{"routes":[{"name":"rpc","bounds":[
+        {"per":"address","limit":1000,"window":"PT1M",
+         "cost":{"response_trailer":"x-tokens","reserve":50,"unit":"tokens"}}]}]}"#;
+    let base = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&base, json);
+    let mut host = base;
+    host.upstream_body = vec![b"message".to_vec()];
+    host.upstream_trailers = Some([("x-tokens".to_string(), "120".to_string())].into());
+    f.request(&mut host);
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(120));
+    // Trailers-only: the figure comes with the headers.
+    host.upstream_body.clear();
+    host.upstream_trailers = None;
+    host.upstream_headers.insert("x-tokens".into(), "30".into());
+    f.request(&mut host);
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(150));
+    // Trailers without it, then none at all: 50 each, both counted.
+    host.upstream_headers.clear();
+    host.upstream_body = vec![b"message".to_vec()];
+    host.upstream_trailers = Some([("grpc-status".to_string(), "0".to_string())].into());
+    f.request(&mut host);
+    host.upstream_trailers = None;
+    f.request(&mut host);
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(250));
+    assert_eq!(host.counted(RequestStat::CostUnknown), 2);
+}
+
 #[test]
 fn a_route_without_costs_reads_no_response_body() {
     let mut host = MockHost::new(T0).from_address("10.0.0.1");
