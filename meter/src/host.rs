@@ -139,7 +139,6 @@ fn hand_over(caller: &mut C, bytes: &[u8], data_ptr: i32, size_ptr: i32) -> Resu
     let alloc = caller
         .data()
         .alloc
-        .clone()
         .ok_or_else(|| Error::new("the module exports no proxy_on_memory_allocate"))?;
     let before = caller.get_fuel()?;
     let at = alloc.call(&mut *caller, bytes.len() as i32)?;
