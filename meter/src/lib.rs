@@ -8,6 +8,7 @@
 //! the host's own work is not in it. The host calls each request makes are
 //! counted by kind beside it.
 
+pub mod bench;
 pub mod host;
 
 pub use host::Host;
@@ -225,6 +226,28 @@ impl Meter {
         self.store.data_mut()
     }
 
+    /// Notes `label` in the trace, if one is on, with the fuel left.
+    fn mark(&mut self, label: &str) {
+        let fuel = self.store.get_fuel().unwrap_or(0);
+        if let Some(t) = &mut self.store.data_mut().trace {
+            t.push((label.to_string(), fuel));
+        }
+    }
+
+    /// One request (as [`Meter::request`]) traced: the fuel the module
+    /// spent from each callback's start or host call to the next, labelled
+    /// by both ends, in order.
+    pub fn trace(&mut self) -> Result<Vec<(String, u64)>, String> {
+        self.store.data_mut().trace = Some(Vec::new());
+        let cost = self.request();
+        let trace = self.store.data_mut().trace.take().unwrap_or_default();
+        cost?;
+        Ok(trace
+            .windows(2)
+            .map(|w| (format!("{} -> {}", w[0].0, w[1].0), w[0].1 - w[1].1))
+            .collect())
+    }
+
     /// Moves the host clock on by `ms`, running the ticks that fall due
     /// (their cost is kept apart from the requests').
     pub fn advance(&mut self, ms: u64) -> Result<(), String> {
@@ -260,35 +283,26 @@ impl Meter {
         let mut cost = Cost::default();
         let start = self.fuel();
         let mut mark = start;
-        let mut lap = |meter: &mut Meter, i: usize| {
-            let now = meter.fuel();
+        for (i, name) in CALLBACKS.iter().enumerate() {
+            self.mark(&format!("proxy_on_{name}"));
+            let s = &mut self.store;
+            match i {
+                0 => self.context_create.call(&mut *s, (ctx, ROOT)),
+                1 => self
+                    .request_headers
+                    .call(&mut *s, (ctx, n_headers, 1))
+                    .map(drop),
+                2 => self.response_headers.call(&mut *s, (ctx, 1, 0)).map(drop),
+                3 => self.log.call(&mut *s, ctx),
+                4 => self.done.call(&mut *s, ctx).map(drop),
+                _ => self.delete.call(&mut *s, ctx),
+            }
+            .map_err(|e| format!("proxy_on_{name}: {e}"))?;
+            let now = self.fuel();
             cost.by_callback[i] = now - mark;
             mark = now;
-        };
-        let s = &mut self.store;
-        self.context_create
-            .call(&mut *s, (ctx, ROOT))
-            .map_err(err)?;
-        lap(self, 0);
-        let s = &mut self.store;
-        self.request_headers
-            .call(&mut *s, (ctx, n_headers, 1))
-            .map_err(err)?;
-        lap(self, 1);
-        let s = &mut self.store;
-        self.response_headers
-            .call(&mut *s, (ctx, 1, 0))
-            .map_err(err)?;
-        lap(self, 2);
-        let s = &mut self.store;
-        self.log.call(&mut *s, ctx).map_err(err)?;
-        lap(self, 3);
-        let s = &mut self.store;
-        self.done.call(&mut *s, ctx).map_err(err)?;
-        lap(self, 4);
-        let s = &mut self.store;
-        self.delete.call(&mut *s, ctx).map_err(err)?;
-        lap(self, 5);
+        }
+        self.mark("the end");
         cost.fuel = self.fuel() - start;
         let h = self.store.data_mut();
         cost.alloc_fuel = h.alloc_fuel;
