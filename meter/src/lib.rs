@@ -297,7 +297,7 @@ impl Meter {
                 4 => self.done.call(&mut *s, ctx).map(drop),
                 _ => self.delete.call(&mut *s, ctx),
             }
-            .map_err(|e| format!("proxy_on_{name}: {e}"))?;
+            .map_err(|e| self.failed(&format!("proxy_on_{name}: {e}")))?;
             let now = self.fuel();
             cost.by_callback[i] = now - mark;
             mark = now;

@@ -195,6 +195,9 @@ fn the_bench_variants_stay_within_their_budgets() {
             },
         ),
     ]);
+    // Variants 4 and 5 admit everything; variant 6 refuses all but its first.
+    let refused: Vec<f64> = measured.iter().map(|m| m.refused).collect();
+    assert_eq!(refused, [0.0, 0.0, 1.0], "share of requests refused");
     for (m, native) in measured.iter().zip(NATIVE_HOST_CALLS) {
         let module = m.total_calls() - m.calls_of("get_current_time");
         assert_eq!(
@@ -208,7 +211,7 @@ fn the_bench_variants_stay_within_their_budgets() {
 
 #[test]
 fn cost_by_bounds_on_a_route_stays_within_its_budgets() {
-    check(vec![
+    let measured = check(vec![
         (
             scenario("1 address bound", address_bounds(1), 1, false, 500),
             Budget {
@@ -247,11 +250,15 @@ fn cost_by_bounds_on_a_route_stays_within_its_budgets() {
             },
         ),
     ]);
+    assert!(
+        measured.iter().all(|m| m.refused == 0.0),
+        "a request was refused"
+    );
 }
 
 #[test]
 fn cost_by_callers_stays_within_its_budgets() {
-    check(vec![
+    let measured = check(vec![
         (
             scenario(
                 "10 callers, one address bound",
@@ -291,4 +298,8 @@ fn cost_by_callers_stays_within_its_budgets() {
             },
         ),
     ]);
+    assert!(
+        measured.iter().all(|m| m.refused == 0.0),
+        "a request was refused"
+    );
 }
