@@ -49,7 +49,7 @@ pub struct Host {
     pub response_headers: Vec<(String, Vec<u8>)>,
     /// The plugin configuration (`proxy_get_buffer_bytes`, type 7).
     pub plugin_config: Vec<u8>,
-    /// Host calls by kind since the last `take_calls`.
+    /// Host calls by kind (`Meter::request` clears them at its start).
     pub calls: BTreeMap<String, u64>,
     /// Local replies sent (their status codes), since cleared.
     pub replies: Vec<u32>,

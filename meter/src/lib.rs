@@ -70,6 +70,7 @@ pub struct Cost {
     pub reply: Option<u32>,
 }
 
+/// A request's callbacks, in the order Envoy calls them (`Cost::by_callback`).
 pub const CALLBACKS: [&str; 6] = [
     "context_create",
     "request_headers",
