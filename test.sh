@@ -47,6 +47,9 @@ step "the console's browser core (console-web): clippy native and wasm32-unknown
 cargo clippy -p ratebound-console-web --all-targets -- -D warnings
 cargo clippy -p ratebound-console-web --target wasm32-unknown-unknown --all-targets -- -D warnings
 
+step "the meter (meter/): clippy"
+cargo clippy -p ratebound-meter --all-targets -- -D warnings
+
 step "cargo test"
 cargo test
 
@@ -59,6 +62,9 @@ CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $ROOT/scripts/wasi-runner.
 
 step "build (release module, the console's browser core, CLI, selftest module)"
 ./build.sh --selftest
+
+step "the module's own work per request (meter/: dist/ratebound.wasm under wasmi, fuel and host calls against budgets)"
+cargo test -p ratebound-meter
 
 step "end-to-end tests (real Envoy 1.40)"
 start=$(date +%s)

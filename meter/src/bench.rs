@@ -1,0 +1,59 @@
+//! The configurations the meter runs: `bench/benchlib.py`'s, as JSON, and
+//! the scaling rows'.
+
+/// A configuration with one route, "all", and these bounds (JSON objects).
+pub fn config(instance: &str, bounds: &[String], identity: Option<&str>) -> String {
+    let identity = identity.map_or(String::new(), |i| format!(r#""identity":{i},"#));
+    format!(
+        r#"{{"instance":"{instance}",{identity}"routes":[{{"name":"all","bounds":[{}]}}]}}"#,
+        bounds.join(",")
+    )
+}
+
+pub fn bound(name: &str, per: &str, limit: u64, window: &str) -> String {
+    format!(r#"{{"name":"{name}","per":"{per}","limit":{limit},"window":"{window}"}}"#)
+}
+
+/// bench/benchlib.py's CFG_ONE_ADDRESS (variant 4).
+pub fn one_address() -> String {
+    config(
+        "bench",
+        &[bound("addr", "address", 1_000_000_000, "PT1M")],
+        None,
+    )
+}
+
+/// bench/benchlib.py's CFG_THREE_BOUNDS (variant 5): the user is the `sub`
+/// jwt_authn verified, from its metadata under `payload`.
+pub fn three_bounds() -> String {
+    config(
+        "bench3",
+        &[
+            bound("route", "route", 4_000_000_000, "PT1M"),
+            bound("addr", "address", 1_000_000_000, "PT1M"),
+            bound("user", "user", 1_000_000_000, "PT1M"),
+        ],
+        Some(r#"{"jwt":{"metadata_key":"payload","user_claim":"sub"}}"#),
+    )
+}
+
+/// bench/benchlib.py's CFG_REFUSING (variant 6): after the first request
+/// every one is refused.
+pub fn refusing() -> String {
+    config("benchrefuse", &[bound("addr", "address", 1, "P1D")], None)
+}
+
+/// `n` address bounds on the route, each its own name and window.
+pub fn address_bounds(n: usize) -> String {
+    let bounds: Vec<String> = (0..n)
+        .map(|i| {
+            bound(
+                &format!("addr{i}"),
+                "address",
+                1_000_000_000,
+                &format!("PT{}M", i + 1),
+            )
+        })
+        .collect();
+    config(&format!("bounds{n}"), &bounds, None)
+}

@@ -1,0 +1,305 @@
+//! The module's own work per request, deterministically (issue 27): the
+//! built `dist/ratebound.wasm` under wasmi with fuel metering, behind the
+//! fake host, for the configurations `bench/run.sh` times (variants 4, 5
+//! and 6, as in `bench/benchlib.py`) and for the scaling rows (1, 10 and
+//! 100 bounds on a route; 10 and 10,000 callers). Each is held to a budget
+//! of fuel and of host calls by kind, per request: a change that makes the
+//! module do more fails here, without timing anything.
+//!
+//! Budgets are what was measured plus `MARGIN` (5%): fuel is deterministic
+//! for a given module, so the margin is only for harmless drift (a
+//! dependency's update, a compiler's). Lowering a budget is progress
+//! (lower it with the change); raising one needs a reason in its commit.
+//! `METER_BUDGETS=1` prints the measured values as budgets to paste.
+//!
+//! `cargo test -p ratebound-meter -- --nocapture` prints the table
+//! (BENCHMARKS.md, "Deterministic cost (the meter)"). The module must be
+//! built first (`./build.sh`); without it every test here fails.
+
+use ratebound_meter::bench::{address_bounds, one_address, refusing, three_bounds};
+use ratebound_meter::{load_module, measure, Measured, Scenario, CALLBACKS};
+
+const MARGIN: f64 = 1.05;
+
+fn scenario(name: &str, config: String, callers: usize, jwt: bool, requests: usize) -> Scenario {
+    Scenario {
+        name: name.to_string(),
+        config,
+        callers,
+        jwt_user: jwt.then(|| "bench-user".to_string()),
+        requests,
+    }
+}
+
+/// A scenario's budget: fuel and host calls of each kind, per request. A
+/// kind not listed has a budget of none.
+struct Budget {
+    fuel: u64,
+    calls: &'static [(&'static str, f64)],
+}
+
+/// Runs `scenarios` (on a thread with room for the interpreter's stack),
+/// prints their table, and checks each against its budget; returns what
+/// was measured.
+fn check(scenarios: Vec<(Scenario, Budget)>) -> Vec<Measured> {
+    let wasm = match load_module() {
+        Ok(w) => w,
+        Err(e) => panic!("{e}"),
+    };
+    let (scenarios, budgets): (Vec<Scenario>, Vec<Budget>) = scenarios.into_iter().unzip();
+    let measured: Vec<Measured> = std::thread::Builder::new()
+        .stack_size(512 << 20)
+        .spawn(move || {
+            scenarios
+                .iter()
+                .map(|s| measure(&wasm, s).unwrap_or_else(|e| panic!("{}: {e}", s.name)))
+                .collect()
+        })
+        .expect("a thread")
+        .join()
+        .expect("the meter's thread");
+    table(&measured);
+    if std::env::var_os("METER_BUDGETS").is_some() {
+        suggest(&measured);
+    }
+    let mut over = Vec::new();
+    for (m, b) in measured.iter().zip(&budgets) {
+        if m.fuel > b.fuel as f64 {
+            over.push(format!(
+                "{}: fuel {:.0} a request, over its budget {}",
+                m.name, m.fuel, b.fuel
+            ));
+        }
+        for (kind, n) in &m.calls {
+            let max = b
+                .calls
+                .iter()
+                .find(|(k, _)| k == kind)
+                .map_or(0.0, |(_, n)| *n);
+            if *n > max {
+                over.push(format!(
+                    "{}: {n:.4} host calls {kind} a request, over its budget {max}",
+                    m.name
+                ));
+            }
+        }
+    }
+    assert!(over.is_empty(), "over budget:\n{}", over.join("\n"));
+    measured
+}
+
+fn table(measured: &[Measured]) {
+    println!();
+    println!(
+        "| scenario | fuel / request | in {} | in {} | host-buffer allocation | host calls / request | by kind | refused | fuel / tick |",
+        CALLBACKS[1], CALLBACKS[2]
+    );
+    println!("|---|---:|---:|---:|---:|---:|---|---:|---:|");
+    for m in measured {
+        let kinds: Vec<String> = m.calls.iter().map(|(k, n)| format!("{k} {n:.2}")).collect();
+        let per_tick = if m.ticks > 0 {
+            format!("{:.0}", m.tick_fuel as f64 / m.ticks as f64)
+        } else {
+            "-".to_string()
+        };
+        println!(
+            "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} | {} | {:.0}% | {per_tick} |",
+            m.name,
+            m.fuel,
+            m.by_callback[1],
+            m.by_callback[2],
+            m.alloc_fuel,
+            m.total_calls(),
+            kinds.join(", "),
+            m.refused * 100.0
+        );
+    }
+}
+
+/// The measured values plus the margin, as this file's budgets.
+fn suggest(measured: &[Measured]) {
+    for m in measured {
+        println!("// {}", m.name);
+        println!("Budget {{");
+        println!("    fuel: {},", (m.fuel * MARGIN).ceil() as u64);
+        println!("    calls: &[");
+        for (k, n) in &m.calls {
+            println!(
+                "        (\"{k}\", {:.2}),",
+                (n * MARGIN * 100.0).ceil() / 100.0
+            );
+        }
+        println!("    ],");
+        println!("}},");
+    }
+}
+
+/// The host calls per request of variants 4, 5 and 6 as the native
+/// suite counts them over the mock host (src/pipeline/tests/host_calls.rs:
+/// property, header, store, response header and reply). The mock's clock
+/// is a field, not a call: the module's clock read is the one kind more.
+const NATIVE_HOST_CALLS: [f64; 3] = [5.0, 8.0, 3.0];
+
+#[test]
+fn the_bench_variants_stay_within_their_budgets() {
+    let measured = check(vec![
+        (
+            scenario("4: one address bound", one_address(), 1, false, 1000),
+            Budget {
+                fuel: 43441,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("get_shared_data", 0.01),
+                    ("set_shared_data", 1.06),
+                ],
+            },
+        ),
+        (
+            scenario(
+                "5: route + address + JWT user",
+                three_bounds(),
+                1,
+                true,
+                1000,
+            ),
+            Budget {
+                fuel: 86599,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_header_map_value[request authorization]", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("get_shared_data", 0.01),
+                    ("set_shared_data", 3.16),
+                ],
+            },
+        ),
+        (
+            scenario(
+                "6: refusing (1 a day an address)",
+                refusing(),
+                1,
+                false,
+                1000,
+            ),
+            Budget {
+                fuel: 40814,
+                calls: &[
+                    ("get_current_time", 1.05),
+                    ("get_header_map_value[request content-type]", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("send_local_response", 1.05),
+                ],
+            },
+        ),
+    ]);
+    // Variants 4 and 5 admit everything; variant 6 refuses all but its first.
+    let refused: Vec<f64> = measured.iter().map(|m| m.refused).collect();
+    assert_eq!(refused, [0.0, 0.0, 1.0], "share of requests refused");
+    for (m, native) in measured.iter().zip(NATIVE_HOST_CALLS) {
+        let module = m.total_calls() - m.calls_of("get_current_time");
+        assert_eq!(
+            module.round(),
+            native,
+            "{}: {module:.3} host calls a request besides the clock, the native suite counts {native}",
+            m.name
+        );
+    }
+}
+
+#[test]
+fn cost_by_bounds_on_a_route_stays_within_its_budgets() {
+    let measured = check(vec![
+        (
+            scenario("1 address bound", address_bounds(1), 1, false, 500),
+            Budget {
+                fuel: 43436,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("set_shared_data", 1.05),
+                ],
+            },
+        ),
+        (
+            scenario("10 address bounds", address_bounds(10), 1, false, 500),
+            Budget {
+                fuel: 205071,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("set_shared_data", 10.50),
+                ],
+            },
+        ),
+        (
+            scenario("100 address bounds", address_bounds(100), 1, false, 200),
+            Budget {
+                fuel: 1708505,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("get_shared_data", 16.80),
+                    ("set_shared_data", 105.00),
+                ],
+            },
+        ),
+    ]);
+    assert!(
+        measured.iter().all(|m| m.refused == 0.0),
+        "a request was refused"
+    );
+}
+
+#[test]
+fn cost_by_callers_stays_within_its_budgets() {
+    let measured = check(vec![
+        (
+            scenario(
+                "10 callers, one address bound",
+                one_address(),
+                10,
+                false,
+                1000,
+            ),
+            Budget {
+                fuel: 43549,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("get_shared_data", 0.01),
+                    ("set_shared_data", 1.06),
+                ],
+            },
+        ),
+        (
+            scenario(
+                "10,000 callers, one address bound",
+                one_address(),
+                10_000,
+                false,
+                10_000,
+            ),
+            Budget {
+                fuel: 43870,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("get_shared_data", 0.86),
+                    ("set_shared_data", 1.06),
+                ],
+            },
+        ),
+    ]);
+    assert!(
+        measured.iter().all(|m| m.refused == 0.0),
+        "a request was refused"
+    );
+}
