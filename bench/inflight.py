@@ -1,29 +1,34 @@
-"""Memory per in-flight request: Envoy's RSS growth while N requests, from N
-distinct callers (127.x addresses), are in flight through it at once, with
-a cost bound (each holding a reservation, its answer's body half read),
-with a request-count bound, and with the do-nothing filter.
+"""Memory per in-flight request: Envoy's RSS growth while requests from
+distinct callers (127.x addresses) are in flight through it at once, with a
+cost bound (each request holding a reservation, its answer's body half
+read), with a request-count bound, and with the do-nothing filter.
 
-    .venv/bin/python bench/inflight.py                 # N = 1,000, 3 rounds
-    .venv/bin/python bench/inflight.py --n 500 --rounds 5
+    .venv/bin/python bench/inflight.py                 # n = 1,000, 5 rounds
+    .venv/bin/python bench/inflight.py --n 500 --rounds 3
 
 The upstream (in this process, 127.0.0.1) answers every request with its
 headers and the first half of an OpenAI-style JSON body (or event stream),
-then holds the rest until all N have arrived and RSS has been read: so each
-request is admitted, has taken its reservation, and its cost scan holds what
-came of the body. Per round and variant, a fresh Envoy (one worker) serves a
-few requests first (the VM is instantiated, its code compiled); then
+then holds the rest until RSS has been read: so each request is admitted,
+has taken its reservation, and its cost scan holds what came of the body.
+Per round and variant, a fresh Envoy (one worker) serves 20 requests first
+(the VM instantiated, its code compiled); then n requests go in flight
+(RSS read), then n more (RSS read again), then all are answered:
 
-    KiB per in-flight request = (RSS with N in flight − RSS before) / N
+    KiB per request in flight = RSS growth of a stage / n
 
-RSS counts pages, and Envoy's allocator keeps what it freed: figures are
-per round, medians reported, and the difference between two variants is
-what one adds per request in flight. Results: bench/results/inflight-<timestamp>.md.
+The first stage may reuse memory the process already holds free (V8 leaves
+some after compiling a module), so the second stage, which takes new pages,
+is the figure to compare. RSS counts pages and Envoy's allocator keeps what
+it freed: medians over rounds, and the difference between two variants is
+what one adds per request in flight. Results:
+bench/results/inflight-<timestamp>.{md,json}.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import sys
 import time
@@ -32,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib as bl  # noqa: E402
 from harness import addr, raise_fd_limit  # noqa: E402  (tests/e2e, on benchlib's path)
+from launcher import static_cluster  # noqa: E402
 
 HOLD_S = 30.0  # the longest an answer is held (bounded)
 SSE_ANSWER = bl.CHAT_SSE.encode()
@@ -91,8 +97,8 @@ class HeldUpstream:
                 writer.write(self.answer[half:])
                 await writer.drain()
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError,
-                asyncio.LimitOverrunError):
-            pass
+                asyncio.LimitOverrunError, asyncio.CancelledError):
+            pass  # closed, or an idle connection cancelled at the end of the round
         finally:
             writer.close()
 
@@ -135,10 +141,26 @@ async def one(port: int, src: str, heads: Heads | None = None, path: str = "/up/
         writer.close()
 
 
+def held_routes() -> list[dict]:
+    return [{"name": "upstream", "match": {"prefix": "/up"},
+             "route": {"cluster": "upstream", "timeout": f"{2 * HOLD_S:.0f}s"}}]
+
+
+def held_cluster(port: int) -> dict:
+    """The upstream, its circuit breakers opened past 2 × N (Envoy's
+    defaults stop at 1,024 requests and connections)."""
+    c = static_cluster("upstream", port)
+    c["circuit_breakers"] = {"thresholds": [
+        {"max_connections": 100_000, "max_pending_requests": 100_000, "max_requests": 100_000}]}
+    return c
+
+
 async def measure(key: str, filters: list, answer: bytes, ctype: str, n: int, work: Path,
                   rnd: int, first_caller: int) -> dict:
-    up = await HeldUpstream(n, answer, ctype).start()
-    env = bl.bench_envoy(f"{key}-r{rnd}", filters, work, cpu=None, upstream_port=up.port)
+    up = await HeldUpstream(2 * n, answer, ctype).start()
+    env = bl.bench_envoy(f"{key}-r{rnd}", filters, work, cpu=None, routes=held_routes(),
+                         clusters=[held_cluster(up.port)])
+    tasks: list[asyncio.Future] = []
     try:
         env.start(wait=False)
         failed = await asyncio.to_thread(bl.wait_ready, env)
@@ -149,49 +171,51 @@ async def measure(key: str, filters: list, answer: bytes, ctype: str, n: int, wo
         warm = await asyncio.gather(*(one(env.port, addr(90_000 + i)) for i in range(20)))
         assert all(s == 200 for s in warm), warm
         up.release.clear()
-        up.arrived = 0
-        up.all_in.clear()
         await asyncio.sleep(1.5)  # the filter's 1 s tick has run (its periodic work)
-        before = bl.rss_kib(env.pid)
-        heads = Heads(n)
-        tasks = [asyncio.ensure_future(one(env.port, addr(first_caller + i), heads))
-                 for i in range(n)]
-        try:
-            await asyncio.wait_for(heads.all.wait(), HOLD_S)
-        except asyncio.TimeoutError:
-            up.release.set()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise RuntimeError(f"{key}: only {up.arrived} of {n} reached the upstream, "
-                               f"{heads.seen} got their answer's first half")
-        peak = bl.rss_kib(env.pid)
+        rss = [bl.rss_kib(env.pid)]
+        # Two stages of n: the first n may reuse memory the process already
+        # holds (free in its allocator); the next n mostly take new pages.
+        for stage in range(2):
+            heads = Heads(n)
+            tasks += [asyncio.ensure_future(one(env.port, addr(first_caller + stage * n + i), heads))
+                      for i in range(n)]
+            try:
+                await asyncio.wait_for(heads.all.wait(), HOLD_S)
+            except asyncio.TimeoutError:
+                raise RuntimeError(f"{key}: stage {stage + 1}: {heads.seen} of {n} got their "
+                                   f"answer's first half") from None
+            rss.append(bl.rss_kib(env.pid))
         up.release.set()
         statuses = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), HOLD_S)
-        after = bl.rss_kib(env.pid)
+        rss.append(bl.rss_kib(env.pid))
         ok = sum(1 for s in statuses if s == 200)
         await asyncio.sleep(1.5)  # the filter hands its counters to Envoy on its 1 s tick
-        unknown = {k: v for k, v in env.stats("costs_unknown").items()}
-        return {"variant": key, "round": rnd, "n": n, "ok": ok, "rss_before_kib": before,
-                "rss_peak_kib": peak, "rss_after_kib": after,
-                "kib_per_inflight": (peak - before) / n, "costs_unknown": sum(unknown.values())}
+        unknown = env.stats("costs_unknown")
+        return {"variant": key, "round": rnd, "n": n, "ok": ok, "rss_kib": rss,
+                "first_kib": (rss[1] - rss[0]) / n, "next_kib": (rss[2] - rss[1]) / n,
+                "costs_unknown": sum(unknown.values())}
     finally:
+        up.release.set()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         env.stop()
         up.close()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=1000, help="requests in flight at once (at most 1,000: "
-                    "Envoy's default circuit breakers allow 1,024 upstream requests)")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--n", type=int, default=1000, help="requests in flight in each of the two stages")
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=str(bl.BENCH / "results"))
     args = ap.parse_args()
-    if not 1 <= args.n <= 1000:
-        ap.error("--n is 1 to 1000")
+    if not 1 <= args.n <= 5000:
+        ap.error("--n is 1 to 5000")
     started = bl.start_run("inflight", args.out, "", (bl.RATEBOUND_WASM, bl.NOOP_WASM), "bench/setup.sh")
     if started is None:
         return 2
     out_dir, stamp, work = started
-    raise_fd_limit(4 * args.n + 1024)
+    raise_fd_limit(8 * args.n + 1024)
     t0 = time.monotonic()
     runs = []
     vs = variants()
@@ -199,37 +223,43 @@ def main() -> int:
         k = (rnd - 1) % len(vs)
         for key, label, filters, answer, ctype in vs[k:] + vs[:k]:
             r = asyncio.run(measure(key, filters, answer, ctype, args.n, work, rnd,
-                                    first_caller=rnd * 2000))
+                                    first_caller=rnd * 2 * args.n))
             runs.append(r)
-            print(f"inflight: round {rnd} {key}: {r['kib_per_inflight']:.2f} KiB per request in flight "
-                  f"(RSS {r['rss_before_kib']:,} → {r['rss_peak_kib']:,} → {r['rss_after_kib']:,} KiB; "
-                  f"{r['ok']}/{args.n} answered 200; costs_unknown {r['costs_unknown']})", flush=True)
-    med = {key: statistics.median(r["kib_per_inflight"] for r in runs if r["variant"] == key)
-           for key, *_ in vs}
-    spread = {key: (min(r["kib_per_inflight"] for r in runs if r["variant"] == key),
-                    max(r["kib_per_inflight"] for r in runs if r["variant"] == key)) for key, *_ in vs}
+            print(f"inflight: round {rnd} {key}: KiB per request in flight, first {args.n} "
+                  f"{r['first_kib']:.2f}, next {args.n} {r['next_kib']:.2f} (RSS KiB "
+                  f"{' → '.join(f'{x:,}' for x in r['rss_kib'])}; {r['ok']}/{2 * args.n} answered 200; "
+                  f"costs_unknown {r['costs_unknown']})", flush=True)
+
+    def stat(key: str, col: str) -> tuple[float, float, float]:
+        xs = [r[col] for r in runs if r["variant"] == key]
+        return statistics.median(xs), min(xs), max(xs)
+
     lines = [f"# Memory per in-flight request — {stamp}", "",
              f"- {bl.describe_module()}; Envoy one worker, not pinned",
-             f"- {args.n} requests in flight at once from {args.n} distinct callers, each admitted, its "
-             f"answer's headers and first half of its body through, the rest held; {args.rounds} rounds, "
-             f"a fresh Envoy per round and variant; load average {' '.join(open('/proc/loadavg').read().split()[:3])}; "
-             f"wall time {time.monotonic() - t0:.0f} s",
-             "", "| variant | KiB per request in flight, median (min–max) | over do-nothing | over request-count |",
+             f"- {args.n} requests in flight, then {args.n} more (2 × {args.n} at once), each from its "
+             f"own caller, admitted, its answer's headers and first half of its body through, the rest "
+             f"held; {args.rounds} rounds, a fresh Envoy per round and variant, order rotated; load "
+             f"average after {' '.join(open('/proc/loadavg').read().split()[:3])}; wall time "
+             f"{time.monotonic() - t0:.0f} s",
+             "", "KiB of Envoy RSS per request in flight, median of the rounds (min–max); the difference "
+             "of medians with the request-count bound:", "",
+             f"| variant | first {args.n} | next {args.n} | next, over request-count |",
              "|---|---|---|---|"]
     for key, label, *_ in vs:
-        lo, hi = spread[key]
-        over_noop = "–" if key == "noop" else f"{med[key] - med['noop']:+.2f}"
-        over_count = "–" if key in ("noop", "count") else f"{med[key] - med['count']:+.2f}"
-        lines.append(f"| {label} | **{med[key]:.2f}** ({lo:.2f}–{hi:.2f}) | {over_noop} | {over_count} |")
-    lines += ["", "Per round (RSS KiB before → with N in flight → after the answers):", ""]
+        f, n_ = stat(key, "first_kib"), stat(key, "next_kib")
+        over = "–" if key in ("noop", "count") else f"{n_[0] - stat('count', 'next_kib')[0]:+.2f}"
+        lines.append(f"| {label} | {f[0]:.2f} ({f[1]:.2f}–{f[2]:.2f}) | **{n_[0]:.2f}** "
+                     f"({n_[1]:.2f}–{n_[2]:.2f}) | {over} |")
+    lines += ["", "Per round, RSS KiB idle → first n in flight → 2n in flight → after the answers:", ""]
     for r in runs:
-        lines.append(f"- round {r['round']} {r['variant']}: {r['rss_before_kib']:,} → {r['rss_peak_kib']:,} → "
-                     f"{r['rss_after_kib']:,} ({r['kib_per_inflight']:.2f} KiB each; {r['ok']} answered 200; "
+        lines.append(f"- round {r['round']} {r['variant']}: {' → '.join(f'{x:,}' for x in r['rss_kib'])} "
+                     f"({r['first_kib']:.2f}, {r['next_kib']:.2f} KiB each; {r['ok']} answered 200; "
                      f"costs_unknown {r['costs_unknown']})")
     md = "\n".join(lines) + "\n"
     path = out_dir / f"inflight-{stamp}.md"
     path.write_text(md)
     (out_dir / f"inflight-{stamp}.json").write_text(json.dumps(runs, indent=1))
+    shutil.rmtree(work, ignore_errors=True)
     print()
     print(md)
     print(f"inflight: wrote {path}")
