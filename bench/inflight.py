@@ -1,7 +1,9 @@
 """Memory per in-flight request: Envoy's RSS growth while requests from
 distinct callers (127.x addresses) are in flight through it at once, with a
 cost bound (each request holding a reservation, its answer's body half
-read), with a request-count bound, and with the do-nothing filter.
+read), with a request-count bound, and with the do-nothing filter; and the
+two bounds again with a 48 KiB answer (a JSON cost scan keeps the body it
+has read, up to max_body_bytes).
 
     .venv/bin/python bench/inflight.py                 # n = 1,000, 5 rounds
     .venv/bin/python bench/inflight.py --n 500 --rounds 3
@@ -42,6 +44,10 @@ from launcher import static_cluster  # noqa: E402
 HOLD_S = 30.0  # the longest an answer is held (bounded)
 SSE_ANSWER = bl.CHAT_SSE.encode()
 JSON_ANSWER = bl.CHAT_JSON.encode()
+# A long answer (48 KiB, under the default max_body_bytes of 64 KiB), its
+# usage at the end: a JSON cost scan keeps what came of it (24 KiB, half).
+BIG_ANSWER = json.dumps({"choices": [{"message": {"content": "x" * 48_000}}],
+                         "usage": {"total_tokens": 12_000}}, separators=(",", ":")).encode()
 
 
 def variants() -> list[tuple[str, str, list, bytes, str]]:
@@ -56,6 +62,10 @@ def variants() -> list[tuple[str, str, list, bytes, str]]:
          JSON_ANSWER, "application/json"),
         ("cost_sse", "ratebound: 1 cost bound per address (event stream)", [rb(bl.CFG_COST_SSE)],
          SSE_ANSWER, "text/event-stream"),
+        ("count_big", "request-count bound, a 48 KiB JSON answer", [rb(bl.CFG_ONE_ADDRESS)],
+         BIG_ANSWER, "application/json"),
+        ("cost_big", "cost bound (JSON usage), a 48 KiB JSON answer", [rb(bl.CFG_COST_JSON)],
+         BIG_ANSWER, "application/json"),
     ]
 
 
@@ -243,11 +253,13 @@ def main() -> int:
              f"{time.monotonic() - t0:.0f} s",
              "", "KiB of Envoy RSS per request in flight, median of the rounds (min–max); the difference "
              "of medians with the request-count bound:", "",
-             f"| variant | first {args.n} | next {args.n} | next, over request-count |",
+             f"| variant | first {args.n} | next {args.n} | next, over request-count (same answer) |",
              "|---|---|---|---|"]
     for key, label, *_ in vs:
         f, n_ = stat(key, "first_kib"), stat(key, "next_kib")
-        over = "–" if key in ("noop", "count") else f"{n_[0] - stat('count', 'next_kib')[0]:+.2f}"
+        ref = "count_big" if key == "cost_big" else "count"
+        over = "–" if key in ("noop", "count", "count_big") else \
+            f"{n_[0] - stat(ref, 'next_kib')[0]:+.2f}"
         lines.append(f"| {label} | {f[0]:.2f} ({f[1]:.2f}–{f[2]:.2f}) | **{n_[0]:.2f}** "
                      f"({n_[1]:.2f}–{n_[2]:.2f}) | {over} |")
     lines += ["", "Per round, RSS KiB idle → first n in flight → 2n in flight → after the answers:", ""]

@@ -621,7 +621,7 @@ def main() -> int:
                 print(f"run: variant {v.id} FAILED {v.failed}", flush=True)
                 v.env.stop()
                 continue
-            if v.headers:
+            if "Authorization" in v.headers:
                 no_token = bl.http_get(v.env.port, "/")
                 if no_token != 401:
                     meta["notes"].append(f"variant {v.id}: a request without a token got {no_token}, not 401")
