@@ -174,15 +174,16 @@ def gated(pieces: list[bytes], content_type: str = "text/event-stream"):
     """An answer that sends pieces[i] as one chunk, then waits (at most
     GATE_S) until the client has read it before sending the next: an answer
     held by the filter never gets its next piece out. Returns (fn, gates,
-    sent): gates[i] is set by the client, sent[i] is when piece i left."""
+    sent): gates[i] is set by the client, sent[i] is when piece i was about
+    to be sent."""
     gates = [threading.Event() for _ in pieces]
     sent: list[float] = []
 
     def fn(a: Answer, path: str) -> None:
         a.head(content_type)
         for piece, gate in zip(pieces, gates):
-            a.send(piece)
             sent.append(time.monotonic())
+            a.send(piece)
             if not gate.wait(GATE_S):
                 a.reset()  # the client never saw it
                 return
@@ -305,7 +306,7 @@ def test_event_stream_chunks_pass_unheld_and_unchanged_and_the_last_usage_is_cha
     upstream gives up after 5 s and resets it). Every chunk arrives byte for
     byte, and the final usage is charged. The per-chunk delay (upstream
     send to client read) is printed with and without the filter."""
-    pieces = [delta(w) for w in ("Hel", "lo", ", ", "world")] + [usage(60), DONE]
+    pieces = [delta(f"word{i} ") for i in range(20)] + [usage(60), DONE]
     e = envoy(tokens(), upstream_port=api.port)
     plain = envoy(None, http_filters=[], upstream_port=api.port)
     ensure_room(3600, 30)
