@@ -399,6 +399,28 @@ def test_a_later_smaller_usage_wins_as_documented(envoy, api):
     assert unknown_costs(e, 0) == 0
 
 
+def test_a_malformed_or_negative_usage_neither_erases_nor_credits(envoy, api):
+    """A usage that is not a non-negative number is no cost (docs/cost.md):
+    after a good usage (300), a later `"lots"` and a later −1,000 leave it
+    the last that has one, so 300 is charged — the stream neither gets back
+    to its reservation nor credits its caller; a JSON answer whose only
+    usage is −1,000 names no cost: it keeps its reservation and is counted."""
+    stream = (usage(300) + sse({"usage": {"total_tokens": "lots"}}) + usage(-1000)
+              + sse({"usage": {"total_tokens": None}}) + DONE)
+    api.on("/up/sse/bad", lambda a, p: a.whole("text/event-stream", stream))
+    api.on("/up/json/neg", lambda a, p: a.whole(
+        "application/json", json.dumps({"usage": {"total_tokens": -1000}}).encode()))
+    e = envoy(tokens(), upstream_port=api.port)
+    ensure_room(3600, 30)
+    src = addr(520)
+    assert request(e.port, "/up/sse/bad", src=src)[0] == 200
+    assert remaining_after(e, src) == LIMIT - 300 - RESERVE
+    src = addr(521)
+    assert request(e.port, "/up/json/neg", src=src)[0] == 200
+    assert remaining_after(e, src) == LIMIT - RESERVE - RESERVE
+    assert unknown_costs(e, 1) == 1
+
+
 def test_a_number_split_across_chunks_is_read_whole(envoy, api):
     """A usage split mid-number and mid-prefix across chunks, each chunk
     forwarded to the client before the next is sent (`"total_tokens": 3` |
