@@ -302,6 +302,17 @@ def rss_kib(pid: int) -> int:
     return -1
 
 
+def remaining(port: int, path: str = "/", headers: dict | None = None) -> int | None:
+    """The RateLimit-Remaining of one request (None without one)."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            value = r.headers.get("ratelimit-remaining")
+    except urllib.error.HTTPError as e:
+        value = e.headers.get("ratelimit-remaining")
+    return int(value) if value is not None else None
+
+
 def http_get(port: int, path: str = "/", headers: dict | None = None) -> int:
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
     try:

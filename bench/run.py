@@ -43,6 +43,7 @@ class Variant:
     filters: list
     headers: dict = field(default_factory=dict)
     expect_status: int = 200  # status of a request once warmed up
+    expect_charge: int | None = None  # a cost variant: RateLimit-Remaining falls by this a request
     baseline: str = "2"  # the variant whose cost this one adds to
     optional: bool = False  # measured only when named in --only
     routes: list | None = None  # the route table (default: `/` answers "ok")
@@ -89,18 +90,21 @@ def cost_variants() -> list[Variant]:
         Variant("50", "noop_json_answer", "do-nothing wasm, JSON chat answer (baseline of 51)",
                 [noop()], routes=json_route, optional=True),
         Variant("51", "cost_json", "ratebound: tokens from a JSON body's usage",
-                [rb(bl.CFG_COST_JSON)], routes=json_route, baseline="50", optional=True),
+                [rb(bl.CFG_COST_JSON)], routes=json_route, baseline="50", optional=True,
+                expect_charge=300),
         Variant("52", "noop_sse_answer", "do-nothing wasm, event-stream answer (baseline of 53)",
                 [noop()], routes=sse_route, optional=True),
         Variant("53", "cost_sse", "ratebound: tokens from an event stream's last usage",
-                [rb(bl.CFG_COST_SSE)], routes=sse_route, baseline="52", optional=True),
+                [rb(bl.CFG_COST_SSE)], routes=sse_route, baseline="52", optional=True,
+                expect_charge=300),
         Variant("54", "cost_request_header", "ratebound: a cost in a request header (x-cost: 1)",
-                [rb(bl.CFG_COST_REQUEST_HEADER)], headers={"x-cost": "1"}, optional=True),
+                [rb(bl.CFG_COST_REQUEST_HEADER)], headers={"x-cost": "1"}, optional=True,
+                expect_charge=1),
         Variant("56", "noop_header_answer", "do-nothing wasm, answer with x-tokens (baseline of 55)",
                 [noop()], routes=header_route, optional=True),
         Variant("55", "cost_response_header", "ratebound: tokens from a response header",
                 [rb(bl.CFG_COST_RESPONSE_HEADER)], routes=header_route, baseline="56",
-                optional=True),
+                optional=True, expect_charge=300),
     ]
 
 
@@ -621,6 +625,15 @@ def main() -> int:
                 print(f"run: variant {v.id} FAILED {v.failed}", flush=True)
                 v.env.stop()
                 continue
+            if v.expect_charge is not None:
+                # the filter reads the answer Envoy itself gives: each request is charged
+                left = [bl.remaining(v.env.port, "/", v.headers) for _ in range(3)]
+                if None in left or left[1] - left[2] != v.expect_charge:
+                    v.failed = (f"sanity check: RateLimit-Remaining {left}, expected to fall by "
+                                f"{v.expect_charge} a request")
+                    print(f"run: variant {v.id} FAILED {v.failed}", flush=True)
+                    v.env.stop()
+                    continue
             if "Authorization" in v.headers:
                 no_token = bl.http_get(v.env.port, "/")
                 if no_token != 401:
