@@ -11,6 +11,7 @@ next request whose reservation is taken at admission: remaining = limit −
 charged − reserve. Windows are an hour long, so nothing slides out."""
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import socket
@@ -56,12 +57,15 @@ DONE = b"data: [DONE]\n\n"
 class Answer:
     """One answer on one upstream connection (closed after it)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, request: bytes = b"") -> None:
         self.sock = sock
+        self.request = request  # the request's head, as it came
         self.chunked = False
 
-    def head(self, content_type: str, length: int | None = None, status: int = 200) -> None:
-        lines = [f"HTTP/1.1 {status} OK", f"content-type: {content_type}", "connection: close"]
+    def head(self, content_type: str, length: int | None = None, status: int = 200,
+             extra: tuple[str, ...] = ()) -> None:
+        lines = [f"HTTP/1.1 {status} OK", f"content-type: {content_type}", "connection: close",
+                 *extra]
         if length is None:
             self.chunked = True
             lines.append("transfer-encoding: chunked")
@@ -146,7 +150,7 @@ class ScriptedApi:
             if prefix is None:
                 Answer(s).whole("text/plain", b"no such route\n")
             else:
-                self._routes[prefix](Answer(s), path)
+                self._routes[prefix](Answer(s, buf), path)
         except OSError:
             pass
         finally:
@@ -463,6 +467,33 @@ def test_a_content_type_that_lies_reads_no_cost_and_keeps_the_reservation(envoy,
         assert request(e.port, path, src=src)[0] == 200
         assert remaining_after(e, src) == LIMIT - RESERVE - RESERVE, path
     assert unknown_costs(e, 2) == 2
+
+
+def test_a_caller_asking_for_a_compressed_answer_is_charged_its_reservation(envoy, api):
+    """A caller sends `accept-encoding: gzip` and the API compresses, as
+    real ones do: the filter sees compressed bytes, which name no cost, so
+    the request keeps its reservation (100) and is counted unknown — though
+    the answer the caller gets says 300. A caller can thus choose to pay
+    its reservation only (docs/cost.md: a number that does not read)."""
+    body = json.dumps({"usage": {"total_tokens": 300}}).encode()
+
+    def fn(a: Answer, path: str) -> None:
+        if b"gzip" in a.request.lower():
+            packed = gzip.compress(body)
+            a.head("application/json", len(packed), extra=("content-encoding: gzip",))
+            a.send(packed)
+        else:
+            a.whole("application/json", body)
+
+    api.on("/up/gz", fn)
+    e = envoy(tokens(), upstream_port=api.port)
+    ensure_room(3600, 30)
+    src = addr(530)
+    status, h, got = request(e.port, "/up/gz", src=src, headers={"accept-encoding": "gzip"})
+    assert status == 200 and h.get("content-encoding") == "gzip", h
+    assert json.loads(gzip.decompress(got))["usage"]["total_tokens"] == 300
+    assert remaining_after(e, src) == LIMIT - RESERVE - RESERVE
+    assert unknown_costs(e, 1) == 1
 
 
 def test_a_caller_hanging_up_before_the_usage_keeps_its_reservation(envoy, api):
