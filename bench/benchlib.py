@@ -103,6 +103,65 @@ CFG_THREE_BOUNDS = ratebound_config(
     ],
     identity={"jwt": {"metadata_key": "payload", "user_claim": "sub"}},
 )
+# --------------------------------------------------------------------------
+# Cost bounds (docs/cost.md): an OpenAI-style answer, whole (JSON) or as an
+# event stream, served by Envoy itself (a direct_response route: the
+# upstream is never the bottleneck), its usage 300 tokens.
+
+CHAT_JSON = json.dumps({
+    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1764633600,
+    "model": "bench-model",
+    "choices": [{"index": 0, "finish_reason": "stop",
+                 "message": {"role": "assistant", "content": "Hello! How can I help you today?"}}],
+    "usage": {"prompt_tokens": 12, "completion_tokens": 288, "total_tokens": 300},
+}, separators=(",", ":"))
+
+
+def _chat_stream() -> str:
+    events = [{"id": "chatcmpl-bench", "object": "chat.completion.chunk", "model": "bench-model",
+               "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}],
+               "usage": None}
+              for w in ("Hello", "!", " How", " can", " I", " help", " you", " today", "?")]
+    events.append({"id": "chatcmpl-bench", "object": "chat.completion.chunk", "model": "bench-model",
+                   "choices": [],
+                   "usage": {"prompt_tokens": 12, "completion_tokens": 288, "total_tokens": 300}})
+    return "".join(f"data: {json.dumps(e, separators=(',', ':'))}\n\n" for e in events) \
+        + "data: [DONE]\n\n"
+
+
+CHAT_SSE = _chat_stream()
+
+
+def direct_routes(body: str = "ok", content_type: str | None = None,
+                  headers: dict | None = None) -> list[dict]:
+    """The one route `/` answering 200 with `body` from Envoy itself, its
+    content-type (and any other response headers) set by the route."""
+    add = dict(headers or {})
+    if content_type:
+        add["content-type"] = content_type
+    route: dict = {"name": "direct", "match": {"prefix": "/"},
+                   "direct_response": {"status": 200, "body": {"inline_string": body}}}
+    if add:
+        route["response_headers_to_add"] = [
+            {"header": {"key": k, "value": v}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+            for k, v in add.items()]
+    return [route]
+
+
+def cost_config(instance: str, cost: dict) -> dict:
+    """One bound per address, counting `cost`, with a limit nothing reaches."""
+    return ratebound_config(instance, [{"name": "tokens", "per": "address", "limit": 1_000_000_000,
+                                        "window": "PT1M", "cost": cost}])
+
+
+CFG_COST_JSON = cost_config("benchcostjson", {"response_json": "/usage/total_tokens",
+                                              "reserve": 500, "unit": "tokens"})
+CFG_COST_SSE = cost_config("benchcostsse", {"response_json": "/usage/total_tokens",
+                                            "reserve": 500, "unit": "tokens"})
+CFG_COST_REQUEST_HEADER = cost_config("benchcostreq", {"request_header": "x-cost"})
+CFG_COST_RESPONSE_HEADER = cost_config("benchcostresp", {"response_header": "x-tokens",
+                                                         "reserve": 500, "unit": "tokens"})
+
 CFG_REFUSING = ratebound_config(
     "benchrefuse", [{"name": "addr", "per": "address", "limit": 1, "window": "P1D"}]
 )
@@ -185,15 +244,32 @@ def make_jwt() -> tuple[str, str]:
 # --------------------------------------------------------------------------
 # Envoy processes
 
+class RoutedEnvoy(Envoy):
+    """An Envoy whose route table is given (`routes`, a list of route dicts)
+    instead of the launcher's `direct` route answering "ok"."""
+
+    def __init__(self, *a, routes: list[dict], **kw) -> None:
+        super().__init__(*a, **kw)
+        self.routes = routes
+
+    def _routes(self) -> list[dict]:
+        return self.routes
+
+
 def bench_envoy(name: str, http_filters: list[dict], work: Path, *, concurrency: int = 1,
-                cpu: int | None = 0, trusted_xff: bool = False, **kw) -> Envoy:
+                cpu: int | None = 0, trusted_xff: bool = False,
+                routes: list[dict] | None = None, **kw) -> Envoy:
     """A benchmark Envoy (not started): the filters, then the router, on one
     static listener whose route answers 200 "ok"; pinned to `cpu` (None: not
     pinned); warnings only in its log (work/name/envoy.log); its own session,
     so a ^C reaches this script, which stops it. trusted_xff: the client
     address is the last X-Forwarded-For entry (one trusted hop). kw: more
-    Envoy(...) arguments (upstream_port, clusters: bench/signin.py)."""
-    return Envoy(work / name, http_filters=http_filters, name=name, concurrency=concurrency,
+    Envoy(...) arguments (upstream_port, clusters: bench/signin.py).
+    routes: the route table instead (RoutedEnvoy; the cost variants' bodies)."""
+    if routes is not None:
+        kw["routes"] = routes
+    return (RoutedEnvoy if routes is not None else Envoy)(
+        work / name, http_filters=http_filters, name=name, concurrency=concurrency,
                  cpu=cpu, static_listener=True, use_remote_address=trusted_xff,
                  xff_num_trusted_hops=1 if trusted_xff else 0, log_level="warn",
                  component_log_level=None, new_session=True, **kw)
@@ -224,6 +300,17 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return -1
+
+
+def remaining(port: int, path: str = "/", headers: dict | None = None) -> int | None:
+    """The RateLimit-Remaining of one request (None without one)."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            value = r.headers.get("ratelimit-remaining")
+    except urllib.error.HTTPError as e:
+        value = e.headers.get("ratelimit-remaining")
+    return int(value) if value is not None else None
 
 
 def http_get(port: int, path: str = "/", headers: dict | None = None) -> int:

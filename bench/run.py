@@ -43,8 +43,10 @@ class Variant:
     filters: list
     headers: dict = field(default_factory=dict)
     expect_status: int = 200  # status of a request once warmed up
+    expect_charge: int | None = None  # a cost variant: RateLimit-Remaining falls by this a request
     baseline: str = "2"  # the variant whose cost this one adds to
     optional: bool = False  # measured only when named in --only
+    routes: list | None = None  # the route table (default: `/` answers "ok")
     env: bl.Envoy | None = None
     failed: str | None = None
     runs: list = field(default_factory=list)  # per round: dict
@@ -68,7 +70,42 @@ def build_variants(jwks: str, token: str) -> list[Variant]:
         Variant("7", "jwt_noop_wasm", "jwt_authn + do-nothing wasm (baseline of 5)",
                 [bl.jwt_authn_filter(jwks), noop()], headers=auth),
     ] + identity_variants(jwks, auth) + probe_variants(jwks, auth) + compare_variants(jwks, auth) \
-      + profile_variants()
+      + profile_variants() + cost_variants()
+
+
+def cost_variants() -> list[Variant]:
+    """Cost bounds (`--only 2,4,50,51,52,53,54,55,56`, docs/cost.md): one
+    bound per address counting tokens from an answer Envoy serves itself
+    (direct_response; the filter reads that body as any other), each beside
+    the do-nothing filter on the same answer. 51: an OpenAI-style JSON body
+    (BENCHMARKS.md: "Cost bounds"); 53: the same answer as an event stream,
+    usage in its last event; 54: a cost the request names (x-cost: 1); 55: a
+    cost the response names in a header."""
+    noop = lambda: bl.wasm_filter("noop", bl.NOOP_WASM, None)  # noqa: E731
+    rb = lambda cfg: bl.wasm_filter("ratebound", bl.RATEBOUND_WASM, cfg)  # noqa: E731
+    json_route = bl.direct_routes(bl.CHAT_JSON, "application/json")
+    sse_route = bl.direct_routes(bl.CHAT_SSE, "text/event-stream")
+    header_route = bl.direct_routes(headers={"x-tokens": "300"})
+    return [
+        Variant("50", "noop_json_answer", "do-nothing wasm, JSON chat answer (baseline of 51)",
+                [noop()], routes=json_route, optional=True),
+        Variant("51", "cost_json", "ratebound: tokens from a JSON body's usage",
+                [rb(bl.CFG_COST_JSON)], routes=json_route, baseline="50", optional=True,
+                expect_charge=300),
+        Variant("52", "noop_sse_answer", "do-nothing wasm, event-stream answer (baseline of 53)",
+                [noop()], routes=sse_route, optional=True),
+        Variant("53", "cost_sse", "ratebound: tokens from an event stream's last usage",
+                [rb(bl.CFG_COST_SSE)], routes=sse_route, baseline="52", optional=True,
+                expect_charge=300),
+        Variant("54", "cost_request_header", "ratebound: a cost in a request header (x-cost: 1)",
+                [rb(bl.CFG_COST_REQUEST_HEADER)], headers={"x-cost": "1"}, optional=True,
+                expect_charge=1),
+        Variant("56", "noop_header_answer", "do-nothing wasm, answer with x-tokens (baseline of 55)",
+                [noop()], routes=header_route, optional=True),
+        Variant("55", "cost_response_header", "ratebound: tokens from a response header",
+                [rb(bl.CFG_COST_RESPONSE_HEADER)], routes=header_route, baseline="56",
+                optional=True, expect_charge=300),
+    ]
 
 
 def profile_variants() -> list[Variant]:
@@ -494,7 +531,7 @@ def restart(live: list[Variant], work: Path, rnd: int, args) -> None:
         if v.env:
             v.env.stop()
         v.env = bl.bench_envoy(f"v{v.id}-{v.key}-r{rnd + 1}", v.filters, work,
-                               cpu=ENVOY_CPU).start(wait=False)
+                               cpu=ENVOY_CPU, routes=v.routes).start(wait=False)
     for v in live:
         failed = bl.wait_ready(v.env)
         if failed:
@@ -565,7 +602,8 @@ def main() -> int:
     try:
         # Start every Envoy up front (all pinned to CPU 0; idle ones cost ~nothing).
         for v in variants:
-            v.env = bl.bench_envoy(f"v{v.id}-{v.key}", v.filters, work, cpu=ENVOY_CPU).start(wait=False)
+            v.env = bl.bench_envoy(f"v{v.id}-{v.key}", v.filters, work, cpu=ENVOY_CPU,
+                                   routes=v.routes).start(wait=False)
         for v in variants:
             failed = bl.wait_ready(v.env)
             if failed:
@@ -587,7 +625,16 @@ def main() -> int:
                 print(f"run: variant {v.id} FAILED {v.failed}", flush=True)
                 v.env.stop()
                 continue
-            if v.headers:
+            if v.expect_charge is not None:
+                # the filter reads the answer Envoy itself gives: each request is charged
+                left = [bl.remaining(v.env.port, "/", v.headers) for _ in range(3)]
+                if None in left or left[1] - left[2] != v.expect_charge:
+                    v.failed = (f"sanity check: RateLimit-Remaining {left}, expected to fall by "
+                                f"{v.expect_charge} a request")
+                    print(f"run: variant {v.id} FAILED {v.failed}", flush=True)
+                    v.env.stop()
+                    continue
+            if "Authorization" in v.headers:
                 no_token = bl.http_get(v.env.port, "/")
                 if no_token != 401:
                     meta["notes"].append(f"variant {v.id}: a request without a token got {no_token}, not 401")
@@ -631,7 +678,7 @@ def main() -> int:
                 continue
             keep = {k: x for k, x in stats.items()
                     if re.search(r"\.(allowed|refused|overflow|store_errors|store_reads_saved|"
-                                 r"store_stale_guesses|jwt_cache_hits|rate_limited|ok|"
+                                 r"store_stale_guesses|costs_unknown|jwt_cache_hits|rate_limited|ok|"
                                  r"jwt_authn\.allowed|denied)$", k)}
             if keep:
                 meta["notes"].append(f"variant {v.id} stats after the run: "
