@@ -101,6 +101,10 @@ pub struct Route {
     /// Bounds whose cost the request names in a header (read before the
     /// first phase).
     pub named_costs: Vec<BoundId>,
+    /// A bound reads its cost in the response body: the route's requests
+    /// ask for an answer that is not compressed (a caller asking for gzip
+    /// would otherwise be charged only its reservations).
+    pub plain_answers: bool,
     /// Where requests name the account they try (`per: account`).
     pub account: Option<AccountSource>,
 }
@@ -705,6 +709,11 @@ impl Plan {
                     })
                     .map(BoundId)
                     .collect();
+                let plain_answers = bounds.iter().any(|b| {
+                    b.cost.as_ref().is_some_and(|c| {
+                        matches!(c.source, crate::config::cost::CostSource::ResponseJson(_))
+                    })
+                });
                 let service_bounds = (0..bounds.len())
                     .filter(|&j| bounds.get(j).is_some_and(|b| !b.in_shared_data()))
                     .map(BoundId)
@@ -733,6 +742,7 @@ impl Plan {
                     op_tree,
                     service_bounds,
                     named_costs,
+                    plain_answers,
                     account: r.account.clone(),
                 }
             })

@@ -1,9 +1,11 @@
 //! A response body read for its cost as it passes (`cost.response_json`):
 //! chunk by chunk, never held, within a byte cap. A JSON body is kept up
 //! to the cap and read at its end; a server-sent-events stream
-//! (`text/event-stream`, as LLM APIs stream) is read a line at a time,
-//! and the last `data:` event that names the cost wins, so its memory is
-//! one line whatever the stream's length.
+//! (`text/event-stream`, as LLM APIs stream) is read a line at a time
+//! into events (an event's `data:` lines joined by newlines, ended by an
+//! empty line, as the event-stream format says), and the last event that
+//! names the cost wins, so its memory is one event whatever the stream's
+//! length.
 
 use serde_json::Value;
 
@@ -18,6 +20,9 @@ pub struct CostScan {
     buf: Vec<u8>,
     /// More than `cap` bytes came: the body (or a line) is not read.
     over: bool,
+    /// The data of the event being read, and whether it went over `cap`.
+    event: Vec<u8>,
+    event_over: bool,
     /// The last event's cost.
     last: Option<u32>,
 }
@@ -32,6 +37,8 @@ impl CostScan {
             events,
             buf: Vec::new(),
             over: false,
+            event: Vec::new(),
+            event_over: false,
             last: None,
         }
     }
@@ -68,13 +75,43 @@ impl CostScan {
     fn end_line(&mut self) {
         let line = std::mem::take(&mut self.buf);
         if std::mem::take(&mut self.over) {
+            // A line over the cap: its event is not read.
+            self.event_over = true;
             return;
         }
         let line = line.strip_suffix(b"\r").unwrap_or(&line);
-        let Some(data) = line.strip_prefix(b"data:") else {
+        if line.is_empty() {
+            self.end_event();
             return;
+        }
+        // `data` with no colon is data with an empty value; one space after
+        // the colon is not part of the value.
+        let data = match line.strip_prefix(b"data") {
+            Some(b"") => &b""[..],
+            Some(rest) => match rest.strip_prefix(b":") {
+                Some(v) => v.strip_prefix(b" ").unwrap_or(v),
+                None => return,
+            },
+            None => return,
         };
-        if let Some(cost) = self.cost_in(data) {
+        if self.event_over || self.event.len() + data.len() + 1 > self.cap {
+            self.event_over = true;
+            self.event = Vec::new();
+            return;
+        }
+        if !self.event.is_empty() {
+            self.event.push(b'\n');
+        }
+        self.event.extend_from_slice(data);
+    }
+
+    /// An empty line: the event's data, if it names the cost, is the last.
+    fn end_event(&mut self) {
+        let data = std::mem::take(&mut self.event);
+        if std::mem::take(&mut self.event_over) || data.is_empty() {
+            return;
+        }
+        if let Some(cost) = self.cost_in(&data) {
             self.last = Some(cost);
         }
     }
@@ -90,7 +127,10 @@ impl CostScan {
     /// The body ended: the cost it named, if it named one that reads.
     pub fn finish(mut self) -> Option<u32> {
         if self.events {
+            // A last event without its empty line still counts: the body
+            // ended, nothing more can come.
             self.end_line();
+            self.end_event();
             return self.last;
         }
         if self.over {
@@ -162,10 +202,35 @@ data: [DONE]\n\n";
         let long = [
             b"data: {\"pad\":\"".to_vec(),
             vec![b'x'; 500],
-            b"\"}\ndata: {\"usage\":{\"total_tokens\":9}}\n".to_vec(),
+            b"\"}\n\ndata: {\"usage\":{\"total_tokens\":9}}\n\n".to_vec(),
         ]
         .concat();
         assert_eq!(read(&long, true, 64, 100), Some(9));
         assert_eq!(read(b"data: [DONE]\n", true, 4, 256), None);
+    }
+
+    /// An event's data may span lines (joined by newlines): its JSON is
+    /// read whole, whatever the chunks, and a later event that names a cost
+    /// still wins over it.
+    #[test]
+    fn an_event_over_several_data_lines_is_read_whole() {
+        let stream = b"data: {\"usage\":\ndata: {\"total_tokens\": 300}}\n\n";
+        for chunk in [1, 4, stream.len()] {
+            assert_eq!(
+                read(stream, true, chunk, 256),
+                Some(300),
+                "chunks of {chunk}"
+            );
+        }
+        let later = b"data: {\"usage\":\ndata:{\"total_tokens\":300}}\r\n\r\ndata\ndata: {\"usage\":{\"total_tokens\":5}}\n\n";
+        assert_eq!(read(later, true, 3, 256), Some(5));
+        // An event over the cap is skipped, lines of it or not.
+        let big = [
+            b"data: {\"usage\":\n".to_vec(),
+            vec![b'x'; 300],
+            b"\n\n".to_vec(),
+        ]
+        .concat();
+        assert_eq!(read(&big, true, 7, 100), None);
     }
 }

@@ -445,9 +445,13 @@ impl<'p> Worker<'p> {
         let Some(route) = self.limiter.plan.route(charges.route) else {
             return;
         };
-        let events = host
-            .response_header("content-type")
-            .is_some_and(|t| t.trim_start().starts_with("text/event-stream"));
+        // Media types are case-insensitive.
+        const EVENTS: &str = "text/event-stream";
+        let events = host.response_header("content-type").is_some_and(|t| {
+            t.trim_start()
+                .get(..EVENTS.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(EVENTS))
+        });
         for (b, receipt) in charges.receipts {
             let Some(cost) = route.bound(b).and_then(|x| x.cost.as_ref()) else {
                 continue;
@@ -497,7 +501,8 @@ impl<'p> Worker<'p> {
                 return;
             }
         };
-        if let Err(e) = self.limiter.true_up(host.store(), at, undo, units) {
+        let now = host.now_ms();
+        if let Err(e) = self.limiter.true_up(host.store(), at, undo, (units, now)) {
             host.count(RequestStat::StoreError);
             host.log(Level::Warn, &format!("ratebound: cost not charged: {e}"));
         }

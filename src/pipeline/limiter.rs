@@ -434,14 +434,17 @@ impl Limiter {
     }
 
     /// Trues up a reservation (`receipt`, of bound `b` of route `r`) to
-    /// the request's known cost.
+    /// the request's known cost at `now_ms`. Its write is remembered as
+    /// the request path's are: the caller's next admission by this worker
+    /// needs no read.
     pub fn true_up<S: Store + ?Sized>(
         &self,
         store: &S,
         (r, b): (RouteId, BoundId),
         receipt: lane::Undo,
-        cost: u32,
+        (cost, now_ms): (u32, u64),
     ) -> Result<(), StoreError> {
+        let store = &self.remembering(store, now_ms);
         match self.lane(r, b) {
             Some(lane) => lane_upkeep::true_up(store, lane, receipt, cost),
             None => Ok(()),

@@ -536,6 +536,10 @@ impl<'p> Worker<'p> {
         if route.bounds.is_empty() {
             return Begun::Decided(Decision::Pass(None));
         }
+        if route.plain_answers {
+            // Before any phase: the headers may go on at the first call-out.
+            host.set_request_header("accept-encoding", "identity");
+        }
         let source = route
             .needs_address
             .then(|| host.property(vec!["source", "address"]))

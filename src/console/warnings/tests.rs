@@ -50,6 +50,7 @@ fn route(bounds: Vec<Bound>) -> Route {
         op_tree: None,
         service_bounds: Vec::new(),
         named_costs: Vec::new(),
+        plain_answers: false,
         account: None,
     }
 }

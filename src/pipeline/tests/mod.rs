@@ -733,6 +733,48 @@ fn a_cost_in_a_response_trailer_or_a_trailers_only_answer() {
     assert_eq!(host.counted(RequestStat::CostUnknown), 2);
 }
 
+/// A true-up writes the caller's counts again: remembered, the caller's
+/// next admission by this worker reads nothing (it read once per request
+/// when the true-up went around the worker's memory).
+#[test]
+fn a_true_up_is_remembered_so_the_next_admission_needs_no_read() {
+    let json = r#"{"routes":[{"name":"api","bounds":[
+        {"per":"address","limit":1000,"window":"PT1M","cost":{"response_header":"x-units","reserve":5}}]}]}"#;
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.upstream_headers.insert("x-units".into(), "42".into());
+    let f = filter(&host, json);
+    f.request(&mut host);
+    f.limiter.take_memory_counts();
+    for _ in 0..3 {
+        f.request(&mut host);
+    }
+    assert_eq!(f.limiter.take_memory_counts(), (3, 0));
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(4 * 42));
+}
+
+/// A caller asking for a compressed answer would be charged only its
+/// reservations (the filter reads compressed bytes): a route that reads a
+/// cost in the body asks the upstream for a plain answer; others leave
+/// the caller's choice alone.
+#[test]
+fn a_route_reading_its_cost_in_the_body_asks_for_a_plain_answer() {
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header("accept-encoding", "gzip, br");
+    let f = filter(&host, TOKENS);
+    f.request(&mut host);
+    assert_eq!(
+        host.request_headers_set,
+        [("accept-encoding".to_string(), "identity".to_string())]
+    );
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header("accept-encoding", "gzip");
+    let f = filter(&host, PER_ADDRESS);
+    f.request(&mut host);
+    assert!(host.request_headers_set.is_empty());
+}
+
 #[test]
 fn a_route_without_costs_reads_no_response_body() {
     let mut host = MockHost::new(T0).from_address("10.0.0.1");
