@@ -601,7 +601,8 @@ pub struct CostConfig {
     /// when it is known (1 by default): the request is admitted when they
     /// fit, and requests in flight cannot all pass on an empty counter. A
     /// request whose cost never comes (reset, error, no usable figure) is
-    /// charged this.
+    /// charged this. What a number means: a caller with k requests in
+    /// flight can pass the limit by at most k × (largest cost − reserve).
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 4_294_967_295u64)))]
     pub reserve: Option<u64>,
     /// The most of a response body read for `response_json` (65,536 by

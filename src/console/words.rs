@@ -136,7 +136,11 @@ fn with_cost(phrase: String, c: &Cost) -> String {
         CostSource::ResponseJson(p) => format!("`{p}` of its response's JSON (or event stream)"),
     };
     let reserve = if c.from_response() {
-        format!(", {} reserved at admission", number_of(c.reserve))
+        let r = number_of(c.reserve);
+        format!(
+            ", {r} reserved at admission (a caller with k requests in flight can pass \
+             the limit by k × (its largest cost − {r}))"
+        )
     } else {
         String::new()
     };
@@ -337,7 +341,7 @@ mod tests {
         assert_eq!(
             of_bound(&b[0]),
             "1,000 tokens a minute per client address: each request counts \
-             `/usage/total_tokens` of its response's JSON (or event stream), 300 reserved at admission"
+             `/usage/total_tokens` of its response's JSON (or event stream), 300 reserved at admission (a caller with k requests in flight can pass the limit by k × (its largest cost − 300))"
         );
         assert_eq!(
             of_bound(&b[1]),
