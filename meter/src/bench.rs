@@ -57,3 +57,37 @@ pub fn address_bounds(n: usize) -> String {
         .collect();
     config(&format!("bounds{n}"), &bounds, None)
 }
+
+/// bench/benchlib.py's cost bounds (variants 51, 53, 54, 55): one bound
+/// per address counting `cost` (a JSON object), a limit nothing reaches.
+pub fn cost(instance: &str, cost: &str) -> String {
+    let bound = format!(
+        r#"{{"name":"tokens","per":"address","limit":1000000000,"window":"PT1M","cost":{cost}}}"#
+    );
+    config(instance, &[bound], None)
+}
+
+/// bench/benchlib.py's CHAT_JSON: an OpenAI-style answer, 300 tokens used.
+pub const CHAT_JSON: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":1764633600,"model":"bench-model","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Hello! How can I help you today?"}}],"usage":{"prompt_tokens":12,"completion_tokens":288,"total_tokens":300}}"#;
+
+/// bench/benchlib.py's CHAT_SSE, an event a chunk: nine deltas, the usage,
+/// `[DONE]`.
+pub fn chat_stream() -> Vec<Vec<u8>> {
+    let words = [
+        "Hello", "!", " How", " can", " I", " help", " you", " today", "?",
+    ];
+    let mut events: Vec<String> = words
+        .iter()
+        .map(|w| {
+            format!(
+                r#"{{"id":"chatcmpl-bench","object":"chat.completion.chunk","model":"bench-model","choices":[{{"index":0,"delta":{{"content":"{w}"}},"finish_reason":null}}],"usage":null}}"#
+            )
+        })
+        .collect();
+    events.push(r#"{"id":"chatcmpl-bench","object":"chat.completion.chunk","model":"bench-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":288,"total_tokens":300}}"#.to_string());
+    events.push("[DONE]".to_string());
+    events
+        .into_iter()
+        .map(|e| format!("data: {e}\n\n").into_bytes())
+        .collect()
+}

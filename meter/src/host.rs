@@ -49,6 +49,9 @@ pub struct Host {
     pub response_headers: Vec<(String, Vec<u8>)>,
     /// The plugin configuration (`proxy_get_buffer_bytes`, type 7).
     pub plugin_config: Vec<u8>,
+    /// The response body's chunk now passing (`proxy_get_buffer_bytes`,
+    /// type 1).
+    pub body_chunk: Vec<u8>,
     /// Host calls by kind (`Meter::request` clears them at its start).
     pub calls: BTreeMap<String, u64>,
     /// Local replies sent (their status codes), since cleared.
@@ -271,10 +274,11 @@ fn proxy_get_buffer_bytes(
     size: i32,
 ) -> Result<i32, Error> {
     tally(&mut c, &format!("get_buffer_bytes[{ty}]"));
-    if ty != 7 {
-        return Ok(NOT_FOUND);
-    }
-    let all = c.data().plugin_config.clone();
+    let all = match ty {
+        1 => c.data().body_chunk.clone(),
+        7 => c.data().plugin_config.clone(),
+        _ => return Ok(NOT_FOUND),
+    };
     let start = (start as u32 as usize).min(all.len());
     let end = start.saturating_add(max as u32 as usize).min(all.len());
     hand_over(&mut c, &all[start..end], data, size)?;

@@ -74,7 +74,7 @@ pub struct Cost {
 pub const CALLBACKS: [&str; 6] = [
     "context_create",
     "request_headers",
-    "response_headers",
+    "response_headers", // and the response body's chunks, if any
     "log",
     "done",
     "delete",
@@ -86,6 +86,7 @@ pub struct Meter {
     context_create: TypedFunc<(i32, i32), ()>,
     request_headers: TypedFunc<(i32, i32, i32), i32>,
     response_headers: TypedFunc<(i32, i32, i32), i32>,
+    response_body: TypedFunc<(i32, i32, i32), i32>,
     log: TypedFunc<i32, ()>,
     done: TypedFunc<i32, i32>,
     delete: TypedFunc<i32, ()>,
@@ -98,6 +99,10 @@ pub struct Meter {
     pub tick_calls: BTreeMap<String, u64>,
     /// Fuel spent starting and configuring the module.
     pub start_fuel: u64,
+    /// The upstream's answer besides `:status: 200`: its headers, and its
+    /// body's chunks (none: the headers end the response).
+    pub response: Vec<(String, Vec<u8>)>,
+    pub body: Vec<Vec<u8>>,
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -173,6 +178,7 @@ impl Meter {
             context_create: export!("proxy_on_context_create"),
             request_headers: export!("proxy_on_request_headers"),
             response_headers: export!("proxy_on_response_headers"),
+            response_body: export!("proxy_on_response_body"),
             log: export!("proxy_on_log"),
             done: export!("proxy_on_done"),
             delete: export!("proxy_on_delete"),
@@ -184,6 +190,8 @@ impl Meter {
             ticks: 0,
             tick_calls: BTreeMap::new(),
             start_fuel: 0,
+            response: Vec::new(),
+            body: Vec::new(),
         };
         let s = &mut meter.store;
         meter.context_create.call(&mut *s, (ROOT, 0)).map_err(err)?;
@@ -280,6 +288,8 @@ impl Meter {
         h.replies.clear();
         h.alloc_fuel = 0;
         h.response_headers = vec![(":status".into(), b"200".to_vec())];
+        h.response_headers.extend(self.response.iter().cloned());
+        let body = self.body.clone();
         let n_headers = h.request_headers.len() as i32;
         let mut cost = Cost::default();
         let start = self.fuel();
@@ -293,7 +303,22 @@ impl Meter {
                     .request_headers
                     .call(&mut *s, (ctx, n_headers, 1))
                     .map(drop),
-                2 => self.response_headers.call(&mut *s, (ctx, 1, 0)).map(drop),
+                2 => {
+                    let n = s.data().response_headers.len() as i32;
+                    let eos = i32::from(body.is_empty());
+                    let mut r = self.response_headers.call(&mut *s, (ctx, n, eos)).map(drop);
+                    for (k, chunk) in body.iter().enumerate() {
+                        let last = i32::from(k + 1 == body.len());
+                        s.data_mut().body_chunk.clone_from(chunk);
+                        let size = chunk.len() as i32;
+                        r = r.and_then(|()| {
+                            self.response_body
+                                .call(&mut *s, (ctx, size, last))
+                                .map(drop)
+                        });
+                    }
+                    r
+                }
                 3 => self.log.call(&mut *s, ctx),
                 4 => self.done.call(&mut *s, ctx).map(drop),
                 _ => self.delete.call(&mut *s, ctx),
@@ -355,6 +380,11 @@ pub struct Scenario {
     /// Requests measured, after a warm-up of one round of every caller
     /// and three more.
     pub requests: usize,
+    /// More request headers every request carries (a cost it names).
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// The upstream's answer: headers besides `:status`, body chunks.
+    pub response: Vec<(String, Vec<u8>)>,
+    pub body: Vec<Vec<u8>>,
 }
 
 /// What a scenario's requests cost, on average.
@@ -409,12 +439,15 @@ pub fn measure(wasm: &[u8], s: &Scenario) -> Result<Measured, String> {
             h.properties
                 .insert(JWT_SUB.into(), user.as_bytes().to_vec());
         }
+        h.request_headers.extend(s.headers.iter().cloned());
         h.request_headers.extend([
             (":method".to_string(), b"GET".to_vec()),
             (":path".to_string(), b"/".to_vec()),
             (":authority".to_string(), b"bench".to_vec()),
         ]);
     })?;
+    m.response.clone_from(&s.response);
+    m.body.clone_from(&s.body);
     let callers = s.callers.max(1);
     let run = |m: &mut Meter, i: usize| -> Result<Cost, String> {
         let addr = address(i % callers).into_bytes();

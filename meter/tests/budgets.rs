@@ -16,7 +16,9 @@
 //! (BENCHMARKS.md, "Deterministic cost (the meter)"). The module must be
 //! built first (`./build.sh`); without it every test here fails.
 
-use ratebound_meter::bench::{address_bounds, one_address, refusing, three_bounds};
+use ratebound_meter::bench::{
+    address_bounds, chat_stream, cost, one_address, refusing, three_bounds, CHAT_JSON,
+};
 use ratebound_meter::{load_module, measure, Measured, Scenario, CALLBACKS};
 
 const MARGIN: f64 = 1.05;
@@ -28,6 +30,9 @@ fn scenario(name: &str, config: String, callers: usize, jwt: bool, requests: usi
         callers,
         jwt_user: jwt.then(|| "bench-user".to_string()),
         requests,
+        headers: Vec::new(),
+        response: Vec::new(),
+        body: Vec::new(),
     }
 }
 
@@ -294,6 +299,109 @@ fn cost_by_callers_stays_within_its_budgets() {
                     ("get_property[source.address]", 1.05),
                     ("get_shared_data", 0.86),
                     ("set_shared_data", 1.06),
+                ],
+            },
+        ),
+    ]);
+    assert!(
+        measured.iter().all(|m| m.refused == 0.0),
+        "a request was refused"
+    );
+}
+
+/// A header pair.
+fn h(name: &str, value: &str) -> (String, Vec<u8>) {
+    (name.to_string(), value.as_bytes().to_vec())
+}
+
+/// What a bound that counts cost adds (docs/cost.md), beside the
+/// request-count bound of variant 4: a cost the request names, one its
+/// response's header names, a JSON answer's usage (one chunk), an event
+/// stream's last usage (an event a chunk).
+#[test]
+fn cost_bounds_stay_within_their_budgets() {
+    let reserve = r#""reserve":500,"unit":"tokens""#;
+    let with = |name: &str, config: String| scenario(name, config, 1, false, 500);
+    let mut named = with(
+        "cost in a request header",
+        cost("benchcostreq", r#"{"request_header":"x-cost"}"#),
+    );
+    named.headers = vec![h("x-cost", "1")];
+    let mut header = with(
+        "cost in a response header",
+        cost(
+            "benchcostresp",
+            &format!(r#"{{"response_header":"x-tokens",{reserve}}}"#),
+        ),
+    );
+    header.response = vec![h("x-tokens", "300")];
+    let usage = format!(r#"{{"response_json":"/usage/total_tokens",{reserve}}}"#);
+    let mut json = with(
+        "cost in a JSON answer (288 B)",
+        cost("benchcostjson", &usage),
+    );
+    json.response = vec![h("content-type", "application/json")];
+    json.body = vec![CHAT_JSON.as_bytes().to_vec()];
+    let mut stream = with(
+        "cost in an event stream (11 events)",
+        cost("benchcostsse", &usage),
+    );
+    stream.response = vec![h("content-type", "text/event-stream")];
+    stream.body = chat_stream();
+    let measured = check(vec![
+        (
+            named,
+            Budget {
+                fuel: 49030,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_header_map_value[request x-cost]", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("set_shared_data", 1.05),
+                ],
+            },
+        ),
+        (
+            header,
+            Budget {
+                fuel: 62315,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_header_map_value[response x-tokens]", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("set_shared_data", 2.10),
+                ],
+            },
+        ),
+        (
+            json,
+            Budget {
+                fuel: 133264,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_buffer_bytes[1]", 1.05),
+                    ("get_current_time", 1.05),
+                    ("get_header_map_value[response content-type]", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("replace_header_map_value[request]", 1.05),
+                    ("set_shared_data", 2.10),
+                ],
+            },
+        ),
+        (
+            stream,
+            Budget {
+                fuel: 438301,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_buffer_bytes[1]", 11.55),
+                    ("get_current_time", 1.05),
+                    ("get_header_map_value[response content-type]", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("replace_header_map_value[request]", 1.05),
+                    ("set_shared_data", 2.10),
                 ],
             },
         ),

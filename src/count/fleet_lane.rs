@@ -14,7 +14,7 @@
 
 use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Guard, Sent};
 use crate::count::lane::{encode_live_for, tracked_with, u32_at, u64_at, Lane, Place, Prepared};
-use crate::count::store::{update, Store, StoreError};
+use crate::count::store::{update, update_recalled, Store, StoreError};
 use crate::count::window::{Counts, Rate, Verdict};
 
 /// A fleet entry: the caller (this node's key), the fleet's key, the counts.
@@ -343,7 +343,7 @@ pub fn charge<S: Store + ?Sized>(
     win: u64,
     delta: i64,
 ) -> Result<(), StoreError> {
-    update(store, lane.key_of(place).as_str(), |v| {
+    update_recalled(store, lane.key_of(place).as_str(), |v| {
         let mut entries = decode(lane.tag, v);
         let changed = entries
             .iter_mut()

@@ -4,7 +4,7 @@
 //! taking it back, sweeping expired callers, and reading a caller's counts.
 
 use crate::count::lane::{decode_live, encode_live, tagged, u32_at, u64_at, Lane, Place, Prepared};
-use crate::count::store::{update, Store, StoreError};
+use crate::count::store::{update_recalled, Store, StoreError};
 use crate::count::window::{Counts, Verdict};
 
 // ---- value encodings (little endian, tag first) ----
@@ -304,7 +304,7 @@ pub(crate) fn charge<S: Store + ?Sized>(
         }
         *c != before
     };
-    update(store, lane.key_of(place).as_str(), |v| match place {
+    update_recalled(store, lane.key_of(place).as_str(), |v| match place {
         Place::Single => {
             let mut c = decode_counts(lane.tag, v);
             (apply(&mut c).then(|| encode_counts(lane.tag, c)), ())

@@ -96,6 +96,26 @@ pub fn update<S: Store + ?Sized, T>(
     })
 }
 
+/// [`update`] that first tries what this worker remembers of `key`
+/// ([`Store::recall`]): a write whose value it remembers needs no read.
+/// When the memory is stale the write's cas fails, and when it leaves
+/// nothing to write it may be wrong: both are decided again on a read.
+pub fn update_recalled<S: Store + ?Sized, T>(
+    store: &S,
+    key: &str,
+    mut f: impl FnMut(Option<&[u8]>) -> (Option<Vec<u8>>, T),
+) -> Result<T, StoreError> {
+    let ((value, cas), recalled) = store.recall(key)?;
+    if recalled {
+        if let (Some(v), out) = f(value.as_deref()) {
+            if store.set(key, &v, cas)? {
+                return Ok(out);
+            }
+        }
+    }
+    update(store, key, f)
+}
+
 /// Creates `key` empty unless it exists, so that later writes to it can all
 /// be compare-and-swap (there is no atomic create-if-absent).
 pub fn ensure<S: Store + ?Sized>(store: &S, key: &str) -> Result<(), StoreError> {

@@ -7,13 +7,14 @@
 //! names the cost wins, so its memory is one event whatever the stream's
 //! length.
 
-use serde_json::Value;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use std::fmt;
 
 /// One bound's reading of one response.
 #[derive(Debug)]
 pub struct CostScan {
-    /// A JSON pointer (`/usage/total_tokens`).
-    pointer: String,
+    /// A JSON pointer (`/usage/total_tokens`), as its unescaped tokens.
+    pointer: Vec<String>,
     cap: usize,
     events: bool,
     /// The body so far (JSON), or the line being read (events).
@@ -32,7 +33,7 @@ impl CostScan {
     /// for a `text/event-stream` response.
     pub fn new(pointer: &str, cap: usize, events: bool) -> CostScan {
         CostScan {
-            pointer: pointer.to_string(),
+            pointer: tokens(pointer),
             cap,
             events,
             buf: Vec::new(),
@@ -116,12 +117,28 @@ impl CostScan {
         }
     }
 
+    /// The cost at the pointer in a JSON document: the document read whole
+    /// (a malformed one names none), only the values on the pointer's path
+    /// kept, the rest skipped. An event's data without the key the pointer
+    /// ends in (quoted, as a key is written) and without any escape cannot
+    /// name it: not parsed (most of a stream's events).
     fn cost_in(&self, json: &[u8]) -> Option<u32> {
-        let v: Value = serde_json::from_slice(json).ok()?;
-        match v.pointer(&self.pointer)? {
-            Value::Number(n) => crate::pipeline::units(&n.to_string()),
-            _ => None,
+        // An array's index is not written in the document.
+        let key = self
+            .pointer
+            .last()
+            .filter(|t| t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()));
+        if let Some(last) = key.filter(|_| self.events) {
+            let quoted = format!("\"{last}\"");
+            let named = json.windows(quoted.len()).any(|w| w == quoted.as_bytes());
+            if !named && !json.contains(&b'\\') {
+                return None;
+            }
         }
+        let mut de = serde_json::Deserializer::from_slice(json);
+        let found = At(&self.pointer).deserialize(&mut de).ok()?;
+        de.end().ok()?;
+        found
     }
 
     /// The body ended: the cost it named, if it named one that reads.
@@ -137,6 +154,134 @@ impl CostScan {
             return None;
         }
         self.cost_in(&self.buf)
+    }
+}
+
+/// A JSON pointer's tokens, unescaped (`~1` is `/`, `~0` is `~`).
+fn tokens(pointer: &str) -> Vec<String> {
+    pointer
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect()
+}
+
+/// Reads the value at a pointer's remaining tokens: `Some(cost)` for a
+/// non-negative number there (rounded up), `None` for anything else. The
+/// last of duplicate keys wins, as in a parsed document.
+struct At<'a>(&'a [String]);
+
+impl<'de> DeserializeSeed<'de> for At<'_> {
+    type Value = Option<u32>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<u32>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for At<'_> {
+    type Value = Option<u32>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u32>, E> {
+        Ok(self
+            .0
+            .is_empty()
+            .then(|| u32::try_from(v).unwrap_or(u32::MAX)))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u32>, E> {
+        match u64::try_from(v) {
+            Ok(v) => self.visit_u64(v),
+            Err(_) => Ok(None),
+        }
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Option<u32>, E> {
+        Ok(self
+            .0
+            .is_empty()
+            .then(|| crate::pipeline::units(&v.to_string()))
+            .flatten())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Option<u32>, E> {
+        Ok(None)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Option<u32>, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Option<u32>, E> {
+        Ok(None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<u32>, A::Error> {
+        let Some((first, rest)) = self.0.split_first() else {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            return Ok(None);
+        };
+        let mut found = None;
+        while let Some(hit) = map.next_key_seed(Key(first))? {
+            if hit {
+                found = map.next_value_seed(At(rest))?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<u32>, A::Error> {
+        // An index is digits without a leading zero (RFC 6901).
+        let index = self.0.split_first().and_then(|(t, rest)| {
+            let digits = !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+            (digits && (t == "0" || !t.starts_with('0')))
+                .then(|| t.parse::<usize>().ok())
+                .flatten()
+                .map(|i| (i, rest))
+        });
+        let mut found = None;
+        let mut i = 0usize;
+        loop {
+            let more = match index {
+                Some((want, rest)) if i == want => seq.next_element_seed(At(rest))?.map(|v| {
+                    found = v;
+                }),
+                _ => seq.next_element::<IgnoredAny>()?.map(drop),
+            };
+            if more.is_none() {
+                return Ok(found);
+            }
+            i += 1;
+        }
+    }
+}
+
+/// A map key: whether it is the token wanted (unescaped, compared whole).
+struct Key<'a>(&'a str);
+
+impl<'de> DeserializeSeed<'de> for Key<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+        Ok(v == self.0)
     }
 }
 
@@ -232,5 +377,93 @@ data: [DONE]\n\n";
         ]
         .concat();
         assert_eq!(read(&big, true, 7, 100), None);
+    }
+}
+
+#[cfg(test)]
+mod differential {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    /// What a parsed document names at `pointer` (the reading this one
+    /// must equal, without building the document).
+    fn parsed(json: &[u8], pointer: &str) -> Option<u32> {
+        let v: Value = serde_json::from_slice(json).ok()?;
+        match v.pointer(pointer)? {
+            Value::Number(n) => crate::pipeline::units(&n.to_string()),
+            _ => None,
+        }
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["usage", "total_tokens", "a~b", "x/y", "0", "1", ""])
+            .prop_map(str::to_string)
+    }
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<u64>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (-1e12f64..1e12).prop_map(Value::from),
+            key().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((key(), inner), 0..5)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn pointer() -> impl Strategy<Value = String> {
+        prop::collection::vec(key(), 0..4).prop_map(|ts| {
+            ts.iter()
+                .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The cost read without building the document is the parsed
+        /// document's, whatever its shape, the pointer, the chunks, and
+        /// whether the bytes were cut or spoiled (then: none).
+        #[test]
+        fn the_reading_is_the_parsed_documents(
+            doc in json(),
+            pointer in pointer(),
+            chunk in 1usize..40,
+            cut in proptest::option::of(0usize..200),
+            dup in any::<bool>(),
+        ) {
+            let mut bytes = serde_json::to_vec(&doc).unwrap_or_default();
+            // A duplicate key: the last wins in both readings.
+            if dup && bytes.first() == Some(&b'{') && bytes.len() > 2 {
+                let extra = br#"{"usage":{"total_tokens":7},"#;
+                bytes.splice(0..1, extra.iter().copied());
+            }
+            if let Some(at) = cut {
+                bytes.truncate(at.min(bytes.len()));
+            }
+            let mut s = CostScan::new(&pointer, 1 << 20, false);
+            for c in bytes.chunks(chunk) {
+                s.feed(c);
+            }
+            prop_assert_eq!(s.finish(), parsed(&bytes, &pointer), "{}", String::from_utf8_lossy(&bytes));
+            // As an event stream's one event, too.
+            let mut e = CostScan::new(&pointer, 1 << 20, true);
+            e.feed(b"data: ");
+            e.feed(&bytes);
+            e.feed(b"\n\n");
+            let want = if bytes.contains(&b'\n') { None } else { parsed(&bytes, &pointer) };
+            if !bytes.contains(&b'\n') {
+                prop_assert_eq!(e.finish(), want);
+            }
+        }
     }
 }

@@ -43,7 +43,8 @@ pub struct Exchange {
     scans: Vec<(BoundId, Receipt, CostScan)>,
     /// Reservations waiting for the response's trailers.
     trailers: Vec<(BoundId, Receipt)>,
-    scan_route: RouteId,
+    /// The route and the time of the admission those wait on.
+    admitted: (RouteId, u64),
 }
 
 /// A gRPC caller, by its content type.
@@ -445,13 +446,10 @@ impl<'p> Worker<'p> {
         let Some(route) = self.limiter.plan.route(charges.route) else {
             return;
         };
-        // Media types are case-insensitive.
+        // Read once, and only for a cost in the body. Media types are
+        // case-insensitive.
         const EVENTS: &str = "text/event-stream";
-        let events = host.response_header("content-type").is_some_and(|t| {
-            t.trim_start()
-                .get(..EVENTS.len())
-                .is_some_and(|p| p.eq_ignore_ascii_case(EVENTS))
-        });
+        let mut events = None;
         for (b, receipt) in charges.receipts {
             let Some(cost) = route.bound(b).and_then(|x| x.cost.as_ref()) else {
                 continue;
@@ -459,20 +457,30 @@ impl<'p> Worker<'p> {
             match &cost.source {
                 CostSource::ResponseHeader(h) => {
                     let units = host.response_header(h).as_deref().and_then(super::units);
-                    self.charge(host, (charges.route, b), receipt, units);
+                    self.charge(host, (charges.route, b, charges.at_ms), receipt, units);
                 }
                 CostSource::ResponseTrailer(h) => match host.response_header(h) {
                     // An answer that is all headers (gRPC's trailers-only).
-                    Some(v) => self.charge(host, (charges.route, b), receipt, super::units(&v)),
+                    Some(v) => {
+                        let at = (charges.route, b, charges.at_ms);
+                        self.charge(host, at, receipt, super::units(&v));
+                    }
                     None => ex.trailers.push((b, receipt)),
                 },
                 CostSource::ResponseJson(pointer) => {
+                    let events = *events.get_or_insert_with(|| {
+                        host.response_header("content-type").is_some_and(|t| {
+                            t.trim_start()
+                                .get(..EVENTS.len())
+                                .is_some_and(|p| p.eq_ignore_ascii_case(EVENTS))
+                        })
+                    });
                     let scan = CostScan::new(pointer, cost.max_body_bytes, events);
                     ex.scans.push((b, receipt, scan));
                 }
                 CostSource::RequestHeader(_) => {}
             }
-            ex.scan_route = charges.route;
+            ex.admitted = (charges.route, charges.at_ms);
         }
     }
 
@@ -482,7 +490,7 @@ impl<'p> Worker<'p> {
     fn charge<H: Host>(
         &self,
         host: &mut H,
-        at: (RouteId, BoundId),
+        (r, b, at_ms): (RouteId, BoundId, u64),
         receipt: Receipt,
         units: Option<u32>,
     ) {
@@ -493,7 +501,7 @@ impl<'p> Worker<'p> {
         let undo = match receipt {
             Receipt::Lane(u) => u,
             Receipt::Service { caller, hits } => {
-                if let Some(c) = self.owed_charge(at, caller, units.saturating_sub(hits)) {
+                if let Some(c) = self.owed_charge((r, b), caller, units.saturating_sub(hits)) {
                     if let Ok(mut owed) = self.owed.try_borrow_mut() {
                         owed.push(c);
                     }
@@ -501,8 +509,10 @@ impl<'p> Worker<'p> {
                 return;
             }
         };
-        let now = host.now_ms();
-        if let Err(e) = self.limiter.true_up(host.store(), at, undo, (units, now)) {
+        if let Err(e) = self
+            .limiter
+            .true_up(host.store(), (r, b), undo, (units, at_ms))
+        {
             host.count(RequestStat::StoreError);
             host.log(Level::Warn, &format!("ratebound: cost not charged: {e}"));
         }
@@ -548,9 +558,9 @@ impl<'p> Worker<'p> {
             }
         }
         if end_of_stream {
-            let route = ex.scan_route;
+            let (route, at_ms) = ex.admitted;
             for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
-                self.charge(host, (route, b), receipt, scan.finish());
+                self.charge(host, (route, b, at_ms), receipt, scan.finish());
             }
         }
         Step::Continue
@@ -559,7 +569,7 @@ impl<'p> Worker<'p> {
     /// The response's trailers: costs in a trailer are charged, and the
     /// body has ended.
     pub fn on_response_trailers<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
-        let route = ex.scan_route;
+        let (route, at_ms) = ex.admitted;
         for (b, receipt) in std::mem::take(&mut ex.trailers) {
             let name = self
                 .limiter
@@ -574,7 +584,7 @@ impl<'p> Worker<'p> {
                 .and_then(|h| host.response_trailer(h))
                 .as_deref()
                 .and_then(super::units);
-            self.charge(host, (route, b), receipt, units);
+            self.charge(host, (route, b, at_ms), receipt, units);
         }
         self.on_response_body(host, ex, 0, true)
     }

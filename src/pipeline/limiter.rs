@@ -113,6 +113,8 @@ pub struct Counted {
     /// When admitted: where each bound whose cost the response gives took
     /// its reservation, to be trued up ([`Limiter::true_up`]).
     pub receipts: Receipts,
+    /// When it was counted.
+    pub at_ms: u64,
 }
 
 /// Reservations to true up: a few per request at most.
@@ -141,6 +143,7 @@ impl Pending {
             }],
             errors: std::mem::take(&mut self.errors),
             receipts: Receipts::new(),
+            at_ms: 0,
         }
     }
 
@@ -434,17 +437,18 @@ impl Limiter {
     }
 
     /// Trues up a reservation (`receipt`, of bound `b` of route `r`) to
-    /// the request's known cost at `now_ms`. Its write is remembered as
-    /// the request path's are: the caller's next admission by this worker
-    /// needs no read.
+    /// the request's known cost. Its write is remembered as the request
+    /// path's are, as of `at_ms` (the admission's time: no clock read
+    /// more; an older time only lets the memory lapse sooner), so the
+    /// caller's next admission by this worker needs no read.
     pub fn true_up<S: Store + ?Sized>(
         &self,
         store: &S,
         (r, b): (RouteId, BoundId),
         receipt: lane::Undo,
-        (cost, now_ms): (u32, u64),
+        (cost, at_ms): (u32, u64),
     ) -> Result<(), StoreError> {
-        let store = &self.remembering(store, now_ms);
+        let store = &self.remembering(store, at_ms);
         match self.lane(r, b) {
             Some(lane) => lane_upkeep::true_up(store, lane, receipt, cost),
             None => Ok(()),
@@ -551,6 +555,7 @@ impl Limiter {
         let draw = (pending.nonce, pending.route);
         let mut d = Counted {
             errors: pending.errors,
+            at_ms: now_ms,
             ..Counted::default()
         };
         let mut shadowed = pending.shadowed;

@@ -142,6 +142,8 @@ impl Memories {
 pub struct Charges {
     pub route: RouteId,
     pub receipts: crate::pipeline::limiter::Receipts,
+    /// When the request was admitted.
+    pub at_ms: u64,
 }
 
 /// A request paused for its session resolve: early bounds already read.
@@ -288,6 +290,7 @@ impl<'p> Worker<'p> {
             Charges {
                 route: r.id,
                 receipts: d.receipts,
+                at_ms: d.at_ms,
             },
         )
     }

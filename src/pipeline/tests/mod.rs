@@ -733,9 +733,10 @@ fn a_cost_in_a_response_trailer_or_a_trailers_only_answer() {
     assert_eq!(host.counted(RequestStat::CostUnknown), 2);
 }
 
-/// A true-up writes the caller's counts again: remembered, the caller's
-/// next admission by this worker reads nothing (it read once per request
-/// when the true-up went around the worker's memory).
+/// A true-up writes the caller's counts again, from the worker's memory of
+/// the admission's write: neither the true-up nor the caller's next
+/// admission by this worker reads (each read once when the true-up went
+/// around the memory).
 #[test]
 fn a_true_up_is_remembered_so_the_next_admission_needs_no_read() {
     let json = r#"{"routes":[{"name":"api","bounds":[
@@ -748,7 +749,11 @@ fn a_true_up_is_remembered_so_the_next_admission_needs_no_read() {
     for _ in 0..3 {
         f.request(&mut host);
     }
-    assert_eq!(f.limiter.take_memory_counts(), (3, 0));
+    assert_eq!(
+        f.limiter.take_memory_counts(),
+        (6, 0),
+        "two reads saved a request"
+    );
     assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(4 * 42));
 }
 
