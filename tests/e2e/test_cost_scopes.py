@@ -12,9 +12,7 @@ LLM API (tests/e2e/test_cost.py's) or a real gRPC server.
 - a gRPC service's usage in its trailers is charged (docs/cost.md)."""
 from __future__ import annotations
 
-import threading
 import time
-from concurrent import futures
 
 import grpc
 
@@ -22,7 +20,7 @@ from engines import clear_of_minute_end, rls_yaml
 from harness import addr, request
 from launcher import grpc_cluster
 from test_cost import LlmApi
-from test_grpc_refusal import GrpcEnvoy
+from test_grpc_refusal import GrpcEnvoy, GrpcUpstream
 
 LIMIT, RESERVE, ANSWER = 1000, 100, 300
 
@@ -144,34 +142,9 @@ def test_a_fleet_token_budget_syncs_its_true_costs(envoy_factory, rate_limit_ser
         api.close()
 
 
-class TokenService:
-    """A real gRPC server whose answers name their tokens in a trailer
-    (`x-tokens`), after the message, as gRPC services send usage."""
-
-    def __init__(self, tokens: int) -> None:
-        self.calls = 0
-        lock = threading.Lock()
-        outer = self
-
-        def complete(req: bytes, context) -> bytes:
-            with lock:
-                outer.calls += 1
-            context.set_trailing_metadata((("x-tokens", str(tokens)),))
-            return b"done"
-
-        handler = grpc.method_handlers_generic_handler("demo.Greeter", {
-            "Hello": grpc.unary_unary_rpc_method_handler(complete)})
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self.server.add_generic_rpc_handlers((handler,))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-
-    def stop(self) -> None:
-        self.server.stop(0)
-
-
 def test_a_cost_in_a_grpc_trailer_is_charged(envoy_factory, tmp_path):
-    up = TokenService(300)
+    # Its answers name their tokens in a trailer, after the message.
+    up = GrpcUpstream(trailers=(("x-tokens", "300"),))
     try:
         cfg = {"instance": "rpc", "routes": [{"name": "rpc", "bounds": [
             {"name": "tokens", "per": "address", "limit": LIMIT, "window": "PT1M",

@@ -24,9 +24,10 @@ LOG_FORMAT = "%RESPONSE_CODE% %GRPC_STATUS_NUMBER% %RESPONSE_CODE_DETAILS% %REQ(
 
 
 class GrpcUpstream:
-    """A real gRPC server (grpcio, generic handler) counting its calls."""
+    """A real gRPC server (grpcio, generic handler) counting its calls;
+    `trailers` go after each answer's message (as services send usage)."""
 
-    def __init__(self) -> None:
+    def __init__(self, trailers: tuple = ()) -> None:
         self.calls = 0
         self._lock = threading.Lock()
         outer = self
@@ -34,6 +35,8 @@ class GrpcUpstream:
         def hello(request: bytes, context) -> bytes:
             with outer._lock:
                 outer.calls += 1
+            if trailers:
+                context.set_trailing_metadata(trailers)
             return b"hi " + request
 
         handler = grpc.method_handlers_generic_handler("demo.Greeter", {
