@@ -380,7 +380,8 @@ data: [DONE]\n\n";
     }
 }
 
-#[cfg(test)]
+// proptest builds natively only (the lib's tests also run as wasm).
+#[cfg(all(test, not(target_arch = "wasm32")))]
 mod differential {
     use super::*;
     use proptest::prelude::*;
