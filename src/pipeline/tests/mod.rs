@@ -11,6 +11,9 @@ mod installation;
 // Host calls per request of the bench's variants, held to budgets.
 #[cfg(test)]
 mod host_calls;
+// Which bound's figures an admitted response shows.
+#[cfg(test)]
+mod shown;
 
 use super::mock::{Filter, MockHost};
 use super::*;
