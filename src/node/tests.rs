@@ -462,3 +462,30 @@ fn two_instances_in_one_envoy_each_sync_their_own_fleet() {
         }
     }
 }
+
+/// A configuration refused for the vm_id's budget says why in Envoy's log:
+/// here, the configurations alive already, and what to do about it.
+#[test]
+fn a_configuration_over_the_budget_is_refused_saying_why() {
+    let mut host = MockNodeHost::new(T0);
+    let alive = crate::count::budget::LIVE_CONFIGURATIONS;
+    let mut nodes = Vec::new();
+    for k in 0..=alive {
+        let json = format!(
+            r#"{{"instance": "i{k}", "routes": [{{"name": "r", "bounds": [
+                {{"name": "a", "per": "route", "limit": 5, "window": "PT1S"}}]}}]}}"#
+        );
+        let mut n = Node::new(1, SMALL);
+        let ok = n.configure(&mut host, json.into_bytes());
+        assert_eq!(ok, k < alive, "configuration {k}");
+        nodes.push(n);
+    }
+    let said = format!("{alive} configurations are alive in this vm_id already");
+    assert_eq!(
+        host.logged(Level::Error, &said),
+        1,
+        "{:?}",
+        host.logs.last()
+    );
+    assert_eq!(host.logged(Level::Error, "--drain-time-s"), 1);
+}
