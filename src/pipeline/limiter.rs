@@ -1075,6 +1075,31 @@ mod tests {
         assert!(at(x, 181_000));
     }
 
+    /// Every refused caller is remembered, not only the last one: several
+    /// callers hammering while refused cost no store read.
+    #[test]
+    fn callers_refused_in_turn_are_all_refused_again_without_a_store_read() {
+        let s = MemStore::new();
+        let lim = limiter(&s, &one_bound("address", 1));
+        let callers: Vec<String> = (0..8).map(|i| format!("10.0.1.{i}")).collect();
+        let at = |a: &str, now: u64| {
+            let c = Caller {
+                address: a,
+                identity: None,
+            };
+            decide(&lim, &s, RouteId(0), None, &c, now)
+        };
+        for a in &callers {
+            assert!(at(a, 120_000).refused.is_none());
+            assert!(at(a, 120_001).refused.is_some());
+        }
+        let reads = s.reads();
+        for a in &callers {
+            assert!(at(a, 120_002).refused.is_some(), "{a}");
+        }
+        assert_eq!(s.reads(), reads);
+    }
+
     fn one_bound(per: &str, limit: u32) -> String {
         format!(
             r#"{{"routes":[{{"name":"r","bounds":[{{"per":"{per}","limit":{limit},"window":"PT1M"}}]}}]}}"#
