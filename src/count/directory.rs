@@ -806,6 +806,25 @@ mod tests {
         push(&mut d, 3, &all, 1, T);
     }
 
+    /// The vm_id's budget is four configurations as large as one may be
+    /// (`CONFIG_BOUNDS` bounds, 128 of them with caller tables): four of
+    /// them, all alive at once, fit.
+    #[test]
+    fn four_configurations_of_the_largest_size_fit_in_one_vm_id() {
+        let mut d = Directory::default();
+        for k in 0..4u64 {
+            let wants: Vec<Want> = (0..budget::CONFIG_BOUNDS as u64)
+                .map(|b| Want {
+                    fingerprint: k * 10_000 + b,
+                    table: b < 128,
+                })
+                .collect();
+            let r = d.register(&format!("i{k}"), k + 1, &wants, T);
+            assert!(r.is_ok(), "configuration {k}: {:?}", r.err());
+        }
+        assert_eq!(d.lanes.len(), 4 * budget::CONFIG_BOUNDS);
+    }
+
     #[test]
     fn too_many_configurations_alive_are_refused() {
         let mut d = Directory::default();

@@ -63,3 +63,32 @@ pub fn sweep<S: Store + ?Sized>(
     }
     Ok(removed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::count::lane::Table;
+    use crate::count::store::MemStore;
+    use crate::count::window::Rate;
+
+    /// The node sweeps in chunks of a fixed number of buckets: a chunk that
+    /// runs past the table's end reads only the table's own buckets.
+    #[test]
+    fn a_sweep_past_the_tables_end_reads_only_its_buckets() {
+        let s = MemStore::new();
+        let table = Table {
+            buckets: 16,
+            per_bucket: 4,
+            cap: 32,
+        };
+        let rate = Rate {
+            limit: 5,
+            window_ms: 1_000,
+        };
+        let l = Lane::new("t:0", 1, rate, Some(table));
+        l.create_keys(&s).unwrap();
+        let reads = s.reads();
+        assert_eq!(sweep(&s, &l, 0..256, 600_000).unwrap(), 0);
+        assert_eq!(s.reads() - reads, 16);
+    }
+}

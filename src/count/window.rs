@@ -331,6 +331,32 @@ mod tests {
         assert!(matches!(r.decide(c, at), Verdict::Admit { .. }));
     }
 
+    /// Refused while the previous window's count slides out, with room
+    /// in this one: the wait ends inside this window, at the first
+    /// millisecond the estimate fits, not at the window's end.
+    #[test]
+    fn a_refusal_waits_only_until_enough_of_the_previous_window_has_slid_out() {
+        let r = rate(10, 1_000);
+        let c = Counts {
+            win: 5,
+            cur: 4,
+            prev: 8,
+        };
+        // 100 ms in: 4 + 8 × 0.9 = 11.2 requests; one more fits at 4 + 8 ×
+        // (1 − e) ≤ 9, from e = 375 ms.
+        let now = 5_100;
+        let Verdict::Refuse { quota } = r.decide(c, now) else {
+            panic!("11.2 of 10")
+        };
+        assert_eq!(quota.reset_ms, 275);
+        assert_eq!(r.wait_ms(c, now), 275);
+        assert!(!r.decide(c, 5_374).admits());
+        let Verdict::Admit { quota, .. } = r.decide(c, 5_375) else {
+            panic!("9 + 1 of 10")
+        };
+        assert_eq!(quota.remaining, 0);
+    }
+
     #[test]
     fn limit_one_waits_for_the_previous_window_to_slide_out() {
         let r = rate(1, 1_000);

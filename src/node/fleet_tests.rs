@@ -645,3 +645,43 @@ fn the_node_id_is_read_from_envoys_serialized_node() {
     assert_eq!(node_id_of(b"\x0a\x09short"), None, "truncated");
     assert_eq!(node_id_of(b"\x0a\x02\xff\xfe"), None, "not UTF-8");
 }
+
+/// A fleet bound keyed per caller gives each caller the fleet's budget:
+/// one caller that spent it across the fleet leaves another's whole (the
+/// service counts each caller under its own key).
+#[test]
+fn each_caller_of_a_fleet_bound_has_a_fleet_budget_of_its_own() {
+    let mut nodes = fleet(2, &config(20, "address"));
+    let mut service = Service::default();
+    sync_all(&mut nodes, &mut service, T0, 3);
+    let first = run(&mut nodes, &mut service, "10.0.0.1", 40, T0 + 600, 4_000);
+    assert!((18..=22).contains(&first.iter().sum::<u64>()), "{first:?}");
+    let second = run(&mut nodes, &mut service, "10.0.0.2", 40, T0 + 5_000, 4_000);
+    assert!(
+        (18..=22).contains(&second.iter().sum::<u64>()),
+        "{second:?}"
+    );
+}
+
+/// A fleet bound `per: route` is one budget for every caller of the route
+/// across the fleet: callers on different nodes spend the same one.
+#[test]
+fn a_route_wide_fleet_bound_is_one_budget_for_every_caller() {
+    let mut nodes = fleet(2, &config(20, "route"));
+    let mut service = Service::default();
+    sync_all(&mut nodes, &mut service, T0, 3);
+    // Each node meets another caller first (and only that one).
+    let mut admitted = 0;
+    let mut now = T0 + 600;
+    for _ in 0..20 {
+        for n in nodes.iter_mut() {
+            n.sync(&mut service, now);
+        }
+        for k in 1..3 {
+            admitted += u64::from(nodes[0].hit("10.0.0.1", now + k));
+            admitted += u64::from(nodes[1].hit("10.0.0.2", now + k));
+        }
+        now += 200;
+    }
+    assert!((18..=24).contains(&admitted), "{admitted} of 20");
+}

@@ -463,3 +463,100 @@ fn costs_owed_to_the_service_are_sent_at_the_next_tick() {
         .iter()
         .all(Call::is_warm_up));
 }
+
+/// Stats of one kind (`pick`) that configuration `config` counted, in order.
+fn counted<T>(host: &MockNodeHost, config: usize, pick: impl Fn(NodeStat) -> Option<T>) -> Vec<T> {
+    host.stats_of(config).into_iter().filter_map(pick).collect()
+}
+
+/// `fleet_alone` says how many fleet decisions were made without a fresh
+/// answer from the service since the last housekeeping, then starts over.
+#[test]
+fn fleet_alone_counts_the_decisions_made_alone_since_the_last_housekeeping() {
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, &fleet(300));
+    let a = n.active().unwrap();
+    // Never answered: a new key is decided alone, admitted or not.
+    assert_eq!(hits(&mut host, &a, "10.0.0.5", 4), 4);
+    tick(&mut host, &mut n, T0);
+    tick(&mut host, &mut n, T0 + 1_000);
+    let alone = counted(&host, 0, |s| match s {
+        NodeStat::FleetAlone(k) => Some(k),
+        _ => None,
+    });
+    assert_eq!(alone, [4, 0]);
+}
+
+/// `write_memory` says how many decisions a worker's memory of its own
+/// writes saved a read for, and how many of its guesses another worker's
+/// write had made stale, since the last housekeeping.
+#[test]
+fn write_memory_counts_reads_saved_and_guesses_gone_stale() {
+    let json = r#"{"instance": "w", "routes": [{"name": "r", "bounds": [
+        {"name": "a", "per": "address", "limit": 100, "window": "PT1M"}]}]}"#;
+    let mut host = MockNodeHost::new(T0);
+    let mut mine = node(&mut host, 1, json);
+    let other = node(&mut host, 3, json);
+    let (a, b) = (mine.active().unwrap(), other.active().unwrap());
+    // The first admission reads; the next ones are written from memory.
+    assert_eq!(hits(&mut host, &a, "10.0.0.7", 5), 5);
+    tick(&mut host, &mut mine, T0);
+    // Another worker writes the caller: this worker's next guess is stale.
+    assert!(hit(&mut host, &b, "10.0.0.7"));
+    assert!(hit(&mut host, &a, "10.0.0.7"));
+    tick(&mut host, &mut mine, T0 + 1_000);
+    tick(&mut host, &mut mine, T0 + 2_000);
+    let memory = counted(&host, 0, |s| match s {
+        NodeStat::WriteMemory(saved, stale) => Some((saved, stale)),
+        _ => None,
+    });
+    assert_eq!(memory, [(4, 0), (0, 1), (0, 0)]);
+}
+
+/// Two instances in one Envoy (two configurations with fleet bounds over
+/// one shared data) keep their fleet records apart: each one's context
+/// holds its own lease and syncs at every period.
+#[test]
+fn two_instances_in_one_envoy_each_sync_their_own_fleet() {
+    let mut host = MockNodeHost::new(T0);
+    let mut api = node(&mut host, 1, &fleet(300));
+    let web = fleet(300).replace(r#""instance":"api""#, r#""instance":"web""#);
+    let mut web = node(&mut host, 3, &web);
+    for k in 0..5 {
+        let now = T0 + k * 200;
+        for n in [&mut api, &mut web] {
+            let calls = tick(&mut host, n, now);
+            assert!(!calls.is_empty(), "at {now}");
+            for c in &calls {
+                host.answer(n, c.token, 0, &answer_to(c, 0));
+            }
+        }
+    }
+}
+
+/// A configuration refused for the vm_id's budget says why in Envoy's log:
+/// here, the configurations alive already, and what to do about it.
+#[test]
+fn a_configuration_over_the_budget_is_refused_saying_why() {
+    let mut host = MockNodeHost::new(T0);
+    let alive = crate::count::budget::LIVE_CONFIGURATIONS;
+    let mut nodes = Vec::new();
+    for k in 0..=alive {
+        let json = format!(
+            r#"{{"instance": "i{k}", "routes": [{{"name": "r", "bounds": [
+                {{"name": "a", "per": "route", "limit": 5, "window": "PT1S"}}]}}]}}"#
+        );
+        let mut n = Node::new(1, SMALL);
+        let ok = n.configure(&mut host, json.into_bytes());
+        assert_eq!(ok, k < alive, "configuration {k}");
+        nodes.push(n);
+    }
+    let said = format!("{alive} configurations are alive in this vm_id already");
+    assert_eq!(
+        host.logged(Level::Error, &said),
+        1,
+        "{:?}",
+        host.logs.last()
+    );
+    assert_eq!(host.logged(Level::Error, "--drain-time-s"), 1);
+}

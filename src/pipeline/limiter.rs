@@ -1052,6 +1052,73 @@ mod tests {
         );
     }
 
+    /// A refusal by the shared overflow counter (the caller table full) is
+    /// not remembered: the caller may be given its own entry before the
+    /// overflow's wait is over, and is admitted at once when it is.
+    #[test]
+    fn a_caller_refused_on_overflow_is_admitted_once_it_is_given_its_own_entry() {
+        let s = MemStore::new();
+        let lim = limiter(&s, &one_bound("address", 2));
+        let at = |a: &str, now: u64| {
+            let c = Caller {
+                address: a,
+                identity: None,
+            };
+            decide(&lim, &s, RouteId(0), None, &c, now)
+                .refused
+                .is_none()
+        };
+        // Window 1: the table's 32 places taken.
+        for i in 0..SMALL.cap {
+            assert!(at(&format!("10.0.0.{i}"), 60_000 + u64::from(i)));
+        }
+        // End of window 2: newcomers share the overflow counter, 2 a minute.
+        let x = "10.1.0.1";
+        assert!(at(x, 179_000) && at(x, 179_001));
+        let refused = decide(
+            &lim,
+            &s,
+            RouteId(0),
+            None,
+            &Caller {
+                address: x,
+                identity: None,
+            },
+            179_002,
+        );
+        assert!(refused.events.iter().all(|e| e.overflow));
+        let (_, quota) = refused.refused.unwrap();
+        assert!(quota.reset_ms > 20_000, "{quota:?}");
+        // Window 3: window 1's callers have expired; x takes a place of its
+        // own well before the overflow counter would admit it.
+        assert!(at(x, 181_000));
+    }
+
+    /// Every refused caller is remembered, not only the last one: several
+    /// callers hammering while refused cost no store read.
+    #[test]
+    fn callers_refused_in_turn_are_all_refused_again_without_a_store_read() {
+        let s = MemStore::new();
+        let lim = limiter(&s, &one_bound("address", 1));
+        let callers: Vec<String> = (0..8).map(|i| format!("10.0.1.{i}")).collect();
+        let at = |a: &str, now: u64| {
+            let c = Caller {
+                address: a,
+                identity: None,
+            };
+            decide(&lim, &s, RouteId(0), None, &c, now)
+        };
+        for a in &callers {
+            assert!(at(a, 120_000).refused.is_none());
+            assert!(at(a, 120_001).refused.is_some());
+        }
+        let reads = s.reads();
+        for a in &callers {
+            assert!(at(a, 120_002).refused.is_some(), "{a}");
+        }
+        assert_eq!(s.reads(), reads);
+    }
+
     fn one_bound(per: &str, limit: u32) -> String {
         format!(
             r#"{{"routes":[{{"name":"r","bounds":[{{"per":"{per}","limit":{limit},"window":"PT1M"}}]}}]}}"#

@@ -832,3 +832,33 @@ fn a_refused_installation_cost_owes_nothing() {
     assert_eq!(host.replies.len(), 1);
     assert!(f.memories.owed().borrow().is_empty());
 }
+
+/// An operation's installation bound is asked of the service for a
+/// request to that operation, and for no other request of the route.
+#[test]
+fn an_operations_installation_bound_is_asked_for_its_operation_only() {
+    let json = r#"{"instance":"shop",
+        "rate_limit_service":{"cluster":"rls","domain":"shop","timeout_ms":80},
+        "routes":[{"name":"api","bounds":[],
+          "operations":[{"operation_id":"pay","method":"POST","path":"/pay/{id}",
+            "bounds":[{"name":"payments","per":"address","scope":"installation",
+                       "limit":5,"window":"PT1M"}]}]}]}"#;
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header(":path", "/pay/7")
+        .header(":method", "POST");
+    host.service_answer = Some((0, answer(&[(1, 4)])));
+    let f = Filter::new(&host.store, json).unwrap();
+    f.request(&mut host);
+    let req = sent(&host);
+    assert_eq!(req.descriptors.len(), 1);
+    let named = &req.descriptors[0].entries[0].value;
+    assert!(named.ends_with("payments"), "{named}");
+    assert!(host.replies.is_empty());
+    // Another request of the route: nothing to ask.
+    host.service_calls.clear();
+    host.request_headers
+        .insert(":path".into(), "/orders".into());
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert!(host.service_calls.is_empty());
+}

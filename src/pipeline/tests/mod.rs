@@ -11,6 +11,9 @@ mod installation;
 // Host calls per request of the bench's variants, held to budgets.
 #[cfg(test)]
 mod host_calls;
+// Which bound's figures an admitted response shows.
+#[cfg(test)]
+mod shown;
 
 use super::mock::{Filter, MockHost};
 use super::*;
@@ -224,6 +227,34 @@ fn the_session_service_is_asked_with_the_cookie_and_its_user_is_counted() {
     assert!(host.dispatched.is_empty());
     assert_eq!(host.counted(RequestStat::SessionCacheHit), 1);
     assert_eq!(host.replies[0].status, 429);
+}
+
+/// A request that waited for its session answer is decided by its own
+/// route's bounds, not the first route's.
+#[test]
+fn a_request_resumed_after_its_session_call_is_counted_by_its_own_route() {
+    let json = r#"{"identity":{"session":{"cluster":"sessions","path":"/whoami","cookie":"sid",
+            "authorization":false,"timeout_ms":250,"on_error":"anonymous"}},
+        "routes":[
+          {"name":"static","match":{"path_prefix":"/static/"},"bounds":[
+            {"name":"files","per":"address","limit":100,"window":"PT1M"}]},
+          {"name":"api","bounds":[
+            {"name":"addr","per":"address","limit":100,"window":"PT1M"},
+            {"name":"user","per":"user","limit":1,"window":"PT1M"}]}]}"#;
+    let mut host = signed_in(T0).header(":path", "/api/x");
+    host.session_status = Some("200".into());
+    host.session_body = Some(br#"{"user":"alice"}"#.to_vec());
+    let f = filter(&host, json);
+    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
+    assert!(host.replies.is_empty());
+    // Counted by "api": alice's one request is spent.
+    host.clear();
+    host.now += 1;
+    assert_eq!(f.request(&mut host), (Step::Pause, None));
+    assert_eq!(host.replies[0].status, 429);
+    assert!(host.replies[0]
+        .body
+        .contains(r#""route":"api","bound":"user""#));
 }
 
 #[test]
