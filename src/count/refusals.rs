@@ -118,6 +118,21 @@ mod tests {
         assert_eq!(r.get(1, 1, 42, 0), None);
     }
 
+    /// Route-wide bounds all count their callers under key 0: the bound
+    /// alone must spread them over the slots, or each route's refusal
+    /// would forget the last one's.
+    #[test]
+    fn route_wide_refusals_of_different_bounds_are_all_remembered() {
+        let mut r = Refusals::default();
+        for route in 0..8 {
+            r.insert(route, 0, 0, 0, q(100));
+        }
+        let kept = (0..8)
+            .filter(|&route| r.get(route, 0, 0, 0).is_some())
+            .count();
+        assert!(kept >= 7, "{kept} of 8 remembered");
+    }
+
     #[test]
     fn a_collision_forgets_rather_than_confuses() {
         let mut r = Refusals::default();
