@@ -653,8 +653,12 @@ impl Limiter {
                     event: Event::Allowed,
                     overflow,
                 });
-                if d.tightest
-                    .is_none_or(|(_, t)| quota.remaining < t.remaining)
+                // Without shadow headers a shadow bound shows nothing,
+                // refusing or not.
+                let shows = self.plan.shadow_headers || r.route.bound(i).is_none_or(|b| !b.shadow);
+                if shows
+                    && d.tightest
+                        .is_none_or(|(_, t)| quota.remaining < t.remaining)
                 {
                     d.tightest = Some((i, quota));
                 }

@@ -61,6 +61,25 @@ fn without_shadow_headers_a_shadow_bound_that_would_refuse_is_not_shown() {
     assert_eq!(shown(&host), Some(r#""real";r=98;t=60"#));
 }
 
+/// Nor while it still admits: its remaining, smaller than the enforced
+/// bound's, would have the caller slow down for a limit nobody enforces.
+#[test]
+fn without_shadow_headers_an_admitting_shadow_bound_is_not_shown() {
+    let json = r#"{"structured_headers":true,"shadow_headers":false,"routes":[{"name":"api","bounds":[
+        {"name":"dry","per":"address","limit":5,"window":"PT1M","shadow":true},
+        {"name":"real","per":"route","limit":100,"window":"PT1M"}]}]}"#;
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, json);
+    assert_eq!(f.request(&mut host), (Step::Continue, None));
+    assert_eq!(shown(&host), Some(r#""real";r=99;t=60"#));
+    // With them, the shadow bound's 4 left is the fewest.
+    let json = json.replace(r#""shadow_headers":false,"#, "");
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, &json);
+    f.request(&mut host);
+    assert_eq!(shown(&host), Some(r#""dry";r=4;t=60"#));
+}
+
 /// Several shadow bounds would refuse: the headers show the first, the
 /// bound the access log's `would_refuse` names too.
 #[test]
