@@ -560,3 +560,32 @@ fn a_configuration_over_the_budget_is_refused_saying_why() {
     );
     assert_eq!(host.logged(Level::Error, "--drain-time-s"), 1);
 }
+
+/// A full queue drops what comes after, and says how many at the next
+/// tick; the tick sends the whole queue, a call per batch.
+#[test]
+fn a_full_owed_queue_counts_what_it_dropped_and_a_tick_sends_it_all() {
+    use crate::pipeline::owed::{Charge, CHARGES_PER_CALL, OWED_MAX};
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, TOKENS);
+    let charge = Charge {
+        descriptor: "chat.tokens".into(),
+        caller: Some(("address", "n0".into())),
+        limit: crate::rls::Override {
+            requests_per_unit: 1000,
+            unit: crate::config::installation::Unit::Minute,
+        },
+        units: 5,
+    };
+    for _ in 0..OWED_MAX + 2 {
+        n.owed.borrow_mut().push(charge.clone());
+    }
+    let owed: Vec<Call> = tick(&mut host, &mut n, T0 + 1_000)
+        .into_iter()
+        .filter(|c| !c.is_warm_up())
+        .collect();
+    assert_eq!(owed.len(), OWED_MAX / CHARGES_PER_CALL);
+    assert!(owed.iter().all(|c| addends(c) == [5; CHARGES_PER_CALL]));
+    assert!(host.stats_of(0).contains(&NodeStat::CostsUnsent(2)));
+    assert!(n.owed.borrow().is_empty());
+}
