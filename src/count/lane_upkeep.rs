@@ -8,11 +8,7 @@ use crate::count::{fleet_lane, node_lane};
 /// Takes back one request recorded by [`commit`](crate::count::lane::commit)
 /// (a later bound refused).
 pub fn undo<S: Store + ?Sized>(store: &S, lane: &Lane, u: Undo) -> Result<(), StoreError> {
-    if lane.fleet {
-        fleet_lane::charge(store, lane, u.place, u.caller, u.win, -i64::from(u.hits))
-    } else {
-        node_lane::charge(store, lane, u.place, u.caller, u.win, -i64::from(u.hits))
-    }
+    charge(store, lane, u, -i64::from(u.hits))
 }
 
 /// Charges a request recorded by [`commit`](crate::count::lane::commit)
@@ -28,6 +24,16 @@ pub fn true_up<S: Store + ?Sized>(
     if delta == 0 {
         return Ok(());
     }
+    charge(store, lane, u, delta)
+}
+
+/// Adds `delta` units where `u` was charged, in the lane's kind of entry.
+fn charge<S: Store + ?Sized>(
+    store: &S,
+    lane: &Lane,
+    u: Undo,
+    delta: i64,
+) -> Result<(), StoreError> {
     if lane.fleet {
         fleet_lane::charge(store, lane, u.place, u.caller, u.win, delta)
     } else {

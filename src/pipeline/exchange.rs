@@ -109,15 +109,16 @@ const UNIT_MAX: usize = 32;
 impl Figures {
     fn of(s: &Shown) -> Figures {
         let mut name = [0u8; NAME_MAX + UNIT_MAX];
-        let len = s.bound.len().min(NAME_MAX);
-        if let (Some(to), Some(from)) = (name.get_mut(..len), s.bound.as_bytes().get(..len)) {
-            to.copy_from_slice(from);
-        }
-        let unit = s.unit.unwrap_or_default().as_bytes();
-        let unit_len = unit.len().min(UNIT_MAX);
-        if let (Some(to), Some(from)) = (name.get_mut(len..len + unit_len), unit.get(..unit_len)) {
-            to.copy_from_slice(from);
-        }
+        // Copies `text` (at most `max` bytes) to `at`: its length.
+        let mut put = |at: usize, text: &str, max: usize| {
+            let n = text.len().min(max);
+            if let (Some(to), Some(from)) = (name.get_mut(at..at + n), text.as_bytes().get(..n)) {
+                to.copy_from_slice(from);
+            }
+            n
+        };
+        let len = put(0, s.bound, NAME_MAX);
+        let unit_len = put(len, s.unit.unwrap_or_default(), UNIT_MAX);
         Figures {
             name,
             len,

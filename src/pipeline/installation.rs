@@ -36,6 +36,46 @@ use std::hash::Hasher;
 /// A descriptor's entries: `bound`, and the caller's key unless `per: route`.
 type Entries<'a> = SmallVec<[(&'a str, &'a str); 2]>;
 
+/// One descriptor of a call to the service: counted under
+/// `[("bound", bound), (per, caller)]` (no caller for `per: route`), with
+/// the limit sent as an override, adding `hits`.
+pub(super) struct Descriptor<'a> {
+    pub bound: &'a str,
+    pub caller: Option<(&'a str, &'a str)>,
+    pub limit: Override,
+    pub hits: u32,
+}
+
+/// The `ShouldRateLimit` call that counts `descriptors`.
+pub(super) fn call<'p>(
+    service: &'p RateLimitServiceConfig,
+    descriptors: &[Descriptor],
+) -> ServiceCall<'p> {
+    let entries: SmallVec<[Entries; 2]> = descriptors
+        .iter()
+        .map(|d| {
+            let mut e = SmallVec::new();
+            e.push(("bound", d.bound));
+            e.extend(d.caller);
+            e
+        })
+        .collect();
+    let specs: SmallVec<[DescriptorSpec; 2]> = descriptors
+        .iter()
+        .zip(&entries)
+        .map(|(d, e)| DescriptorSpec {
+            entries: e,
+            limit: Some(d.limit),
+            hits_addend: u64::from(d.hits),
+        })
+        .collect();
+    ServiceCall {
+        cluster: &service.cluster,
+        timeout_ms: service.timeout_ms,
+        message: rls::encode_request(&service.domain, &specs),
+    }
+}
+
 /// A request every node bound admitted, to be counted by its installation
 /// bounds.
 pub struct Ready {
@@ -226,35 +266,20 @@ impl<'p> Worker<'p> {
     /// (1, or a cost bound's reservation or named cost).
     pub(super) fn service_call(&self, route: &'p Route, ready: &Ready) -> Option<ServiceCall<'p>> {
         let service: &'p RateLimitServiceConfig = self.limiter.plan.service.as_ref()?;
-        let bounds = self.bounds_of(route, ready);
-        let entries: SmallVec<[Entries; 2]> = bounds
+        let descriptors: SmallVec<[Descriptor; 2]> = self
+            .bounds_of(route, ready)
             .iter()
-            .map(|(b, caller)| {
-                let mut e = SmallVec::new();
-                e.push(("bound", b.descriptor));
-                if let Some(c) = caller {
-                    e.push((b.bound.per.as_str(), *c));
-                }
-                e
-            })
-            .collect();
-        let specs: SmallVec<[DescriptorSpec; 2]> = bounds
-            .iter()
-            .zip(&entries)
-            .map(|((b, _), e)| DescriptorSpec {
-                entries: e,
-                limit: Some(Override {
+            .map(|(b, caller)| Descriptor {
+                bound: b.descriptor,
+                caller: caller.map(|c| (b.bound.per.as_str(), c)),
+                limit: Override {
                     requests_per_unit: b.bound.rate.limit,
                     unit: b.unit,
-                }),
-                hits_addend: u64::from(ready.pending.hits(b.id, b.bound)),
+                },
+                hits: ready.pending.hits(b.id, b.bound),
             })
             .collect();
-        Some(ServiceCall {
-            cluster: &service.cluster,
-            timeout_ms: service.timeout_ms,
-            message: rls::encode_request(&service.domain, &specs),
-        })
+        Some(call(service, &descriptors))
     }
 
     /// Remembers every enforcing bound whose caller the answer shows at or

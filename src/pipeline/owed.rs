@@ -9,11 +9,10 @@
 //! next one (a fixed window's edge; docs/cost.md). Less than the
 //! reservation gives nothing back: `hits_addend` only adds.
 
-use super::installation::ServiceCall;
+use super::installation::{self, Descriptor, ServiceCall};
 use crate::config::plan::Plan;
 use crate::config::RateLimitServiceConfig;
-use crate::rls::{self, DescriptorSpec, Override};
-use smallvec::SmallVec;
+use crate::rls::Override;
 use std::collections::VecDeque;
 
 /// Charges a queue holds at most: past it they are dropped, and counted
@@ -80,31 +79,16 @@ impl Owed {
 /// `hits_addend`. Its answer says nothing the filter acts on.
 pub fn charge_call<'p>(plan: &'p Plan, batch: &[Charge]) -> Option<ServiceCall<'p>> {
     let service: &'p RateLimitServiceConfig = plan.service.as_ref()?;
-    let entries: Vec<SmallVec<[(&str, &str); 2]>> = batch
+    let descriptors: Vec<Descriptor> = batch
         .iter()
-        .map(|c| {
-            let mut e = SmallVec::new();
-            e.push(("bound", c.descriptor.as_str()));
-            if let Some((per, value)) = &c.caller {
-                e.push((*per, value.as_str()));
-            }
-            e
+        .map(|c| Descriptor {
+            bound: &c.descriptor,
+            caller: c.caller.as_ref().map(|(per, v)| (*per, v.as_str())),
+            limit: c.limit,
+            hits: c.units,
         })
         .collect();
-    let specs: Vec<DescriptorSpec> = batch
-        .iter()
-        .zip(&entries)
-        .map(|(c, e)| DescriptorSpec {
-            entries: e,
-            limit: Some(c.limit),
-            hits_addend: u64::from(c.units),
-        })
-        .collect();
-    Some(ServiceCall {
-        cluster: &service.cluster,
-        timeout_ms: service.timeout_ms,
-        message: rls::encode_request(&service.domain, &specs),
-    })
+    Some(installation::call(service, &descriptors))
 }
 
 #[cfg(test)]
