@@ -648,9 +648,11 @@ impl FleetRate {
 /// share alone, never a larger one). The count never falls back to the
 /// configured guess because it is old: a long outage keeps the last one.
 ///
-/// A node adds its 1 only if its own key (its stable node id) says it is
-/// the first to in this minute: a restarted node (its shared data gone) is
-/// not counted twice.
+/// A node adds its 1 together with 1 to its own key (its stable node id),
+/// in one call, after reading that own key at 0 this minute: a restarted
+/// node (its shared data gone) finds its 1 already added and is not counted
+/// twice, and an add that timed out is read back before it is tried again
+/// (neither counted twice nor missed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Record {
     /// The syncing context's id, its configuration's generation (a newer
@@ -666,8 +668,8 @@ pub struct Record {
     pub prev: u32,
     /// The minute this node last added its 1 (0: never).
     pub beat: u64,
-    /// The minute this node's own key was last answered (0: never): from
-    /// then on in that minute it knows whether its 1 is still to add.
+    /// The minute this node's own key was last read at 0 (0: never): from
+    /// then on in that minute its 1 is still to add.
     pub asked: u64,
     /// When a sync call was last answered, and when calls started failing
     /// since (0: never).
@@ -681,11 +683,18 @@ pub const BEAT_MS: u64 = 60_000;
 /// What the heartbeat does at one sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Beat {
-    /// Add this node's 1 to the count.
+    /// Add this node's 1 to the count, and 1 to its own key beside it.
     pub add: bool,
-    /// Add 1 to this node's own key (its answer says whether a previous
-    /// run of the same node already counted it this minute).
+    /// Read this node's own key (0 added): above 0, this run or an earlier
+    /// one of the same node has added its 1 this minute.
     pub ask: bool,
+}
+
+impl Beat {
+    /// The call carries the node's own key (to read, or to add to).
+    pub fn own_key(self) -> bool {
+        self.ask || self.add
+    }
 }
 
 impl Record {
@@ -757,8 +766,8 @@ impl Record {
         self.beat != now_ms / BEAT_MS
     }
 
-    /// The heartbeat of a sync at `now`: first ask the node's own key, then
-    /// (if it said this node is not counted yet) add the 1.
+    /// The heartbeat of a sync at `now`: first read the node's own key,
+    /// then (if it said 0) add the 1 to the count and to the own key.
     pub fn beat(&self, now_ms: u64) -> Beat {
         let minute = now_ms / BEAT_MS;
         let due = self.beat != minute;
@@ -768,28 +777,26 @@ impl Record {
         }
     }
 
-    /// This node's own key was answered with `own` (its count this minute,
-    /// this call's 1 included) for a call sent at `sent_ms`: more than 1,
-    /// and an earlier run of this node already added its 1.
+    /// This node's own key was read as `own` (its count this minute) by a
+    /// call sent at `sent_ms`: above 0, its 1 is added already.
     pub fn asked(self, sent_ms: u64, own: u32) -> Record {
         let minute = sent_ms / BEAT_MS;
         let mut r = self;
-        r.asked = minute;
-        if own > 1 {
+        if own > 0 {
             r.beat = minute;
+        } else {
+            r.asked = minute;
         }
         r
     }
 
-    /// A heartbeat call sent at `sent_ms` timed out: its 1 may have been
-    /// added, so it is not added again. (An own key's 1 is asked again: if
-    /// it was counted, the node takes itself for counted this minute, and
-    /// the last minute's count stands in; taking it for the first instead
-    /// would count a node just restarted twice.)
+    /// A heartbeat call sent at `sent_ms` timed out: an add in it may have
+    /// landed, so the own key is read again before any other add (the two
+    /// 1s go in the same call, so the own key says whether the count's did).
     pub fn maybe_beat(self, sent_ms: u64, beat: Beat) -> Record {
         let mut r = self;
-        if beat.add {
-            r.beat = sent_ms / BEAT_MS;
+        if beat.add && r.asked == sent_ms / BEAT_MS {
+            r.asked = 0;
         }
         r
     }
@@ -1291,23 +1298,29 @@ mod tests {
         assert_eq!(r.failed_ms, 10_000, "failing since the first");
         let r = r.answered(11_000);
         assert!(!r.down(20_000, 800));
-        // A restarted node is asked for by its own key; a timed-out add is
-        // not added again.
+        // A restarted node reads its own key; a timed-out add reads it
+        // again before adding again.
         let m = 10 * BEAT_MS;
         let b = Record::default().beat(m);
         assert_eq!((b.ask, b.add), (true, false));
-        let r = Record::default().asked(m, 2);
-        assert!(!r.beat_due(m), "an earlier run added its 1");
         let r = Record::default().asked(m, 1);
-        assert_eq!(
-            r.beat(m + 1),
-            Beat {
-                add: true,
-                ask: false
-            }
+        assert!(!r.beat_due(m), "an earlier run added its 1");
+        let r = Record::default().asked(m, 0);
+        let add = Beat {
+            add: true,
+            ask: false,
+        };
+        assert_eq!(r.beat(m + 1), add);
+        let r = r.maybe_beat(m + 1, add);
+        assert_eq!(r.beat(m + 2), b, "read again, not added again");
+        assert!(
+            r.asked(m + 3, 1).beat(m + 4)
+                == Beat {
+                    add: false,
+                    ask: false
+                }
         );
-        let r = r.maybe_beat(m + 1, r.beat(m + 1));
-        assert!(!r.beat_due(m + 2));
+        assert_eq!(r.asked(m + 3, 0).beat(m + 4), add, "lost: added again");
     }
 
     #[test]

@@ -685,3 +685,44 @@ fn a_route_wide_fleet_bound_is_one_budget_for_every_caller() {
     }
     assert!((18..=24).contains(&admitted), "{admitted} of 20");
 }
+
+/// The heartbeat under a slow service (the CI flake of issue 22's test: a
+/// node whose first calls timed out stayed uncounted for the minute): an
+/// add that timed out but landed is read back, not added again; one that
+/// was lost is added again. Every node is counted once.
+#[test]
+fn a_timed_out_heartbeat_is_read_back_neither_missed_nor_counted_twice() {
+    let json = config(300, "address");
+    let mut nodes = fleet(3, &json);
+    let mut service = Service::default();
+    let beats = |s: &Service| -> Vec<u64> {
+        let mut v: Vec<u64> = s
+            .counts
+            .iter()
+            .filter(|((k, _), _)| k.starts_with("ratebound="))
+            .map(|(_, n)| *n)
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    // Node 0: every call of its first three syncs counted, then too late.
+    service.slow = true;
+    sync_all(&mut nodes[..1], &mut service, T0, 3);
+    service.slow = false;
+    // Node 1: its add lost (the service down for that sync only).
+    sync_all(&mut nodes[1..2], &mut service, T0, 1);
+    service.down = true;
+    sync_all(&mut nodes[1..2], &mut service, T0 + 200, 1);
+    service.down = false;
+    sync_all(&mut nodes, &mut service, T0 + 1_000, 3);
+    // The count 3, each own key 1.
+    assert_eq!(beats(&service), vec![1, 1, 1, 3]);
+    for n in &nodes {
+        assert_eq!(known_nodes(n, T0 + 1_600), Some(3));
+    }
+    // A restart in the same minute finds its 1 added.
+    nodes[2] = Node::new(&json, 102);
+    sync_all(&mut nodes[2..], &mut service, T0 + 2_000, 3);
+    assert_eq!(beats(&service), vec![1, 1, 1, 3]);
+    assert_eq!(known_nodes(&nodes[2], T0 + 2_600), Some(3));
+}

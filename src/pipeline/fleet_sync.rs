@@ -62,7 +62,7 @@ impl Batch {
 
     /// Descriptors before the keys: the heartbeat's.
     fn lead(&self) -> usize {
-        self.heartbeat.map_or(0, |b| 1 + usize::from(b.ask))
+        self.heartbeat.map_or(0, |b| 1 + usize::from(b.own_key()))
     }
 
     /// As the host sends it; the message moves into the call (it is sent
@@ -187,7 +187,7 @@ pub fn collect<S: Store + ?Sized>(
     let mut first = true;
     while first || !rest.is_empty() {
         let heartbeat = first.then_some(beat);
-        let room = MAX_DESCRIPTORS - heartbeat.map_or(0, |b| 1 + usize::from(b.ask));
+        let room = MAX_DESCRIPTORS - heartbeat.map_or(0, |b| 1 + usize::from(b.own_key()));
         let (these, more) = rest.split_at(room.min(rest.len()));
         rest = more;
         first = false;
@@ -259,14 +259,14 @@ fn encode(
             }),
             hits_addend: u64::from(beat.add),
         });
-        if beat.ask {
+        if beat.own_key() {
             specs.push(DescriptorSpec {
                 entries: &node_entries,
                 limit: Some(Override {
                     requests_per_unit: BEAT_LIMIT,
                     unit: Unit::Minute,
                 }),
-                hits_addend: 1,
+                hits_addend: u64::from(beat.add),
             });
         }
     }
@@ -323,9 +323,9 @@ pub fn settle<S: Store + ?Sized>(
                 }
                 r = r.heard(batch.sent_ms, n, beat.add);
             } else if let (Some(beat), Some(Failure::MaybeCounted)) = (batch.heartbeat, failure) {
-                // A heartbeat that may have been counted is not sent again
-                // (a node counted twice would shrink every share for two
-                // minutes; once missed, the last minute's count stands in).
+                // An add that may have landed is read back before it is
+                // sent again (a node counted twice would shrink every share
+                // for two minutes; a node missed would widen them).
                 r = r.maybe_beat(batch.sent_ms, beat);
             }
             r = if counts.is_ok() {
