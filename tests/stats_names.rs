@@ -33,7 +33,7 @@ const NOT_ON_THE_DASHBOARD: [(Stat, &str); 6] = [
     (Stat::CostsUnknown, "cost bounds only; docs/cost.md"),
     (
         Stat::CostsUnsent,
-        "installation cost bounds only; docs/cost.md",
+        "installation cost bounds only; alerted on (RateboundCostsUnsent)",
     ),
 ];
 

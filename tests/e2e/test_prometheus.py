@@ -49,6 +49,13 @@ CFG = {
              {"name": "attempts", "per": "address", "scope": "installation", "limit": 100,
               "window": "PT1M"},
          ]},
+        # An installation cost bound (tokens a response header names): the
+        # instance's cost stats, costs_unsent among them.
+        {"name": "llm", "match": {"path_prefix": "/llm"},
+         "bounds": [
+             {"name": "tokens", "per": "address", "scope": "installation", "limit": 10000,
+              "window": "PT1M", "cost": {"response_header": "x-tokens", "unit": "tokens"}},
+         ]},
         # A fleet bound: its sync with the (unreachable) service fails.
         {"name": "fleet", "match": {"path_prefix": "/fleet"},
          "bounds": [
@@ -183,7 +190,7 @@ def test_prometheus_labels_for_instance_route_and_bound(envoy, upstream, tmp_pat
                     "accounts_unreadable", "rls_calls_saved", "rls_no_limit",
                     "rls_latency_ms_bucket", "rls_latency_ms_count", "rls_latency_ms_sum",
                     "fleet_sync_calls", "fleet_sync_keys", "fleet_sync_errors", "fleet_alone",
-                    "fleet_nodes"}
+                    "fleet_nodes", "costs_unknown", "costs_unsent"}
     for name, labels in series:
         if not name.startswith("ratebound_"):
             continue
@@ -284,7 +291,7 @@ def test_the_rules_timing_passes_promtools_unit_tests(promtool):
     tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
     assert {"RateboundModuleFetchFailing", "RateboundVmReloaded", "RateboundVmReloadFailing",
             "RateboundFilterSilent", "RateboundStoreErrors", "RateboundFleetSyncFailing",
-            "RateboundFleetDecidingAlone"} <= tested, tested
+            "RateboundFleetDecidingAlone", "RateboundCostsUnsent"} <= tested, tested
 
 
 def test_every_dashboard_query_parses(promtool, tmp_path):
