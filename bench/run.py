@@ -47,6 +47,7 @@ class Variant:
     baseline: str = "2"  # the variant whose cost this one adds to
     optional: bool = False  # measured only when named in --only
     routes: list | None = None  # the route table (default: `/` answers "ok")
+    script: tuple | None = None  # a wrk Lua script and its arguments: (path, [args])
     env: bl.Envoy | None = None
     failed: str | None = None
     runs: list = field(default_factory=list)  # per round: dict
@@ -70,7 +71,39 @@ def build_variants(jwks: str, token: str) -> list[Variant]:
         Variant("7", "jwt_noop_wasm", "jwt_authn + do-nothing wasm (baseline of 5)",
                 [bl.jwt_authn_filter(jwks), noop()], headers=auth),
     ] + identity_variants(jwks, auth) + probe_variants(jwks, auth) + compare_variants(jwks, auth) \
-      + profile_variants() + cost_variants()
+      + profile_variants() + cost_variants() + scale_variants()
+
+
+def scale_variants() -> list[Variant]:
+    """How the cost grows (`--only 2,4,60,61,62,63,64`, issue 27's outcome 4;
+    the meter's deterministic rows in BENCHMARKS.md): 10 and 100 bounds per
+    address on the route (4 is 1), and one bound per user (a trusted header)
+    with 10 and with 10,000 users taking turns (bench/users.lua), beside the
+    do-nothing filter under the same script (62)."""
+    noop = lambda: bl.wasm_filter("noop", bl.NOOP_WASM, None)  # noqa: E731
+    rb = lambda cfg: bl.wasm_filter("ratebound", bl.RATEBOUND_WASM, cfg)  # noqa: E731
+
+    def address_bounds(n: int) -> dict:
+        return bl.ratebound_config(f"bench{n}b", [
+            {"name": f"addr{i}", "per": "address", "limit": 1_000_000_000, "window": "PT1M"}
+            for i in range(n)])
+
+    per_user = bl.ratebound_config(
+        "benchusers", [{"name": "user", "per": "user", "limit": 1_000_000_000, "window": "PT1M"}],
+        identity={"header": {"user": "x-user-id"}})
+    users = lambda n: (bl.BENCH / "users.lua", [n])  # noqa: E731
+    return [
+        Variant("60", "users_10", "1 bound per user (trusted header), 10 users in turn",
+                [rb(per_user)], script=users(10), baseline="62", optional=True),
+        Variant("61", "users_10000", "1 bound per user (trusted header), 10,000 users in turn",
+                [rb(per_user)], script=users(10_000), baseline="62", optional=True),
+        Variant("62", "noop_users", "do-nothing wasm, 10,000 users' headers (baseline of 60, 61)",
+                [noop()], script=users(10_000), optional=True),
+        Variant("63", "bounds_10", "10 bounds per address on the route",
+                [rb(address_bounds(10))], optional=True),
+        Variant("64", "bounds_100", "100 bounds per address on the route",
+                [rb(address_bounds(100))], optional=True),
+    ]
 
 
 def cost_variants() -> list[Variant]:
@@ -172,6 +205,7 @@ PROBES = {
     "36": ["address", "time", "shared", "add3"],  # variant 4's host calls before its writes were remembered
     "37": ["address", "time", "refuse"],  # variant 6's host calls now
     "38": ["address", "time", "shared_set", "add3"],  # variant 4's host calls with its writes remembered
+    "39": ["address", "time", "add3"],  # the same without the write: a worker-local lease's ceiling
 }
 
 
@@ -227,19 +261,25 @@ _UNITS = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9}
 
 
 def run_wrk(port: int, seconds: float, connections: int, headers: dict, *,
-            script: Path | None = None, latency: bool = False, path: str = "/") -> dict:
-    """One wrk run (pinned to WRK_CPU). script: a wrk Lua script (it then
-    writes the requests; bench/signin.py); latency: also parse wrk's
+            script: Path | tuple | None = None, latency: bool = False, path: str = "/") -> dict:
+    """One wrk run (pinned to WRK_CPU). script: a wrk Lua script, or (script,
+    [its arguments]) (it then writes the requests; bench/signin.py,
+    bench/users.lua); latency: also parse wrk's
     --latency distribution into p50_ms, p90_ms, p99_ms (and avg_ms)."""
     cmd = ["taskset", "-c", str(WRK_CPU), "wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s",
            "--timeout", "5s"]
     for k, v in headers.items():
         cmd += ["-H", f"{k}: {v}"]
+    script_args: list = []
+    if isinstance(script, tuple):
+        script, script_args = script
     if script is not None:
         cmd += ["-s", str(script)]
     if latency:
         cmd.append("--latency")
     cmd.append(f"http://127.0.0.1:{port}{path}")
+    if script_args:
+        cmd += ["--", *map(str, script_args)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30)
     text = out.stdout
     m = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", text)
@@ -290,10 +330,10 @@ def measure(v: Variant, seconds: float, warmup: float, connections: int) -> dict
     env = v.env
     assert env is not None
     if warmup > 0:
-        run_wrk(env.port, warmup, connections, v.headers)
+        run_wrk(env.port, warmup, connections, v.headers, script=v.script)
     busy0 = cpu_busy_seconds(ENVOY_CPU)
     before = bl.cpu_seconds(env.pid)
-    w = run_wrk(env.port, seconds, connections, v.headers)
+    w = run_wrk(env.port, seconds, connections, v.headers, script=v.script)
     after = bl.cpu_seconds(env.pid)
     busy1 = cpu_busy_seconds(ENVOY_CPU)
     if not env.alive():
@@ -538,7 +578,7 @@ def restart(live: list[Variant], work: Path, rnd: int, args) -> None:
             v.failed = f"round {rnd + 1}: restart failed: {failed}"
             continue
         if args.initial_warmup > 0:
-            run_wrk(v.env.port, args.initial_warmup, args.connections, v.headers)
+            run_wrk(v.env.port, args.initial_warmup, args.connections, v.headers, script=v.script)
 
 
 def main() -> int:
@@ -642,7 +682,7 @@ def main() -> int:
                   f"warm-up {args.initial_warmup:g} s", flush=True)
             if args.initial_warmup > 0:
                 try:
-                    run_wrk(v.env.port, args.initial_warmup, args.connections, v.headers)
+                    run_wrk(v.env.port, args.initial_warmup, args.connections, v.headers, script=v.script)
                 except Exception as e:  # noqa: BLE001 - the rounds will record it
                     print(f"run: variant {v.id} warm-up failed: {e}", flush=True)
 

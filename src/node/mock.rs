@@ -56,9 +56,11 @@ pub struct MockNodeHost {
     pub env: HashMap<String, String>,
     /// The host refuses to dispatch calls with this status.
     pub dispatch_error: Option<String>,
-    /// The answer being handled: its `grpc-message` (a failed call's,
-    /// from Envoy) and its body (framed).
-    pub answer_message: Option<String>,
+    /// The answer being handled, as Envoy hands it over: its headers
+    /// (none for a call that got no answer), its `grpc-status` trailer (a
+    /// service's answer) and its body (framed).
+    pub answer_headers: Vec<(&'static str, String)>,
+    pub answer_grpc_status: Option<u32>,
     pub answer_body: Option<Vec<u8>>,
     // What the nodes did:
     pub calls: Vec<Call>,
@@ -103,8 +105,9 @@ impl MockNodeHost {
         self.logs.iter().filter(hit).count()
     }
 
-    /// `node`'s call `token` answered with `grpc_status` and `message`
-    /// (unframed; framed as Envoy hands it over).
+    /// `node`'s call `token` answered by the service with `grpc_status`
+    /// (in the trailers) and `message` (unframed; framed as Envoy hands it
+    /// over), through the node's entry for an answer.
     pub fn answer(
         &mut self,
         node: &mut Node<MockStats>,
@@ -115,12 +118,15 @@ impl MockNodeHost {
         let framed = crate::rls::frame(message);
         let size = framed.len();
         self.answer_body = Some(framed);
-        self.answer_message = None;
-        node.answered(self, token, (grpc_status, true), size)
+        self.answer_headers = vec![(":status", "200".into())];
+        self.answer_grpc_status = Some(grpc_status);
+        node.on_answer(self, token, size)
     }
 
     /// `node`'s call `token` failed: no answer at all (`grpc_message`
-    /// `None`: a timeout, a reset), or Envoy's own answer saying why.
+    /// `None`: a timeout, a reset; Envoy gives no headers, and the status
+    /// is read as UNAVAILABLE whatever `grpc_status` says), or Envoy's own
+    /// trailers-only answer with `grpc_status` saying why.
     pub fn fail(
         &mut self,
         node: &mut Node<MockStats>,
@@ -129,9 +135,16 @@ impl MockNodeHost {
         grpc_message: Option<&str>,
     ) -> Option<Settled> {
         self.answer_body = None;
-        self.answer_message = grpc_message.map(str::to_string);
-        let headers = grpc_message.is_some();
-        node.answered(self, token, (grpc_status, headers), 0)
+        self.answer_grpc_status = None;
+        self.answer_headers = match grpc_message {
+            Some(m) => vec![
+                (":status", "200".into()),
+                ("grpc-status", grpc_status.to_string()),
+                ("grpc-message", m.to_string()),
+            ],
+            None => Vec::new(),
+        };
+        node.on_answer(self, token, 0)
     }
 }
 
@@ -174,13 +187,14 @@ impl Base for MockNodeHost {
 
     /// Only what `answered` reads: a failed call's `grpc-message`.
     fn answer_header(&self, name: &str) -> Option<String> {
-        (name == "grpc-message")
-            .then(|| self.answer_message.clone())
-            .flatten()
+        let found = self.answer_headers.iter().find(|(k, _)| *k == name);
+        found.map(|(_, v)| v.clone())
     }
 
-    fn answer_trailer(&self, _name: &str) -> Option<String> {
-        None
+    fn answer_trailer(&self, name: &str) -> Option<String> {
+        (name == "grpc-status")
+            .then(|| self.answer_grpc_status.map(|s| s.to_string()))
+            .flatten()
     }
 
     fn answer_body(&self, size: usize) -> Option<Vec<u8>> {

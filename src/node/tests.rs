@@ -221,11 +221,17 @@ fn the_directory_forgetting_a_configuration() {
     let a = old.active().unwrap();
     tick(&mut host, &mut old, now);
     assert!(a.orphaned.get(), "counts nothing more");
+    assert_eq!(
+        host.logged(Level::Error, "superseded configuration"),
+        1,
+        "says so at once"
+    );
     assert!(
         old.for_request().is_none(),
         "a new request is let through uncounted"
     );
     tick(&mut host, &mut old, now + 1_000);
+    tick(&mut host, &mut old, now + 2_000);
     assert_eq!(host.logged(Level::Error, "superseded configuration"), 1);
     assert_eq!(host.configs(), 2, "not registered again");
 }
@@ -588,4 +594,112 @@ fn a_full_owed_queue_counts_what_it_dropped_and_a_tick_sends_it_all() {
     assert!(owed.iter().all(|c| addends(c) == [5; CHARGES_PER_CALL]));
     assert!(host.stats_of(0).contains(&NodeStat::CostsUnsent(2)));
     assert!(n.owed.borrow().is_empty());
+}
+
+/// How often a node wakes: a fleet configuration ticks at its `sync_ms`
+/// (200 ms here) and syncs each tick; the housekeeping (the stats flush,
+/// the sweep) runs once a second all the same, and a 1 s tick that comes a
+/// little early still runs it. (Mutants: the tick period's fleet arm, the
+/// housekeeping's once-a-second guard.)
+#[test]
+fn a_fleet_node_syncs_each_sync_ms_and_keeps_house_once_a_second() {
+    let flushes = |host: &MockNodeHost| {
+        host.stats_of(0)
+            .iter()
+            .filter(|s| matches!(s, NodeStat::Flush))
+            .count()
+    };
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, &fleet(300));
+    assert_eq!(host.tick_ms, Some(200), "a fleet ticks at its sync_ms");
+    let mut synced = 0;
+    for k in 0..10u64 {
+        synced += tick(&mut host, &mut n, T0 + k * 200).len();
+    }
+    assert_eq!(synced, 10, "one sync call a tick");
+    // Ticks over 1,800 ms: housekeeping at 0, 1,000 (not on the 8 ticks
+    // between).
+    assert_eq!(flushes(&host), 2);
+    // Ticks twice as often as sync_ms (a host that ticks early and often):
+    // a sync every other one.
+    let synced: usize = (0..10u64)
+        .map(|k| tick(&mut host, &mut n, T0 + 2_000 + k * 100).len())
+        .sum();
+    assert_eq!(synced, 5);
+    // Without fleet bounds: a tick a second, each one housekeeping, even 50
+    // ms early (the host's timer is not exact).
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, SIGN_IN);
+    assert_eq!(host.tick_ms, Some(1_000));
+    for k in 0..5u64 {
+        tick(&mut host, &mut n, T0 + k * 950);
+    }
+    assert_eq!(flushes(&host), 5);
+    // Twice within the second: once.
+    tick(&mut host, &mut n, T0 + 4 * 950 + 500);
+    assert_eq!(flushes(&host), 5);
+}
+
+/// A configuration's entry in the lane directory: each root context joins
+/// it at its first tick, once; it stays while one of them is alive; when
+/// the last is done, the entry (and its lanes) is freed. A context that
+/// never ticked never joined, and its end takes nothing from the others.
+/// (Mutants: `done`, `leave` and its guard, the tick's join flag.)
+#[test]
+fn contexts_join_the_directory_once_and_the_last_one_done_frees_it() {
+    use crate::count::directory::{Directory, DIRECTORY_KEY};
+    use crate::count::store::Store;
+    let live = |host: &MockNodeHost| -> Vec<(u64, u32)> {
+        let (v, _) = Store::get(&host.pipe.store, DIRECTORY_KEY).unwrap();
+        let dir = Directory::decode(&v.unwrap()).unwrap();
+        dir.live.iter().map(|l| (l.gen, l.refs)).collect()
+    };
+    let mut host = MockNodeHost::new(T0);
+    // Two workers' root contexts with the same configuration: one entry.
+    let mut a = node(&mut host, 1, &fleet(10));
+    let mut b = node(&mut host, 2, &fleet(10));
+    let gen = a.active().unwrap().gen;
+    assert_eq!(b.active().unwrap().gen, gen);
+    assert_eq!(live(&host), vec![(gen, 0)], "registered, not joined");
+    for k in 0..5 {
+        tick(&mut host, &mut a, T0 + k * 1_000);
+        tick(&mut host, &mut b, T0 + k * 1_000);
+    }
+    assert_eq!(live(&host), vec![(gen, 2)], "each joined once");
+    a.done(&mut host);
+    a.done(&mut host);
+    assert_eq!(live(&host), vec![(gen, 1)], "left once");
+    // A third context that never ticked: its end leaves b's count alone.
+    let mut c = node(&mut host, 3, &fleet(10));
+    c.done(&mut host);
+    assert_eq!(live(&host), vec![(gen, 1)]);
+    b.done(&mut host);
+    assert_eq!(live(&host), vec![], "the last one gone: freed");
+}
+
+/// The first context to put a configuration in force logs its warnings
+/// (what `ratebound check` would say), once, at Warn; notes are not logged.
+/// Here: fleet bounds without `fleet_nodes`.
+#[test]
+fn a_configuration_s_warnings_are_logged_once() {
+    let json = fleet(10).replace(r#","fleet_nodes":3"#, "");
+    let mut host = MockNodeHost::new(T0);
+    let _a = node(&mut host, 1, &json);
+    let _b = node(&mut host, 2, &json);
+    assert_eq!(
+        host.logged(Level::Warn, "configuration warning: warning[fleet-nodes]"),
+        1
+    );
+    assert_eq!(host.logged(Level::Warn, "note["), 0);
+    // A configuration without warnings: nothing at Warn.
+    let plain = r#"{"instance":"p","routes":[{"name":"r","bounds":[
+        {"name":"a","per":"address","limit":5,"window":"PT1M"}]}]}"#;
+    let mut host = MockNodeHost::new(T0);
+    let _c = node(&mut host, 1, plain);
+    let warned: Vec<_> = host
+        .logs
+        .iter()
+        .filter(|(l, _)| *l == Level::Warn)
+        .collect();
+    assert_eq!(warned.len(), 0, "{warned:?}");
 }
