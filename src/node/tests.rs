@@ -332,6 +332,11 @@ fn the_sweep_goes_through_a_table_in_chunks() {
     assert!(seen[0] > 0 && seen[0] < 200, "one chunk first: {seen:?}");
     assert!(seen.windows(2).all(|w| w[1] <= w[0]), "{seen:?}");
     assert_eq!(seen[3], 0, "every chunk in one turn: {seen:?}");
+    // Idle (nobody tracked), a tick reads the tracked count, not a chunk.
+    let reads = host.pipe.store.reads();
+    tick(&mut host, &mut n, T0 + 7_000);
+    let read = host.pipe.store.reads() - reads;
+    assert!(read < 8, "{read} reads for an idle table");
 }
 
 /// A sync whose context went away (a reload destroyed it, its call never
@@ -702,4 +707,62 @@ fn a_configuration_s_warnings_are_logged_once() {
         .filter(|(l, _)| *l == Level::Warn)
         .collect();
     assert_eq!(warned.len(), 0, "{warned:?}");
+}
+
+/// The heartbeat's own key names the node by Envoy's node id; an empty id,
+/// or one over 256 bytes (a key that long in every call), is not used: the
+/// run's own id stands in.
+#[test]
+fn the_own_key_is_the_node_id_when_it_is_a_usable_one() {
+    let own = |id: &str| -> String {
+        let mut host = MockNodeHost::new(T0);
+        host.pipe
+            .properties
+            .insert("node.id".into(), id.as_bytes().to_vec());
+        let mut n = node(&mut host, 7, &fleet(10));
+        let calls = tick(&mut host, &mut n, T0);
+        let req = proto::RateLimitRequest::decode(calls[0].message.as_slice()).unwrap();
+        let d = req
+            .descriptors
+            .iter()
+            .find(|d| d.entries[0].value == "node")
+            .unwrap();
+        d.entries[2].value.clone()
+    };
+    assert_eq!(own("gw-1.istio-system"), "gw-1.istio-system");
+    assert_eq!(own(&"x".repeat(256)), "x".repeat(256));
+    assert!(own(&"x".repeat(257)).starts_with("run-"));
+    assert!(own("").starts_with("run-"));
+}
+
+/// A fleet sync that keeps failing says so once (not once a sync), and
+/// once again when the service answers; a new run of failures says so
+/// again.
+#[test]
+fn a_failing_sync_is_logged_once_a_run_of_failures() {
+    let mut host = MockNodeHost::new(T0);
+    let mut n = node(&mut host, 1, &fleet(10));
+    let failing = |host: &MockNodeHost| host.logged(Level::Warn, "fleet sync failed");
+    let mut now = T0;
+    let mut sync = |host: &mut MockNodeHost, n: &mut Node<MockStats>, ok: bool| {
+        let calls = tick(host, n, now);
+        now += 200;
+        for c in calls {
+            if ok {
+                host.answer(n, c.token, 0, &answer_to(&c, 0));
+            } else {
+                host.fail(n, c.token, 14, Some("no healthy upstream"));
+            }
+        }
+    };
+    for _ in 0..3 {
+        sync(&mut host, &mut n, false);
+    }
+    assert_eq!(failing(&host), 1);
+    sync(&mut host, &mut n, true);
+    sync(&mut host, &mut n, true);
+    assert_eq!(host.logged(Level::Info, "fleet sync answered again"), 1);
+    sync(&mut host, &mut n, false);
+    sync(&mut host, &mut n, false);
+    assert_eq!(failing(&host), 2);
 }
