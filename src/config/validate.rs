@@ -882,5 +882,177 @@ mod tests {
         );
         let e = errors(&with_bounds(0, 1_025));
         assert!(e[0].starts_with("$.routes: 1025 bounds"), "{e:?}");
+        // Keys that fill the budget exactly (128 tables and 1,024 bounds
+        // per route) fit it: only the bound count is over.
+        let e = errors(&with_bounds(128, 1_024));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].starts_with("$.routes: 1152 bounds"), "{e:?}");
+    }
+
+    /// A limit is 1 to u32::MAX, both ends included.
+    #[test]
+    fn a_limit_fits_in_32_bits() {
+        let with_limit = |n: u64| {
+            errors(&format!(
+                r#"{{"routes":[{{"name":"a","bounds":[{{"per":"address","limit":{n},"window":"PT1M"}}]}}]}}"#
+            ))
+        };
+        assert!(with_limit(1).is_empty());
+        assert!(with_limit(u64::from(u32::MAX)).is_empty());
+        for n in [0, u64::from(u32::MAX) + 1] {
+            let e = with_limit(n);
+            assert!(e[0].starts_with("$.routes[0].bounds[0].limit"), "{e:?}");
+        }
+    }
+
+    /// An operation's method is an HTTP method in capitals: an empty one is
+    /// an error too.
+    #[test]
+    fn an_operation_s_method_is_written_in_capitals() {
+        let with_method = |m: &str| {
+            errors(&format!(
+                r#"{{"routes":[{{"name":"a","operations":[{{"operation_id":"op","method":"{m}",
+                "path":"/x","bounds":[{{"per":"address","limit":1,"window":"PT1M"}}]}}]}}]}}"#
+            ))
+        };
+        assert!(with_method("POST").is_empty());
+        for m in ["", "post", "PO ST"] {
+            let e = with_method(m);
+            assert!(
+                e.len() == 1 && e[0].starts_with("$.routes[0].operations[0].method"),
+                "{m:?}: {e:?}"
+            );
+        }
+    }
+
+    /// The size cap is inclusive (a configuration of exactly
+    /// `MAX_CONFIG_BYTES` is read), and a document that is no object is
+    /// an error at `$`, the root, not at a path of its own.
+    #[test]
+    fn the_size_cap_and_the_root_s_path() {
+        let pad = |n: usize| format!("{GOOD}{}", " ".repeat(n - GOOD.len()));
+        assert!(parse(pad(MAX_CONFIG_BYTES).as_bytes()).is_ok());
+        let e = errors(&pad(MAX_CONFIG_BYTES + 1));
+        assert!(
+            e[0].starts_with("$: configuration is 1048577 bytes"),
+            "{e:?}"
+        );
+        for doc in ["5", "[]", "\"routes\""] {
+            let e = errors(doc);
+            assert!(e[0].starts_with("$: invalid "), "{doc}: {e:?}");
+        }
+    }
+
+    /// A JWT claim is a name, dotted for nested claims: no empty part
+    /// anywhere (`a..b`, `.a`, `a.`), which no token could carry.
+    #[test]
+    fn a_claim_path_has_no_empty_part() {
+        let with_claim = |c: &str| {
+            errors(&format!(
+                r#"{{"identity":{{"jwt":{{"user_claim":"{c}"}}}},"routes":[{{"name":"a",
+                "bounds":[{{"per":"user","limit":1,"window":"PT1M"}}]}}]}}"#
+            ))
+        };
+        assert!(with_claim("sub").is_empty());
+        assert!(with_claim("realm_access.roles").is_empty());
+        for c in ["", "a..b", ".a", "a."] {
+            let e = with_claim(c);
+            assert!(
+                e.len() == 1 && e[0].starts_with("$.identity.jwt.user_claim"),
+                "{c:?}: {e:?}"
+            );
+        }
+    }
+
+    /// Identity caches keep an answer at most an hour: 3,600 s is
+    /// accepted, one more is refused, for JWTs and sessions alike.
+    #[test]
+    fn identity_caches_keep_an_answer_an_hour_at_most() {
+        let jwt = |t: u64| {
+            errors(&format!(
+                r#"{{"identity":{{"jwt":{{"cache_ttl_s":{t}}}}},"routes":[]}}"#
+            ))
+        };
+        let session = |t: u64| {
+            errors(&format!(
+                r#"{{"identity":{{"session":{{"cluster":"s","cache_ttl_s":{t}}}}},"routes":[]}}"#
+            ))
+        };
+        for t in [0, 3_600] {
+            assert!(jwt(t).is_empty(), "{:?}", jwt(t));
+            assert!(session(t).is_empty(), "{:?}", session(t));
+        }
+        let e = jwt(3_601);
+        assert!(
+            e.len() == 1 && e[0].starts_with("$.identity.jwt.cache_ttl_s"),
+            "{e:?}"
+        );
+        let e = session(3_601);
+        assert!(
+            e.len() == 1 && e[0].starts_with("$.identity.session.cache_ttl_s"),
+            "{e:?}"
+        );
+    }
+
+    /// Which identity sources give an organisation, a token id and roles
+    /// (a bound per org or per token, a grant to roles or orgs needs one
+    /// that does), source by source: each gives what it says and nothing
+    /// more.
+    #[test]
+    fn each_identity_source_gives_what_it_says() {
+        // (identity, gives org, token, roles)
+        let sources = [
+            (r#"{"session":{"cluster":"s"}}"#, [true, true, true]),
+            (r#"{"jwt":{"org_claim":"org"}}"#, [true, false, false]),
+            (r#"{"jwt":{"token_claim":"jti"}}"#, [false, true, false]),
+            (r#"{"jwt":{"roles_claim":"roles"}}"#, [false, false, true]),
+            (
+                r#"{"header":{"user":"x-u","org":"x-o"}}"#,
+                [true, false, false],
+            ),
+            (
+                r#"{"header":{"user":"x-u","token":"x-t"}}"#,
+                [false, true, false],
+            ),
+            (
+                r#"{"header":{"user":"x-u","roles":"x-r"}}"#,
+                [false, false, true],
+            ),
+            (
+                r#"{"mtls":{"org_from_namespace":true}}"#,
+                [true, false, false],
+            ),
+            (r#"{"jwt":{}}"#, [false, false, false]),
+        ];
+        // (bound, the error's path, needs org, token, roles)
+        let bounds = [
+            (r#""per":"org""#, "per", [true, false, false]),
+            (r#""per":"token""#, "per", [false, true, false]),
+            (
+                r#""per":"user","applies_to":{"roles":["admin"]}"#,
+                "applies_to.roles",
+                [false, false, true],
+            ),
+            (
+                r#""per":"user","applies_to":{"orgs":["acme"]}"#,
+                "applies_to.orgs",
+                [true, false, false],
+            ),
+        ];
+        for (id, gives) in sources {
+            for (bound, path, needs) in bounds {
+                let e = errors(&format!(
+                    r#"{{"identity":{id},"routes":[{{"name":"a","bounds":[
+                    {{{bound},"limit":1,"window":"PT1M"}}]}}]}}"#
+                ));
+                let refused = needs.iter().zip(gives).any(|(n, g)| *n && !g);
+                let at = format!("$.routes[0].bounds[0].{path}");
+                if refused {
+                    assert!(e.len() == 1 && e[0].starts_with(&at), "{id} {bound}: {e:?}");
+                } else {
+                    assert!(e.is_empty(), "{id} {bound}: {e:?}");
+                }
+            }
+        }
     }
 }
