@@ -122,3 +122,36 @@ pub fn credential<H: Host>(host: &H, session: &SessionSource) -> Option<(&'stati
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::mock::MockHost;
+
+    /// The session service is asked about the configured cookie first,
+    /// else a non-empty `authorization` header; an empty one is no
+    /// credential (the request goes without an identity).
+    #[test]
+    fn the_session_credential_is_the_cookie_else_a_non_empty_authorization() {
+        let session: SessionSource =
+            serde_json::from_str(r#"{"cluster":"s","cookie":"sid"}"#).unwrap();
+        let host = MockHost::new(0)
+            .header("cookie", "a=1; sid=abc")
+            .header("authorization", "Bearer t");
+        assert_eq!(
+            credential(&host, &session),
+            Some(("cookie", "sid=abc".to_string()))
+        );
+        let host = MockHost::new(0).header("authorization", "Bearer t");
+        assert_eq!(
+            credential(&host, &session),
+            Some(("authorization", "Bearer t".to_string()))
+        );
+        let host = MockHost::new(0).header("authorization", "");
+        assert_eq!(credential(&host, &session), None);
+        let off: SessionSource =
+            serde_json::from_str(r#"{"cluster":"s","authorization":false}"#).unwrap();
+        let host = MockHost::new(0).header("authorization", "Bearer t");
+        assert_eq!(credential(&host, &off), None);
+    }
+}

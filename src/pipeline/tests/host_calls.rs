@@ -177,3 +177,22 @@ fn host_calls_per_request_stay_within_their_budgets() {
         assert!(got.within(budget), "{name}: {got} over its budget {budget}");
     }
 }
+
+/// With the token memory off (`cache_ttl_s` 0), a JWT user costs its
+/// verified claim's read and no read of the token's header: the header is
+/// read only to key the memory.
+#[test]
+fn without_a_token_memory_the_token_header_is_not_read() {
+    let sub = "bench-user";
+    let json = THREE_JWT.replace(
+        r#""user_claim":"sub""#,
+        r#""user_claim":"sub","cache_ttl_s":0"#,
+    );
+    let got = measure(&json, |h| {
+        let path = "metadata.filter_metadata.envoy.filters.http.jwt_authn.payload.sub";
+        let mut h = h.header("authorization", &format!("Bearer {}", token(sub)));
+        h.properties.insert(path.into(), sub.as_bytes().to_vec());
+        h
+    });
+    assert_eq!((got.header, got.property), (0.0, 2.0), "{got}");
+}
