@@ -579,6 +579,11 @@ mod tests {
         }
     }
 
+    /// `e` is one error, at `at` (a JSON path; `what` names the case).
+    fn one_error_at(e: &[String], at: &str, what: &str) {
+        assert!(e.len() == 1 && e[0].starts_with(at), "{what}: {e:?}");
+    }
+
     const GOOD: &str = r#"{"routes":[{"name":"hello","match":{"path_prefix":"/hello","methods":["GET"]},
         "bounds":[{"per":"address","limit":5,"window":"PT1M"}]}]}"#;
 
@@ -917,11 +922,7 @@ mod tests {
         };
         assert!(with_method("POST").is_empty());
         for m in ["", "post", "PO ST"] {
-            let e = with_method(m);
-            assert!(
-                e.len() == 1 && e[0].starts_with("$.routes[0].operations[0].method"),
-                "{m:?}: {e:?}"
-            );
+            one_error_at(&with_method(m), "$.routes[0].operations[0].method", m);
         }
     }
 
@@ -956,11 +957,7 @@ mod tests {
         assert!(with_claim("sub").is_empty());
         assert!(with_claim("realm_access.roles").is_empty());
         for c in ["", "a..b", ".a", "a."] {
-            let e = with_claim(c);
-            assert!(
-                e.len() == 1 && e[0].starts_with("$.identity.jwt.user_claim"),
-                "{c:?}: {e:?}"
-            );
+            one_error_at(&with_claim(c), "$.identity.jwt.user_claim", c);
         }
     }
 
@@ -982,16 +979,8 @@ mod tests {
             assert!(jwt(t).is_empty(), "{:?}", jwt(t));
             assert!(session(t).is_empty(), "{:?}", session(t));
         }
-        let e = jwt(3_601);
-        assert!(
-            e.len() == 1 && e[0].starts_with("$.identity.jwt.cache_ttl_s"),
-            "{e:?}"
-        );
-        let e = session(3_601);
-        assert!(
-            e.len() == 1 && e[0].starts_with("$.identity.session.cache_ttl_s"),
-            "{e:?}"
-        );
+        one_error_at(&jwt(3_601), "$.identity.jwt.cache_ttl_s", "jwt");
+        one_error_at(&session(3_601), "$.identity.session.cache_ttl_s", "session");
     }
 
     /// Which identity sources give an organisation, a token id and roles
@@ -1048,7 +1037,7 @@ mod tests {
                 let refused = needs.iter().zip(gives).any(|(n, g)| *n && !g);
                 let at = format!("$.routes[0].bounds[0].{path}");
                 if refused {
-                    assert!(e.len() == 1 && e[0].starts_with(&at), "{id} {bound}: {e:?}");
+                    one_error_at(&e, &at, &format!("{id} {bound}"));
                 } else {
                     assert!(e.is_empty(), "{id} {bound}: {e:?}");
                 }
