@@ -11,7 +11,7 @@
 # Installs cargo-mutants (pinned below) into the git-ignored .tools/ when
 # missing. Each mutant is built and tested with the library's own tests
 # only (`cargo test --lib`: the unit, pipeline, node and store-suite tests;
-# about 20 s a mutant on 2 cores, most of it the build). A mutant that
+# about 15 s a mutant on 2 cores, most of it the build). A mutant that
 # survives them is then checked against the whole native suite
 # (`MUTANTS_FULL=1 MUTANTS_ARGS="--iterate"`) before it is called a
 # survivor. Output: mutants.out/ (git-ignored; `--iterate` reads it).
@@ -58,6 +58,7 @@ args=(
   --timeout "${MUTANTS_TIMEOUT:-90}"
   --build-timeout 900
   --no-shuffle
+  --profile mutants
 )
 if [[ "${MUTANTS_FULL:-0}" != 1 ]]; then
   # For the build as well as the run: `cargo test --no-run` alone would

@@ -299,6 +299,28 @@ mod tests {
     }
 
     #[test]
+    fn every_byte_cap_is_inclusive() {
+        // A JSON body of exactly the cap is read; one byte less is not.
+        let body = br#"{"usage":{"total_tokens":7}}"#;
+        for chunk in [1, 5, body.len()] {
+            assert_eq!(read(body, false, chunk, body.len()), Some(7));
+            assert_eq!(read(body, false, chunk, body.len() - 1), None);
+        }
+        // An event: each line (`data: ` and its value) within the cap, and
+        // the event's data (its lines joined by a newline) within it too.
+        let one = b"data: {\"usage\":{\"total_tokens\":7}}\n\n";
+        let line = one.len() - 2;
+        for chunk in [1, 5, one.len()] {
+            assert_eq!(read(one, true, chunk, line), Some(7), "chunks of {chunk}");
+            assert_eq!(read(one, true, chunk, line - 1), None, "chunks of {chunk}");
+        }
+        // Two data lines of 9 and 19 bytes: lines of 15 and 25, data of 29.
+        let two = b"data: {\"usage\":\ndata: {\"total_tokens\":7}}\n\n";
+        assert_eq!(read(two, true, 4, 29), Some(7));
+        assert_eq!(read(two, true, 4, 28), None);
+    }
+
+    #[test]
     fn a_json_body_in_any_chunks_names_its_cost() {
         let body = br#"{"id":"x","choices":[{"text":"hi"}],"usage":{"prompt_tokens":12,"total_tokens":300}}"#;
         for chunk in [1, 7, 64, body.len()] {
