@@ -71,11 +71,10 @@ pub fn text(bytes: &[u8]) -> Option<String> {
         a.copy_from_slice(bytes);
         let f = f64::from_le_bytes(a);
         if f.is_finite() {
-            return Some(if f.fract() == 0.0 && f.abs() < 1e15 {
-                format!("{}", f as i64)
-            } else {
-                format!("{f}")
-            });
+            // Display writes a whole number without ".0" and never in
+            // exponent form; -0 names whom 0 names.
+            let f = if f == 0.0 { 0.0 } else { f };
+            return Some(f.to_string());
         }
     }
     None
@@ -401,6 +400,13 @@ mod tests {
         assert_eq!(text(b"alice"), Some("alice".into()));
         assert_eq!(text(b""), None);
         assert_eq!(text(&42.0f64.to_le_bytes()), Some("42".into()));
+        // Whole numbers past i64 as written, not cut to i64::MAX; -0 as 0.
+        assert_eq!(
+            text(&1e20f64.to_le_bytes()),
+            Some("100000000000000000000".into())
+        );
+        assert_eq!(text(&(-0.0f64).to_le_bytes()), Some("0".into()));
+        assert_eq!(text(&(-7.5f64).to_le_bytes()), Some("-7.5".into()));
         assert_eq!(text(&1.5f64.to_le_bytes()), Some("1.5".into()));
     }
 

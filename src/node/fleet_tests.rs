@@ -8,7 +8,7 @@
 
 use crate::node::mock::{MockNodeHost, MockStats};
 use crate::node::{Active, NodeStat};
-use crate::pipeline::fleet_sync::{Settled, MAX_DESCRIPTORS};
+use crate::pipeline::fleet_sync::{Settled, MAX_DESCRIPTORS, MAX_SYNC_KEYS};
 use crate::pipeline::mock::{request, SMALL};
 use crate::rls::proto;
 use prost::Message;
@@ -38,6 +38,9 @@ struct Service {
     down: bool,
     /// Counts every call, then times out (a service too slow for its sync).
     slow: bool,
+    /// A key's count when first seen, by its bound's descriptor value:
+    /// what other nodes counted.
+    elsewhere: HashMap<String, u64>,
 }
 
 impl Service {
@@ -63,10 +66,11 @@ impl Service {
                 if d.entries[0].key == "bound" {
                     self.added += hits;
                 }
+                let before = self.elsewhere.get(&d.entries[0].value).copied();
                 let n = self
                     .counts
                     .entry((key.join(","), now / unit_ms))
-                    .or_default();
+                    .or_insert(before.unwrap_or_default());
                 *n += hits;
                 let over = *n > u64::from(limit.requests_per_unit);
                 proto::DescriptorStatus {
@@ -107,11 +111,15 @@ struct Node {
 
 impl Node {
     fn new(json: &str, me: u64) -> Node {
+        Node::with_table(json, me, SMALL)
+    }
+
+    fn with_table(json: &str, me: u64, table: crate::count::lane::Table) -> Node {
         let mut host = MockNodeHost::new(T0);
         // Its stable node id (the heartbeat's own key).
         let id = format!("node-{me}").into_bytes();
         host.pipe.properties.insert("node.id".into(), id);
-        let mut node = crate::node::Node::new(me, SMALL);
+        let mut node = crate::node::Node::new(me, table);
         assert!(node.configure(&mut host, json.as_bytes().to_vec()));
         Node { host, node }
     }
@@ -725,4 +733,110 @@ fn a_timed_out_heartbeat_is_read_back_neither_missed_nor_counted_twice() {
     sync_all(&mut nodes[2..], &mut service, T0 + 2_000, 3);
     assert_eq!(beats(&service), vec![1, 1, 1, 3]);
     assert_eq!(known_nodes(&nodes[2], T0 + 2_600), Some(3));
+}
+
+/// More keys than a sync carries: the first call full with the heartbeat
+/// and the node's own key leading, every call full but the last, exactly
+/// the cap's keys sent (and counted as sent), the rest in the next sync.
+#[test]
+fn a_sync_past_its_key_cap_sends_the_cap_in_full_calls_and_the_rest_next() {
+    let table = crate::count::lane::Table {
+        buckets: 512,
+        per_bucket: 4,
+        cap: 2_048,
+    };
+    let mut node = Node::with_table(&config(5, "address"), 100, table);
+    let mut service = Service::default();
+    // Callers past the table share the overflow counter (and its limit).
+    let admitted: u64 = (0..1_200u32)
+        .map(|i| {
+            let address = format!("10.{}.{}.1", i / 250, i % 250);
+            u64::from(node.hit(&address, T0 + u64::from(i / 100)))
+        })
+        .sum();
+    let lane = node
+        .active()
+        .limiter
+        .lane(
+            crate::config::plan::RouteId(0),
+            crate::config::plan::BoundId(0),
+        )
+        .unwrap()
+        .clone();
+    let tracked = crate::count::lane::tracked(&node.host.pipe.store, &lane).unwrap() as usize;
+    assert!(tracked > MAX_SYNC_KEYS, "{tracked}");
+    node.sync(&mut service, T0 + 1_000);
+    let mut want = vec![MAX_DESCRIPTORS; 5];
+    want.push(MAX_SYNC_KEYS + 2 - 5 * MAX_DESCRIPTORS);
+    assert_eq!(service.calls, want);
+    let sent = |n: &Node| -> usize {
+        n.host
+            .stats_of(0)
+            .iter()
+            .map(|s| match s {
+                NodeStat::FleetSyncSent(k) => *k,
+                _ => 0,
+            })
+            .sum()
+    };
+    assert_eq!(sent(&node), MAX_SYNC_KEYS);
+    assert!(service.added < admitted);
+    // The next sync sends the hits left (unsent hits go first).
+    node.sync(&mut service, T0 + 1_200);
+    assert_eq!(service.added, admitted);
+    assert!(service.calls.iter().all(|&n| n <= MAX_DESCRIPTORS));
+}
+
+/// One call carries two fleet bounds' keys: each key's fleet count comes
+/// back to that key, lane by lane, in the call's order.
+#[test]
+fn a_call_of_two_lanes_puts_each_keys_count_back_to_it() {
+    let json = r#"{"instance":"api",
+        "rate_limit_service":{"cluster":"rls","domain":"api","sync_ms":200,"fleet_nodes":3},
+        "routes":[{"name":"api","bounds":[
+          {"name":"a","per":"address","limit":300,"window":"PT1M","scope":"fleet"},
+          {"name":"b","per":"address","limit":500,"window":"PT1M","scope":"fleet"}]}]}"#;
+    let mut node = Node::new(json, 100);
+    let mut service = Service::default();
+    // Bound b's keys have 100 more counted elsewhere in the fleet.
+    service.elsewhere.insert("api.b".into(), 100);
+    let callers = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
+    for (i, c) in callers.iter().enumerate() {
+        for k in 0..=i {
+            assert!(node.hit(c, T0 + k as u64));
+        }
+    }
+    node.sync(&mut service, T0 + 1_000);
+    assert_eq!(
+        service.calls,
+        [2 + 2 * callers.len()],
+        "one call for both lanes"
+    );
+    let active = node.active();
+    for (b, elsewhere) in [(0, 0), (1, 100)] {
+        let lane = active
+            .limiter
+            .lane(
+                crate::config::plan::RouteId(0),
+                crate::config::plan::BoundId(b),
+            )
+            .unwrap();
+        for (i, c) in callers.iter().enumerate() {
+            let caller = crate::pipeline::limiter::Caller {
+                address: c,
+                identity: None,
+            };
+            let key = active
+                .limiter
+                .caller_key(crate::config::Per::Address, &caller);
+            let e = crate::count::fleet_lane::peek(&node.host.pipe.store, lane, key)
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                e.counts.cur,
+                elsewhere + i as u32 + 1,
+                "bound {b}, {c}: {e:?}"
+            );
+        }
+    }
 }

@@ -117,23 +117,28 @@ impl CostScan {
         }
     }
 
-    /// The cost at the pointer in a JSON document: the document read whole
-    /// (a malformed one names none), only the values on the pointer's path
-    /// kept, the rest skipped. An event's data without the key the pointer
-    /// ends in (quoted, as a key is written) and without any escape cannot
-    /// name it: not parsed (most of a stream's events).
-    fn cost_in(&self, json: &[u8]) -> Option<u32> {
+    /// Whether an event's data may name the cost: the key the pointer ends
+    /// in, quoted as a key is written, or an escape that could spell it.
+    /// Data that cannot is not parsed (most of a stream's events).
+    fn may_name(&self, data: &[u8]) -> bool {
         // An array's index is not written in the document.
         let key = self
             .pointer
             .last()
             .filter(|t| t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()));
-        if let Some(last) = key.filter(|_| self.events) {
-            let quoted = format!("\"{last}\"");
-            let named = json.windows(quoted.len()).any(|w| w == quoted.as_bytes());
-            if !named && !json.contains(&b'\\') {
-                return None;
-            }
+        let Some(last) = key else {
+            return true;
+        };
+        let quoted = format!("\"{last}\"");
+        data.windows(quoted.len()).any(|w| w == quoted.as_bytes()) || data.contains(&b'\\')
+    }
+
+    /// The cost at the pointer in a JSON document: the document read whole
+    /// (a malformed one names none), only the values on the pointer's path
+    /// kept, the rest skipped.
+    fn cost_in(&self, json: &[u8]) -> Option<u32> {
+        if self.events && !self.may_name(json) {
+            return None;
         }
         let mut de = serde_json::Deserializer::from_slice(json);
         let found = At(&self.pointer).deserialize(&mut de).ok()?;
@@ -400,6 +405,59 @@ data: [DONE]\n\n";
         .concat();
         assert_eq!(read(&big, true, 7, 100), None);
     }
+
+    /// An event whose next line goes over the cap is dropped whole, even
+    /// when the lines before it named a cost: never read in part.
+    #[test]
+    fn an_event_cut_by_a_line_over_the_cap_names_nothing() {
+        let cut = [
+            b"data: {\"usage\":{\"total_tokens\":5}}\n".to_vec(),
+            [b"data: ".to_vec(), vec![b'x'; 200]].concat(),
+            b"\n\n".to_vec(),
+        ]
+        .concat();
+        assert_eq!(read(&cut, true, 16, 100), None);
+        let then = [cut, b"data: {\"usage\":{\"total_tokens\":6}}\n\n".to_vec()].concat();
+        assert_eq!(
+            read(&then, true, 16, 100),
+            Some(6),
+            "the next event is read"
+        );
+    }
+
+    /// Events that cannot name the cost are not parsed: only those with the
+    /// pointer's last key, quoted, or an escape that could spell it.
+    #[test]
+    fn only_events_that_may_name_the_cost_are_parsed() {
+        let s = CostScan::new("/usage/total_tokens", 256, true);
+        assert!(s.may_name(br#"{"usage":{"total_tokens":5}}"#));
+        assert!(!s.may_name(br#"{"choices":[{"delta":{"content":"hi"}}],"usage":null}"#));
+        assert!(!s.may_name(br#"{"usage":{"total_tokens_x":5}}"#));
+        let escaped = br#"{"usage":{"total\u005ftokens":5}}"#;
+        assert!(s.may_name(escaped));
+        assert_eq!(
+            read(&[b"data: ", &escaped[..], b"\n\n"].concat(), true, 7, 256),
+            Some(5)
+        );
+        // A pointer that ends in an index: its key is not written.
+        assert!(CostScan::new("/usage/0", 256, true).may_name(b"{}"));
+    }
+
+    /// An array index is digits without a sign or a leading zero (RFC 6901),
+    /// as `usize`'s parser alone would not say.
+    #[test]
+    fn an_index_is_digits_without_a_sign_or_a_leading_zero() {
+        let at = |pointer: &str| {
+            let mut s = CostScan::new(pointer, 256, false);
+            s.feed(br#"{"n":[1,2,3]}"#);
+            s.finish()
+        };
+        assert_eq!(at("/n/1"), Some(2));
+        assert_eq!(at("/n/0"), Some(1));
+        for bad in ["/n/+1", "/n/01", "/n/", "/n/-0"] {
+            assert_eq!(at(bad), None, "{bad}");
+        }
+    }
 }
 
 // proptest builds natively only (the lib's tests also run as wasm).
@@ -420,8 +478,18 @@ mod differential {
     }
 
     fn key() -> impl Strategy<Value = String> {
-        prop::sample::select(vec!["usage", "total_tokens", "a~b", "x/y", "0", "1", ""])
-            .prop_map(str::to_string)
+        prop::sample::select(vec![
+            "usage",
+            "total_tokens",
+            "a~b",
+            "x/y",
+            "0",
+            "1",
+            "+1",
+            "01",
+            "",
+        ])
+        .prop_map(str::to_string)
     }
 
     fn json() -> impl Strategy<Value = Value> {

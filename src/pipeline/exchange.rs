@@ -23,8 +23,9 @@ use crate::reply::{self, Shown, Style};
 pub struct Exchange {
     /// The figures an admitted response shows.
     success: Option<Figures>,
-    /// This filter sent the local reply: its response path adds nothing.
-    refused: bool,
+    /// This filter sent the local reply: its response path adds nothing
+    /// (and the mock host delivers no more of the request, as Envoy does).
+    pub(super) refused: bool,
     /// What the paused request waits for.
     stage: Stage,
     /// The request body has fully arrived (or there is none), and its size
@@ -54,11 +55,6 @@ fn is_grpc<H: Host>(host: &H) -> bool {
 }
 
 impl Exchange {
-    /// This filter answered the request itself.
-    pub fn replied(&self) -> bool {
-        self.refused
-    }
-
     /// What the request waits for.
     pub fn stage(&self) -> &Stage {
         &self.stage

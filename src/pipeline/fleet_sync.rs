@@ -28,7 +28,7 @@ use super::installation::ServiceCall;
 /// (docs/fleet.md).
 pub const MAX_DESCRIPTORS: usize = 200;
 
-/// Keys per sync, at most: 5 calls. Past it, keys go by need (unsent hits
+/// Keys per sync, at most: 5 calls' worth. Past it, keys go by need (unsent hits
 /// first, then the longest unanswered): a spray of junk keys cannot make
 /// the sync outlast its period (timeouts) nor push a busy key out.
 pub const MAX_SYNC_KEYS: usize = 5 * MAX_DESCRIPTORS;
@@ -148,8 +148,9 @@ pub fn collect<S: Store + ?Sized>(
     wanted.sort_by_key(|(_, _, c)| c.order());
     wanted.truncate(MAX_SYNC_KEYS);
     let mut items = Vec::with_capacity(wanted.len());
-    // Lane by lane (settle takes a lane's keys together), neediest first
-    // within each, and lanes in the order of their neediest key.
+    // Lane by lane (settle takes a lane's keys together), in the order of
+    // their neediest key. Every key wanted goes out in this sync, so the
+    // order within a lane (its buckets') is of no matter.
     let mut lanes: Vec<(RouteId, BoundId)> = wanted.iter().map(|(r, b, _)| (*r, *b)).collect();
     lanes.dedup();
     let mut seen = Vec::new();
@@ -168,16 +169,7 @@ pub fn collect<S: Store + ?Sized>(
             .map(|(_, _, c)| *c)
             .collect();
         match fleet_lane::take_these(store, lane, &these, now_ms) {
-            Ok(mut taken) => {
-                // Back in need order (taken bucket by bucket).
-                taken.sort_by_key(|t| {
-                    these
-                        .iter()
-                        .position(|c| c.place == t.place && c.caller == t.caller)
-                        .unwrap_or(usize::MAX)
-                });
-                items.extend(taken.into_iter().map(|t| (r, b, t)));
-            }
+            Ok(taken) => items.extend(taken.into_iter().map(|t| (r, b, t))),
             Err(e) => errors.push(e),
         }
     }

@@ -394,7 +394,7 @@ pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
     }
     // Envoy delivers no more of a request it was told to answer.
     let body = host.request_body.as_ref().map(Vec::len);
-    if let Some(size) = body.filter(|_| !ex.replied()) {
+    if let Some(size) = body.filter(|_| !ex.refused) {
         let waited = matches!(ex.stage(), Stage::Body(_));
         let step = w.on_request_body(host, &mut ex, size, true);
         if waited {

@@ -671,9 +671,6 @@ pub fn decide<S: Store + ?Sized>(
     if let Some(refused) = lim.early(store, r, &mut pending, caller.address, now_ms) {
         return refused;
     }
-    if lim.plan.identity.is_some() && r.route.needs_identity(op) {
-        lim.finish(store, r, pending, caller, now_ms)
-    } else {
-        lim.commit(store, r, pending, now_ms)
-    }
+    // Phase 2 reads no bound of a route that needs no identity.
+    lim.finish(store, r, pending, caller, now_ms)
 }

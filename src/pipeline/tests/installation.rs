@@ -862,3 +862,150 @@ fn an_operations_installation_bound_is_asked_for_its_operation_only() {
     assert_eq!(f.request(&mut host), (Step::Continue, None));
     assert!(host.service_calls.is_empty());
 }
+
+/// A sign-in body of exactly `len` bytes (padded with spaces).
+fn body_of(len: usize) -> String {
+    let body = format!(r#"{{"username":"alice","pad":"{}"}}"#, " ".repeat(len - 29));
+    assert_eq!(body.len(), len);
+    body
+}
+
+#[test]
+fn a_body_of_exactly_the_cap_is_read_and_one_byte_more_is_not() {
+    let cfg = login("deny", r#"{"json":"username","max_body_bytes":64}"#);
+    let mut host = sign_in(&body_of(64));
+    host.service_answer = Some((0, answer(&[(1, 4)])));
+    let f = Filter::new(&host.store, &cfg).unwrap();
+    f.request(&mut host);
+    assert!(host.replies.is_empty(), "{:?}", host.replies);
+    assert_eq!(sent(&host).descriptors.len(), 1);
+    let mut host = sign_in(&body_of(65));
+    assert_eq!(refused_unread(&f, &mut host), (413, "too_large".into()));
+}
+
+/// The body is read when it ends, or as soon as more than the cap has
+/// come (refused then, not when the rest has come too); up to the cap,
+/// nothing of it is read while more may come.
+#[test]
+fn a_body_is_read_once_it_ends_or_passes_the_cap_never_before() {
+    let cfg = login("deny", r#"{"json":"username","max_body_bytes":64}"#);
+    let mut host = sign_in(&body_of(100));
+    let f = Filter::new(&host.store, &cfg).unwrap();
+    let w = f.worker();
+    let mut ex = Exchange::default();
+    assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Continue);
+    assert_eq!(
+        w.on_request_body(&mut host, &mut ex, 64, false),
+        Step::Pause
+    );
+    assert!(host.replies.is_empty(), "{:?}", host.replies);
+    assert_eq!(host.body_reads_total(), 0);
+    assert_eq!(
+        w.on_request_body(&mut host, &mut ex, 65, false),
+        Step::Pause
+    );
+    assert_eq!(host.replies.len(), 1);
+    assert_eq!(host.replies[0].status, 413);
+    assert_eq!(host.body_reads_total(), 0);
+    assert!(host.service_calls.is_empty());
+}
+
+/// A request that ends with its headers has no body to wait for: it is
+/// decided there (no account in it: refused), not held for ever.
+#[test]
+fn a_sign_in_without_a_body_is_decided_at_its_headers() {
+    let mut host = sign_in("");
+    host.request_body = None;
+    let f = Filter::new(&host.store, &json_login()).unwrap();
+    let mut ex = Exchange::default();
+    assert_eq!(f.worker().on_request(&mut host, &mut ex, true), Step::Pause);
+    assert_eq!(host.replies.len(), 1);
+    assert_eq!(host.replies[0].status, 400);
+    assert!(host.service_calls.is_empty());
+}
+
+#[test]
+fn a_lock_whose_refusal_is_spared_still_asks_the_service() {
+    let cfg = json_login().replace(
+        r#""limit":5,"window":"PT1M""#,
+        r#""limit":5,"window":"PT1M","enforce_percent":0"#,
+    );
+    let mut host = sign_in("");
+    let f = Filter::new(&host.store, &cfg).unwrap();
+    let over = answer_with(2, 0, 18, Some(5));
+    let h = attempt(&f, &mut host, T0 + 1_000, "alice", &over);
+    assert!(h.replies.is_empty(), "spared: {:?}", h.replies);
+    // Locked for the service's 18 s, but spared: the service still counts it.
+    let h = attempt(&f, &mut host, T0 + 2_000, "alice", &over);
+    assert_eq!(h.service_calls.len(), 1);
+    assert!(h.replies.is_empty(), "spared: {:?}", h.replies);
+    assert!(h.events.iter().any(|(_, e)| e.event == Event::WouldRefuse));
+}
+
+/// The login route with three installation bounds: per account (5 a
+/// minute), per address (9) and a burst per address (4). Bound ids: the
+/// node's per_address 0, then 1, 2, 3.
+fn three_service_bounds() -> String {
+    json_login()
+        .replacen('{', r#"{"structured_headers":true,"#, 1)
+        .replace(
+            r#"{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}"#,
+            r#"{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"},
+               {"name":"from","per":"address","scope":"installation","limit":9,"window":"PT1M"},
+               {"name":"burst","per":"address","scope":"installation","limit":4,"window":"PT1M"}"#,
+        )
+}
+
+/// An admitted response shows the bound with the least left: of the
+/// service's, the first of equals; against the node's (2 left of 3 after
+/// this request), the node's when they are equal.
+#[test]
+fn the_tightest_of_the_services_bounds_is_shown_the_first_of_equals() {
+    let f_host = sign_in("");
+    let f = Filter::new(&f_host.store, &three_service_bounds()).unwrap();
+    let shown = |statuses: &[(i32, u32)], who: &str| {
+        let mut host = sign_in("");
+        let h = attempt(&f, &mut host, T0, who, &answer_for(statuses, 30, Some(9)));
+        assert!(h.replies.is_empty(), "{:?}", h.replies);
+        (
+            h.response_header("ratelimit-policy").map(str::to_string),
+            h.response_header("ratelimit-remaining").map(str::to_string),
+        )
+    };
+    let policy = |p: &str, left: &str| (Some(p.to_string()), Some(left.to_string()));
+    assert_eq!(
+        shown(&[(1, 3), (1, 1), (1, 1)], "a"),
+        policy(r#""from";q=9;w=60"#, "1")
+    );
+    assert_eq!(
+        shown(&[(1, 1), (1, 3), (1, 0)], "b"),
+        policy(r#""burst";q=4;w=60"#, "0")
+    );
+    assert_eq!(
+        shown(&[(1, 2), (1, 5), (1, 3)], "c"),
+        policy(r#""per_address";q=3;w=60"#, "2")
+    );
+}
+
+/// A request one service bound refuses is recorded as that refusal only:
+/// the other bounds' counts are the service's, and no node bound counted it.
+#[test]
+fn a_refusal_by_one_service_bound_records_only_that_refusal() {
+    let mut host = sign_in("");
+    let f = Filter::new(&host.store, &three_service_bounds()).unwrap();
+    let h = attempt(
+        &f,
+        &mut host,
+        T0,
+        "ivan",
+        &answer_for(&[(1, 3), (2, 0), (1, 1)], 30, Some(9)),
+    );
+    assert_eq!(h.replies[0].status, 429);
+    let events: Vec<(usize, Event)> = h
+        .events
+        .iter()
+        .filter(|(_, e)| e.event != Event::ServiceCall)
+        .map(|(_, e)| (e.bound.0, e.event))
+        .collect();
+    assert_eq!(events, [(2, Event::Refused)]);
+}

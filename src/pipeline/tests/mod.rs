@@ -819,3 +819,47 @@ fn a_route_without_costs_reads_no_response_body() {
     f.request(&mut host);
     assert_eq!(host.body_chunks_read.get(), 0);
 }
+
+/// A cost named in a request header is taken by every bound that counts
+/// it: the route's and the matched operation's, not only one of them.
+#[test]
+fn a_cost_named_up_front_is_taken_by_the_route_and_its_operations_bounds() {
+    let json = r#"{"routes":[{"name":"api","bounds":[
+        {"name":"all","per":"address","limit":100,"window":"PT1M","cost":{"request_header":"x-cost"}}],
+        "operations":[{"operation_id":"pay","method":"POST","path":"/pay/{id}",
+          "bounds":[{"name":"pay","per":"address","limit":100,"window":"PT1M","cost":{"request_header":"x-cost"}}]}]}]}"#;
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.1")
+        .header(":path", "/pay/7")
+        .header(":method", "POST")
+        .header("x-cost", "7");
+    let f = filter(&host, json);
+    assert_eq!(f.request(&mut host).0, Step::Continue);
+    let who = anon("10.0.0.1");
+    assert_eq!(
+        (count(&f, &host, 0, &who), count(&f, &host, 1, &who)),
+        (Some(7), Some(7))
+    );
+    assert_eq!(host.counted(RequestStat::CostUnknown), 0);
+}
+
+/// An admitted request on a cost bound shows the bound's unit; a chunk of
+/// the answer with no bytes (Envoy's end of stream) costs no host call.
+#[test]
+fn an_admitted_cost_bound_shows_its_unit_and_reads_only_chunks_with_bytes() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.upstream_body = answer(300);
+    let chunks = host.upstream_body.len();
+    host.upstream_body.push(Vec::new());
+    let f = filter(
+        &host,
+        &TOKENS.replacen('{', r#"{"structured_headers":true,"#, 1),
+    );
+    assert_eq!(f.request(&mut host).0, Step::Continue);
+    assert_eq!(
+        host.response_header("ratelimit-policy"),
+        Some(r#""tokens";q=1000;qu="tokens";w=60"#)
+    );
+    assert_eq!(host.body_chunks_read.get(), chunks);
+    assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(300));
+}
