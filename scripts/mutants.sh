@@ -10,8 +10,8 @@
 #
 # Installs cargo-mutants (pinned below) into the git-ignored .tools/ when
 # missing. Each mutant is built and tested with the library's own tests
-# only (`cargo test --lib`: the unit, pipeline, node and store-suite tests;
-# about 15 s a mutant on 2 cores, most of it the build). A mutant that
+# only (`cargo test --lib --no-default-features`: the unit, pipeline, node
+# and store-suite tests, not the CLI's; about 8 s a mutant on 2 cores). A mutant that
 # survives them is then checked against the whole native suite
 # (`MUTANTS_FULL=1 MUTANTS_ARGS="--iterate"`) before it is called a
 # survivor. Output: mutants.out/ (git-ignored; `--iterate` reads it).
@@ -62,8 +62,10 @@ args=(
 )
 if [[ "${MUTANTS_FULL:-0}" != 1 ]]; then
   # For the build as well as the run: `cargo test --no-run` alone would
-  # build every test, bench and example for each mutant.
-  args+=(--cargo-arg=--lib)
+  # build every test, bench and example for each mutant. Without the
+  # default features: the CLI and console (a fifth of the library, and
+  # its slowest tests) are not the request path; half the time a mutant.
+  args+=(--cargo-arg=--lib --no-default-features)
 fi
 if [[ -n "${MUTANTS_SHARD:-}" ]]; then
   args+=(--shard "$MUTANTS_SHARD")

@@ -395,4 +395,37 @@ mod tests {
             assert!(keys.contains(&format!("{prefix}:1249")));
         }
     }
+
+    /// Every caller has two buckets in the table, distinct whenever there
+    /// are two: a caller whose first bucket is full still has a second.
+    #[test]
+    fn every_caller_has_two_distinct_buckets_in_the_table() {
+        let rate = Rate {
+            limit: 5,
+            window_ms: 60_000,
+        };
+        for buckets in [2, 3, 16, 1_250] {
+            let table = Table {
+                buckets,
+                per_bucket: 4,
+                cap: 8,
+            };
+            let lane = Lane::new("t", 1, rate, Some(table));
+            // Callers are hashes: splitmix64 of 0, 1, 2, ...
+            let mut x = 0u64;
+            for _ in 0..20_000 {
+                x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = x;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                let caller = z ^ (z >> 31);
+                let (a, b) = lane.buckets_of(caller);
+                assert!(
+                    a < buckets && b < buckets,
+                    "{caller}: {a}, {b} of {buckets}"
+                );
+                assert_ne!(a, b, "{caller} in {buckets}");
+            }
+        }
+    }
 }

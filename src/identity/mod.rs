@@ -395,6 +395,35 @@ mod tests {
         assert!(roles(&[0xff, 0xfe]).is_empty());
     }
 
+    /// proxy-wasm's map encoding of `entries`.
+    fn encoded(entries: &[(&str, &str)]) -> Vec<u8> {
+        let mut p = (entries.len() as u32).to_le_bytes().to_vec();
+        for (k, v) in entries {
+            p.extend((k.len() as u32).to_le_bytes());
+            p.extend((v.len() as u32).to_le_bytes());
+        }
+        for (k, v) in entries {
+            p.extend(k.as_bytes());
+            p.push(0);
+            p.extend(v.as_bytes());
+            p.push(0);
+        }
+        p
+    }
+
+    /// Pairs of different lengths are each read at their own sizes; up to
+    /// 1,000 pairs are a map, more are not read as one.
+    #[test]
+    fn roles_from_pairs_of_any_lengths_up_to_a_thousand() {
+        let p = encoded(&[("admin", ""), ("ops", "x"), ("", "billing")]);
+        assert_eq!(roles(&p), ["admin", "ops", "x", "billing"]);
+        let names: Vec<String> = (0..1_001).map(|i| format!("r{i}")).collect();
+        let entries: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "")).collect();
+        assert_eq!(roles(&encoded(&entries[..1_000])).len(), 1_000);
+        let over = roles(&encoded(&entries));
+        assert!(!over.contains(&"r1000".to_string()), "{}", over.len());
+    }
+
     #[test]
     fn claim_text_handles_strings_and_numbers() {
         assert_eq!(text(b"alice"), Some("alice".into()));

@@ -767,3 +767,35 @@ fn a_failing_sync_is_logged_once_a_run_of_failures() {
     sync(&mut host, &mut n, false);
     assert_eq!(failing(&host), 2);
 }
+
+/// The first VM to bind a new caller table creates every key of it; every
+/// later VM binding the same table reads only the key whose presence says
+/// the rest exist, and writes none.
+#[test]
+fn a_caller_table_is_created_once_and_later_vms_read_one_key() {
+    let json = r#"{"routes":[{"name":"api","bounds":[
+        {"name":"addr","per":"address","limit":5,"window":"PT1M"}]}]}"#;
+    let mut host = MockNodeHost::new(T0);
+    let writes = host.pipe.store.writes();
+    let first = node(&mut host, 1, json);
+    let active = first.active().unwrap();
+    let lane = active
+        .limiter
+        .lane(
+            crate::config::plan::RouteId(0),
+            crate::config::plan::BoundId(0),
+        )
+        .unwrap();
+    let keys: Vec<String> = lane.all_keys().collect();
+    for k in &keys {
+        let v = crate::count::store::Store::get(&host.pipe.store, k).unwrap();
+        assert!(v.0.is_some(), "{k} created");
+    }
+    let lane_writes = host.pipe.store.writes() - writes;
+    assert!(lane_writes >= keys.len(), "{lane_writes} writes");
+    let (reads, writes) = (host.pipe.store.reads(), host.pipe.store.writes());
+    let _second = node(&mut host, 2, json);
+    // The directory's entry read, then the lane's last key: nothing written.
+    assert_eq!(host.pipe.store.reads() - reads, 2, "{} keys", keys.len());
+    assert_eq!(host.pipe.store.writes() - writes, 0);
+}
