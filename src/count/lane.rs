@@ -396,6 +396,21 @@ mod tests {
         }
     }
 
+    /// The tracked count is read only from a value of its own layout (its
+    /// tag, then one number): anything else reads as an empty table, never
+    /// as a number taken from the wrong place.
+    #[test]
+    fn a_tracked_count_of_another_layout_reads_as_none() {
+        let ok = encode_live(7, 12);
+        assert_eq!(decode_live(7, Some(&ok)), 12);
+        assert_eq!(decode_live(8, Some(&ok)), 0, "another tag");
+        let mut long = ok.clone();
+        long.extend_from_slice(&5u32.to_le_bytes());
+        assert_eq!(decode_live(7, Some(&long)), 0, "two numbers");
+        assert_eq!(decode_live(7, Some(&ok[..6])), 0, "cut");
+        assert_eq!(decode_live(7, None), 0);
+    }
+
     /// Every caller has two buckets in the table, distinct whenever there
     /// are two: a caller whose first bucket is full still has a second.
     #[test]
