@@ -121,6 +121,12 @@ mod tests {
         lock(&s, &k, 5, 40_000, 30_000).unwrap();
         let (v, _) = s.get(&k).unwrap();
         assert_eq!(v.unwrap().len(), ENTRY);
+        // A lock that ends at the moment of the next write has ended: it
+        // is dropped then, as it stops counting then.
+        lock(&s, &k, 6, 50_000, 40_000).unwrap();
+        let (v, _) = s.get(&k).unwrap();
+        assert_eq!(v.unwrap().len(), ENTRY);
+        assert_eq!(until(&s, &k, 6, 40_000).unwrap(), Some(50_000));
     }
 
     #[test]

@@ -352,3 +352,88 @@ pub fn peek<S: Store + ?Sized>(
     }
     Ok(None)
 }
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::count::lane::{commit, Committed, Table};
+    use crate::count::store::MemStore;
+    use crate::count::window::Rate;
+
+    /// Two buckets of two: every caller's buckets are 0 and 1, an even
+    /// caller's first is 0.
+    fn lane(s: &MemStore) -> Lane {
+        let table = Table {
+            buckets: 2,
+            per_bucket: 2,
+            cap: 8,
+        };
+        let rate = Rate {
+            limit: 100,
+            window_ms: 60_000,
+        };
+        let l = Lane::new("t", 7, rate, Some(table));
+        l.create_keys(s).unwrap();
+        l
+    }
+
+    fn hit(s: &MemStore, l: &Lane, caller: u64, now: u64) {
+        let p = prepare(s, l, caller, now).unwrap();
+        assert!(matches!(
+            commit(s, l, caller, &p).unwrap(),
+            Committed::Done(_)
+        ));
+    }
+
+    fn cur(s: &MemStore, l: &Lane, caller: u64) -> Option<u32> {
+        peek(s, l, caller).unwrap().map(|c| c.cur)
+    }
+
+    /// Callers that share a bucket each count in their own entry,
+    /// whichever place in the bucket they hold.
+    #[test]
+    fn callers_sharing_a_bucket_each_count_in_their_own_entry() {
+        let s = MemStore::new();
+        let l = lane(&s);
+        for (caller, n) in [(2, 3), (4, 2)] {
+            for k in 0..n {
+                hit(&s, &l, caller, 1_000 + k);
+            }
+        }
+        assert_eq!((cur(&s, &l, 2), cur(&s, &l, 4)), (Some(3), Some(2)));
+        hit(&s, &l, 4, 2_000);
+        assert_eq!((cur(&s, &l, 2), cur(&s, &l, 4)), (Some(3), Some(3)));
+    }
+
+    /// A caller whose two buckets are full is not tracked (it counts in
+    /// the overflow counter), however much room the table's cap leaves.
+    #[test]
+    fn a_caller_whose_buckets_are_full_is_not_tracked() {
+        let s = MemStore::new();
+        let l = lane(&s);
+        for caller in [2, 4, 6, 8] {
+            hit(&s, &l, caller, 1_000);
+            assert_eq!(cur(&s, &l, caller), Some(1));
+        }
+        hit(&s, &l, 10, 1_000);
+        assert_eq!(cur(&s, &l, 10), None);
+        assert_eq!(crate::count::lane::tracked(&s, &l).unwrap(), 4);
+    }
+
+    /// The single counter is read only from a value of its own layout.
+    #[test]
+    fn a_counter_of_another_layout_reads_as_empty() {
+        let c = Counts {
+            win: 9,
+            cur: 4,
+            prev: 2,
+        };
+        let v = encode_counts(7, c);
+        assert_eq!(decode_counts(7, Some(&v)), c);
+        let mut two = v.clone();
+        two.extend_from_slice(&v[4..]);
+        assert_eq!(decode_counts(7, Some(&two)), Counts::default());
+        assert_eq!(decode_counts(8, Some(&v)), Counts::default());
+    }
+}

@@ -67,10 +67,13 @@ impl IdentityCache {
     /// As `insert`, but forgotten at `until_ms` if that comes before the
     /// configured time is up (a token's expiry).
     pub fn insert_until(&mut self, key: u128, id: Identity, now_ms: u64, until_ms: u64) {
+        // Nothing to remember with a ttl of 0 or a token already expired.
         let expires = now_ms.saturating_add(self.ttl_ms).min(until_ms);
-        if self.ttl_ms == 0 || expires <= now_ms {
+        if expires <= now_ms {
             return;
         }
+        // `order` holds the map's keys, oldest first: a key enters both at
+        // once and leaves both at once.
         if self.entries.insert(key, (id, expires)).is_none() {
             self.order.push_back(key);
         }
@@ -81,10 +84,6 @@ impl IdentityCache {
                 }
                 None => break,
             }
-        }
-        // Keep the order queue from outgrowing the map (re-inserted keys).
-        if self.order.len() > 2 * self.capacity {
-            self.order.retain(|k| self.entries.contains_key(k));
         }
     }
 
@@ -122,6 +121,7 @@ mod tests {
             c.insert(k(&format!("x{n}")), id("x"), 5);
         }
         assert_eq!(c.len(), 3);
+        assert!(!c.is_empty());
         assert!(c.get(k("x9"), 6).is_some());
         assert!(c.get(k("x0"), 6).is_none(), "oldest evicted");
     }
@@ -141,9 +141,12 @@ mod tests {
         c.insert_until(1, id("a"), 1_000, 5_000);
         assert!(c.get(1, 4_999).is_some());
         assert!(c.get(1, 5_000).is_none());
-        // Already expired: not remembered at all.
-        c.insert_until(2, id("b"), 1_000, 1_000);
-        assert!(c.get(2, 1_000).is_none());
+        // Already expired: not remembered at all, so it pushes out nothing.
+        let mut full = IdentityCache::new(1, 60_000);
+        full.insert(1, id("a"), 1_000);
+        full.insert_until(2, id("b"), 1_000, 1_000);
+        assert!(full.get(2, 1_000).is_none());
+        assert!(full.get(1, 1_000).is_some(), "kept");
     }
 
     #[test]

@@ -151,6 +151,7 @@ mod tests {
         assert_eq!(bearer("Bearer abc"), "abc");
         assert_eq!(bearer("bearer  abc "), "abc");
         assert_eq!(bearer("abc"), "abc");
+        assert_eq!(bearer("eyJhbGci.e30.sig"), "eyJhbGci.e30.sig", "no prefix");
         assert_eq!(bearer("Bear"), "Bear");
     }
 
