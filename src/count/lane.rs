@@ -426,6 +426,7 @@ mod tests {
                 cap: 8,
             };
             let lane = Lane::new("t", 1, rate, Some(table));
+            let mut seconds = std::collections::HashSet::new();
             // Callers are hashes: splitmix64 of 0, 1, 2, ...
             let mut x = 0u64;
             for _ in 0..20_000 {
@@ -440,7 +441,15 @@ mod tests {
                     "{caller}: {a}, {b} of {buckets}"
                 );
                 assert_ne!(a, b, "{caller} in {buckets}");
+                seconds.insert(b);
             }
+            // The second buckets cover the table: callers crowded into
+            // one first bucket spread out from it.
+            assert!(
+                seconds.len() >= buckets * 95 / 100,
+                "{} of {buckets}",
+                seconds.len()
+            );
         }
     }
 }

@@ -421,6 +421,48 @@ mod tests {
         assert_eq!(crate::count::lane::tracked(&s, &l).unwrap(), 4);
     }
 
+    /// A cost known after the admission's window: charged to the window
+    /// that still holds the admission, else (more) to the current one, so
+    /// nothing charged is lost; a refund once the admission slid out of
+    /// the counts takes nothing from later requests.
+    #[test]
+    fn a_late_charge_is_never_lost_and_a_late_refund_takes_nothing() {
+        let s = MemStore::new();
+        let l = lane(&s);
+        let at = Place::Bucket(0);
+        hit(&s, &l, 2, 1_000); // window 0
+        hit(&s, &l, 2, 130_000); // window 2: the admission slid out
+        let counts = |s: &MemStore| peek(s, &l, 2).unwrap().unwrap();
+        assert_eq!((counts(&s).win, counts(&s).cur), (2, 1));
+        charge(&s, &l, at, 2, 0, -1).unwrap();
+        assert_eq!(counts(&s).cur, 1, "a refund of window 0 takes nothing");
+        charge(&s, &l, at, 2, 0, 5).unwrap();
+        assert_eq!(counts(&s).cur, 6, "a charge of window 0 lands now");
+        charge(&s, &l, at, 2, 1, 2).unwrap();
+        assert_eq!(
+            (counts(&s).prev, counts(&s).cur),
+            (2, 6),
+            "window 1 is prev"
+        );
+        charge(&s, &l, at, 2, 2, -4).unwrap();
+        assert_eq!(counts(&s).cur, 2);
+    }
+
+    /// A sweep writes only when it removed a caller whose counts expired.
+    #[test]
+    fn a_sweep_writes_only_what_it_removed() {
+        let s = MemStore::new();
+        let l = lane(&s);
+        hit(&s, &l, 2, 1_000);
+        hit(&s, &l, 4, 70_000);
+        let (v, _) = s.get(l.bucket_key(0).as_str()).unwrap();
+        assert_eq!(sweep_value(7, v.as_deref(), 1), (None, 0), "both live");
+        let (swept, gone) = sweep_value(7, v.as_deref(), 2);
+        assert_eq!(gone, 1);
+        let left = decode_bucket(7, swept.as_deref());
+        assert_eq!(left.iter().map(|e| e.caller).collect::<Vec<_>>(), [4]);
+    }
+
     /// The single counter is read only from a value of its own layout.
     #[test]
     fn a_counter_of_another_layout_reads_as_empty() {

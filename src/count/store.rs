@@ -125,18 +125,6 @@ pub fn ensure<S: Store + ?Sized>(store: &S, key: &str) -> Result<(), StoreError>
     }
 }
 
-impl<S: Store + ?Sized> Store for &S {
-    fn get(&self, key: &str) -> Result<Versioned, StoreError> {
-        (**self).get(key)
-    }
-    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
-        (**self).set(key, value, cas)
-    }
-    fn recall(&self, key: &str) -> Result<(Versioned, bool), StoreError> {
-        (**self).recall(key)
-    }
-}
-
 #[cfg(test)]
 mod error_tests {
     use super::*;
