@@ -885,4 +885,18 @@ mod tests {
         assert!(matches!(e, Err(RegisterError::Budget(_))));
         assert_eq!(store.writes(), writes);
     }
+
+    /// A lane's new tag is never 0 (an unwritten value's) nor the tag it
+    /// replaces, even when the hash says so.
+    #[test]
+    fn a_new_tag_is_never_zero_nor_the_old_one() {
+        for lane in 0..64 {
+            let hashed = new_tag(7, 3, lane, 0);
+            assert_ne!(hashed, 0);
+            let again = new_tag(7, 3, lane, hashed);
+            assert_ne!(again, hashed, "lane {lane}");
+            assert_ne!(again, 0);
+            assert_eq!(new_tag(7, 3, lane, hashed.wrapping_add(9)), hashed);
+        }
+    }
 }

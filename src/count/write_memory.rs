@@ -383,5 +383,37 @@ mod tests {
         let stale = s.stale_writes();
         assert!((1..20).contains(&stale), "{stale} stale writes");
         assert_eq!(m.borrow_mut().take_counts().1, stale as u64);
+        // Alone again: within its longest rest (64 requests) and one more
+        // learning, the memory serves again, without reads.
+        for _ in 0..100 {
+            bump(&view(&s, &m, 1_000), "k");
+        }
+        let reads = s.reads();
+        for _ in 0..20 {
+            bump(&view(&s, &m, 1_000), "k");
+        }
+        assert_eq!(s.reads(), reads, "resumed");
+    }
+
+    /// Keys that share a slot: one's memory is never guessed for the
+    /// other (its write would fail, and cost a read).
+    #[test]
+    fn keys_sharing_a_slot_never_take_each_others_memory() {
+        let s = MemStore::new();
+        let first = "k0".to_string();
+        let other = (1..)
+            .map(|i| format!("k{i}"))
+            .find(|k| index(k) == index(&first))
+            .unwrap();
+        for k in [&first, &other] {
+            s.set(k, &0u32.to_le_bytes(), None).unwrap();
+        }
+        let m = RefCell::default();
+        for _ in 0..3 {
+            bump(&view(&s, &m, 1_000), &first);
+        }
+        assert_eq!(bump(&view(&s, &m, 1_000), &other), 1);
+        assert_eq!(bump(&view(&s, &m, 1_000), &first), 4);
+        assert_eq!(s.stale_writes(), 0);
     }
 }

@@ -114,6 +114,8 @@ mod tests {
             "multipart/form-data; boundary=x",
             "application/json; charset=utf-16",
             "application/json; charset=utf-8; charset=latin1",
+            // Twice, even alike: a type said twice is not one to read.
+            "application/json; charset=utf-8; charset=UTF-8",
             "application/jsonx",
             "application/json; junk",
         ] {
