@@ -395,6 +395,24 @@ mod tests {
         assert_eq!(s.reads(), reads, "resumed");
     }
 
+    /// A write that fails on a value really read (not on a guess) says
+    /// nothing of the memory: it reads nothing back.
+    #[test]
+    fn a_write_that_fails_on_a_real_read_reads_nothing_back() {
+        let s = counter_at_zero();
+        s.set("j", &0u32.to_le_bytes(), None).unwrap();
+        let m = RefCell::default();
+        bump(&view(&s, &m, 1_000), "k");
+        bump(&view(&s, &m, 1_000), "k");
+        let r = view(&s, &m, 1_000);
+        let ((_, cas), _) = r.recall("j").unwrap();
+        s.set("j", &5u32.to_le_bytes(), None).unwrap(); // another worker
+        let reads = s.reads();
+        assert!(!r.set("j", &1u32.to_le_bytes(), cas).unwrap());
+        assert_eq!(s.reads(), reads);
+        assert_eq!(s.stale_writes(), 1, "ours, failed once");
+    }
+
     /// Keys that share a slot: one's memory is never guessed for the
     /// other (its write would fail, and cost a read).
     #[test]
