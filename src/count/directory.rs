@@ -757,6 +757,21 @@ mod tests {
         assert_ne!(lanes(&c3), lanes(&c2));
     }
 
+    /// Forgotten a lease after its last tick to the millisecond: a
+    /// configuration unseen for `LEASE_MS` no longer holds its lanes.
+    #[test]
+    fn a_lease_runs_out_exactly_a_lease_after_the_last_tick() {
+        let mut d = Directory::default();
+        let c1 = push(&mut d, 1, &[1], 1, T);
+        let c2 = push(&mut d, 2, &[2], 1, T);
+        let live = |d: &Directory| d.live.iter().any(|l| l.gen == c1.gen);
+        // c1's last tick was at T; c2's ticks run the expiry.
+        d.beat(c2.gen, false, T + LEASE_MS - 1);
+        assert!(live(&d), "still live");
+        d.beat(c2.gen, false, T + LEASE_MS);
+        assert!(!live(&d), "forgotten");
+    }
+
     #[test]
     fn only_the_newest_of_an_instance_is_current() {
         let mut d = Directory::default();
