@@ -395,6 +395,28 @@ mod tests {
         assert_eq!(s.reads(), reads, "resumed");
     }
 
+    /// After another worker's write, one guess fails: that request reads
+    /// its key and reads back where the counter is; the next rests (one
+    /// read); then writes are guessed right again, without reads.
+    #[test]
+    fn one_foreign_write_costs_one_stale_guess_then_writes_go_unread_again() {
+        let s = counter_at_zero();
+        let m = RefCell::default();
+        for _ in 0..3 {
+            bump(&view(&s, &m, 1_000), "k");
+        }
+        s.set("elsewhere", b"x", None).unwrap();
+        // Per request: reads and stale writes.
+        let each: Vec<(usize, usize)> = (0..6)
+            .map(|_| {
+                let (r, w) = (s.reads(), s.stale_writes());
+                bump(&view(&s, &m, 1_000), "k");
+                (s.reads() - r, s.stale_writes() - w)
+            })
+            .collect();
+        assert_eq!(each, [(0, 0), (2, 1), (1, 0), (0, 0), (0, 0), (0, 0)]);
+    }
+
     /// A write that fails on a value really read (not on a guess) says
     /// nothing of the memory: it reads nothing back.
     #[test]
