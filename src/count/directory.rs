@@ -757,6 +757,27 @@ mod tests {
         assert_ne!(lanes(&c3), lanes(&c2));
     }
 
+    /// A context with a configuration joins its live entry while that is
+    /// the instance's newest, however old; an older one only within
+    /// `JOIN_MS` of its birth (a rollout's late starters), not after.
+    #[test]
+    fn a_configuration_is_joined_while_newest_or_young() {
+        let mut d = Directory::default();
+        let a = push(&mut d, 1, &[1], 1, T);
+        let later = T + 5 * JOIN_MS;
+        d.beat(a.gen, true, later - 1).unwrap();
+        let again = d.register("i", 1, &keyed(&[1]), later).unwrap();
+        assert_eq!((again.gen, again.first), (a.gen, false), "the newest");
+        let b = push(&mut d, 2, &[2], 1, later);
+        let c = push(&mut d, 3, &[3], 1, later + 1);
+        let joins = |d: &mut Directory, gen: u64, at: u64| {
+            d.beat(c.gen, true, at - 1).unwrap();
+            d.register("i", 2, &keyed(&[2]), at).unwrap().gen == gen
+        };
+        assert!(joins(&mut d, b.gen, later + JOIN_MS - 1), "young");
+        assert!(!joins(&mut d, b.gen, later + JOIN_MS), "too old");
+    }
+
     /// Forgotten a lease after its last tick to the millisecond: a
     /// configuration unseen for `LEASE_MS` no longer holds its lanes.
     #[test]
