@@ -842,6 +842,28 @@ mod tests {
         push(&mut d, 3, &all, 1, T);
     }
 
+    /// The budget is a number of keys the VM may hold: exactly that many
+    /// fit, one more does not.
+    #[test]
+    fn exactly_the_vm_keys_fit() {
+        let tables = budget::VM_KEYS / budget::TABLE_KEYS;
+        let singles = budget::VM_KEYS - tables * budget::TABLE_KEYS;
+        let wants = |extra: u64| -> Vec<Want> {
+            (0..tables + singles + extra)
+                .map(|f| Want {
+                    fingerprint: f,
+                    table: f < tables,
+                })
+                .collect()
+        };
+        let mut d = Directory::default();
+        assert!(d.register("i", 1, &wants(0), T).is_ok());
+        assert_eq!(d.keys(), budget::VM_KEYS);
+        let mut d = Directory::default();
+        let err = d.register("i", 1, &wants(1), T).unwrap_err();
+        assert!(matches!(err, BudgetError::VmKeys { .. }), "{err}");
+    }
+
     /// The vm_id's budget is four configurations as large as one may be
     /// (`CONFIG_BOUNDS` bounds, 128 of them with caller tables): four of
     /// them, all alive at once, fit.
