@@ -817,6 +817,11 @@ mod tests {
             .filter(|s| d.beat(c.gen, false, T + s * 1_000).unwrap().1)
             .count();
         assert_eq!(writes, 4, "every 5 s over 20 s, whatever the ticks");
+        // Another context's tick in the same millisecond writes nothing; a
+        // clock that stepped back refreshes `seen` (a write).
+        let at = T + 20_000;
+        assert!(!d.beat(c.gen, false, at).unwrap().1);
+        assert!(d.beat(c.gen, false, at - 1).unwrap().1);
     }
 
     #[test]
