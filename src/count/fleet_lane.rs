@@ -633,6 +633,62 @@ mod tests {
         )
     }
 
+    /// A charge lands on its own caller, not on another of its bucket.
+    #[test]
+    fn a_charge_lands_on_its_own_caller_in_a_shared_bucket() {
+        let s = MemStore::new();
+        let l = lane(300, Some(SMALL));
+        let now = 600_000;
+        // Callers 4 and 8 share their first bucket (0 of 4).
+        assert!(hit(&s, &l, 4, 3, now));
+        assert!(hit(&s, &l, 8, 3, now));
+        let counts = |c| peek(&s, &l, c).unwrap().unwrap().counts;
+        let (four, eight) = (counts(4), counts(8));
+        charge(&s, &l, Place::Bucket(0), 8, l.rate.window_of(now), 5).unwrap();
+        assert_eq!(counts(4), four, "the other caller untouched");
+        assert_ne!(counts(8), eight);
+    }
+
+    /// A fleet caller whose two buckets are full is not tracked, whatever
+    /// room the cap leaves (two buckets of two, room for eight).
+    #[test]
+    fn a_fleet_caller_whose_buckets_are_full_is_not_tracked() {
+        let s = MemStore::new();
+        let table = Table {
+            buckets: 2,
+            per_bucket: 2,
+            cap: 8,
+        };
+        let l = lane(300, Some(table));
+        for caller in [2, 4, 6, 8] {
+            assert!(hit(&s, &l, caller, 3, 600_000));
+            assert!(peek(&s, &l, caller).unwrap().is_some());
+        }
+        hit(&s, &l, 10, 3, 600_000);
+        assert!(peek(&s, &l, 10).unwrap().is_none());
+    }
+
+    /// A decision is "alone" only without a fresh answer: the service down
+    /// or the key not answered yet, not once an answer came.
+    #[test]
+    fn a_decision_is_alone_only_without_a_fresh_answer() {
+        let s = MemStore::new();
+        let l = lane(30, Some(SMALL));
+        let now = 600_000;
+        let up = || Known {
+            nodes: 3,
+            down: false,
+            counted: true,
+        };
+        let decide = |t| prepare(&s, &l, FLEET, (7, 8), 1, &up, t).unwrap();
+        let d = decide(now);
+        assert!(d.alone, "no answer yet");
+        commit(&s, &l, 7, &d.prepared).unwrap();
+        let taken = take(&s, &l, now + 100).unwrap();
+        settle(&s, &l, &[(taken[0], count(1))], now + 110).unwrap();
+        assert!(!decide(now + 120).alone, "answered");
+    }
+
     /// A key new to the node while the service answers: a sync's worth of
     /// its share until its first answer (30 a minute, 3 nodes, 200 ms
     /// syncs: 1), however fast it is asked.
