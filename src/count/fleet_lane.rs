@@ -633,6 +633,28 @@ mod tests {
         )
     }
 
+    /// A sweep writes only when it removed an entry whose counts expired.
+    #[test]
+    fn a_fleet_sweep_writes_only_what_it_removed() {
+        let live = Entry {
+            caller: 1,
+            fleet_id: 2,
+            counts: FleetCounts {
+                win: 10,
+                cur: 3,
+                ..FleetCounts::default()
+            },
+        };
+        let gone = Entry {
+            caller: 5,
+            fleet_id: 6,
+            counts: FleetCounts::default(),
+        };
+        let (v, n) = sweep_value(7, Some(&encode(7, &[live, gone])), 10);
+        assert_eq!((n, decode(7, v.as_deref())), (1, vec![live]));
+        assert_eq!(sweep_value(7, Some(&encode(7, &[live])), 10), (None, 0));
+    }
+
     /// A charge lands on its own caller, not on another of its bucket.
     #[test]
     fn a_charge_lands_on_its_own_caller_in_a_shared_bucket() {
@@ -666,6 +688,11 @@ mod tests {
         }
         hit(&s, &l, 10, 3, 600_000);
         assert!(peek(&s, &l, 10).unwrap().is_none());
+        // Caller 6 went to its second bucket: it goes on counting there.
+        let before = peek(&s, &l, 6).unwrap().unwrap().counts;
+        assert!(hit(&s, &l, 6, 3, 600_001));
+        let after = peek(&s, &l, 6).unwrap().unwrap().counts;
+        assert_eq!(after.unsynced, before.unsynced + 1, "{before:?} {after:?}");
     }
 
     /// A decision is "alone" only without a fresh answer: the service down
