@@ -655,6 +655,43 @@ mod tests {
         assert_eq!(sweep_value(7, Some(&encode(7, &[live])), 10), (None, 0));
     }
 
+    /// A scan of a table nobody is tracked in reads its single counter
+    /// and the tracked count, not its buckets.
+    #[test]
+    fn an_idle_tables_scan_reads_no_bucket() {
+        let s = MemStore::new();
+        let l = lane(300, Some(SMALL));
+        l.create_keys(&s).unwrap();
+        let reads = s.reads();
+        assert!(scan(&s, &l, 600_000).unwrap().is_empty());
+        assert_eq!(s.reads() - reads, 2);
+    }
+
+    /// Taking keys spread over buckets in any order reads and writes each
+    /// bucket once.
+    #[test]
+    fn taking_writes_each_bucket_once() {
+        let s = MemStore::new();
+        let l = lane(300, Some(SMALL));
+        // Callers 4 and 8 in bucket 0, 5 and 9 in bucket 1.
+        for c in [4, 5, 8, 9] {
+            assert!(hit(&s, &l, c, 3, 600_000));
+        }
+        // By caller: buckets 0, 1, 0, 1.
+        let mut these = scan(&s, &l, 600_100).unwrap();
+        these.sort_by_key(|c| c.caller);
+        let order: Vec<Place> = these.iter().map(|c| c.place).collect();
+        assert_eq!(order[0], order[2]);
+        assert_ne!(order[0], order[1]);
+        let (reads, writes) = (s.reads(), s.writes());
+        assert_eq!(take_these(&s, &l, &these, 600_100).unwrap().len(), 4);
+        assert_eq!(
+            (s.reads() - reads, s.writes() - writes),
+            (2, 2),
+            "{order:?}"
+        );
+    }
+
     /// A charge lands on its own caller, not on another of its bucket.
     #[test]
     fn a_charge_lands_on_its_own_caller_in_a_shared_bucket() {
