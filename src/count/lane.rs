@@ -27,6 +27,15 @@ pub struct Table {
     pub cap: u32,
 }
 
+/// Two buckets of two with room for eight: every caller's buckets are 0
+/// and 1, so tests fill both with four callers.
+#[cfg(test)]
+pub const TWO_BY_TWO: Table = Table {
+    buckets: 2,
+    per_bucket: 2,
+    cap: 8,
+};
+
 impl Table {
     /// 10,000 callers in 1,250 buckets of 16: room for twice the cap.
     pub const DEFAULT: Table = Table {

@@ -357,18 +357,14 @@ pub fn peek<S: Store + ?Sized>(
 #[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use crate::count::lane::{commit, Committed, Table};
+    use crate::count::lane::{commit, Committed, TWO_BY_TWO};
     use crate::count::store::MemStore;
     use crate::count::window::Rate;
 
     /// Two buckets of two: every caller's buckets are 0 and 1, an even
     /// caller's first is 0.
     fn lane(s: &MemStore) -> Lane {
-        let table = Table {
-            buckets: 2,
-            per_bucket: 2,
-            cap: 8,
-        };
+        let table = TWO_BY_TWO;
         let rate = Rate {
             limit: 100,
             window_ms: 60_000,
