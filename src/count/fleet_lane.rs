@@ -728,27 +728,6 @@ mod tests {
         assert_eq!(after.unsynced, before.unsynced + 1, "{before:?} {after:?}");
     }
 
-    /// A decision is "alone" only without a fresh answer: the service down
-    /// or the key not answered yet, not once an answer came.
-    #[test]
-    fn a_decision_is_alone_only_without_a_fresh_answer() {
-        let s = MemStore::new();
-        let l = lane(30, Some(SMALL));
-        let now = 600_000;
-        let up = || Known {
-            nodes: 3,
-            down: false,
-            counted: true,
-        };
-        let decide = |t| prepare(&s, &l, FLEET, (7, 8), 1, &up, t).unwrap();
-        let d = decide(now);
-        assert!(d.alone, "no answer yet");
-        commit(&s, &l, 7, &d.prepared).unwrap();
-        let taken = take(&s, &l, now + 100).unwrap();
-        settle(&s, &l, &[(taken[0], count(1))], now + 110).unwrap();
-        assert!(!decide(now + 120).alone, "answered");
-    }
-
     /// A key new to the node while the service answers: a sync's worth of
     /// its share until its first answer (30 a minute, 3 nodes, 200 ms
     /// syncs: 1), however fast it is asked.
@@ -767,9 +746,13 @@ mod tests {
             d.prepared.verdict.admits()
                 && matches!(commit(&s, &l, 7, &d.prepared).unwrap(), Committed::Done(_))
         };
+        // Decided alone (the `fleet_alone` stat) until the key's answer.
+        let alone = |t| prepare(&s, &l, FLEET, (7, 8), 1, &up, t).unwrap().alone;
+        assert!(alone(now));
         assert_eq!((0..20).filter(|_| hit(now)).count(), 1);
         let taken = take(&s, &l, now + 100).unwrap();
         settle(&s, &l, &[(taken[0], count(1))], now + 110).unwrap();
+        assert!(!alone(now + 120), "answered");
         assert_eq!(
             (0..20).filter(|_| hit(now + 120)).count(),
             9,
