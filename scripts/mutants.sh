@@ -11,8 +11,8 @@
 # Installs cargo-mutants (pinned below) into the git-ignored .tools/ when
 # missing. Each mutant is built and tested with the library's own tests
 # only (`cargo test --lib --no-default-features`: the unit, pipeline, node
-# and store-suite tests, not the CLI's; about 8 s a mutant on 2 cores). A mutant that
-# survives them is then checked against the whole native suite
+# and store-suite tests, not the CLI's; about 8 s a mutant on 2 cores). A
+# mutant that survives them is then checked against the whole native suite
 # (`MUTANTS_FULL=1 MUTANTS_ARGS="--iterate"`) before it is called a
 # survivor. Output: mutants.out/ (git-ignored; `--iterate` reads it).
 #

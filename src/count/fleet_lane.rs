@@ -717,8 +717,7 @@ mod tests {
     #[test]
     fn a_fleet_caller_whose_buckets_are_full_is_not_tracked() {
         let s = MemStore::new();
-        let table = crate::count::lane::TWO_BY_TWO;
-        let l = lane(300, Some(table));
+        let l = lane(300, Some(crate::count::lane::TWO_BY_TWO));
         for caller in [2, 4, 6, 8] {
             assert!(hit(&s, &l, caller, 3, 600_000));
             assert!(peek(&s, &l, caller).unwrap().is_some());

@@ -364,12 +364,11 @@ mod tests {
     /// Two buckets of two: every caller's buckets are 0 and 1, an even
     /// caller's first is 0.
     fn lane(s: &MemStore) -> Lane {
-        let table = TWO_BY_TWO;
         let rate = Rate {
             limit: 100,
             window_ms: 60_000,
         };
-        let l = Lane::new("t", 7, rate, Some(table));
+        let l = Lane::new("t", 7, rate, Some(TWO_BY_TWO));
         l.create_keys(s).unwrap();
         l
     }

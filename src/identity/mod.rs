@@ -386,12 +386,7 @@ mod tests {
         assert_eq!(roles(br#"["a","b"]"#), ["a", "b"]);
         assert_eq!(roles(b"read write  admin"), ["read", "write", "admin"]);
         assert_eq!(roles(b"a,b"), ["a", "b"]);
-        // pairs: 1 pair, key "0" value "x"
-        let mut p = 1u32.to_le_bytes().to_vec();
-        p.extend(1u32.to_le_bytes());
-        p.extend(1u32.to_le_bytes());
-        p.extend(b"0\0x\0");
-        assert_eq!(roles(&p), ["0", "x"]);
+        assert_eq!(roles(&encoded(&[("0", "x")])), ["0", "x"]);
         assert!(roles(&[0xff, 0xfe]).is_empty());
     }
 

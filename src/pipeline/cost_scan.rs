@@ -15,6 +15,10 @@ use std::fmt;
 pub struct CostScan {
     /// A JSON pointer (`/usage/total_tokens`), as its unescaped tokens.
     pointer: Vec<String>,
+    /// The key the pointer ends in, quoted as a key is written (none when
+    /// it ends in an array index, which is not written): what an event's
+    /// data must hold to name the cost.
+    named_by: Option<Vec<u8>>,
     cap: usize,
     events: bool,
     /// The body so far (JSON), or the line being read (events).
@@ -32,8 +36,15 @@ impl CostScan {
     /// A reading of the cost at `pointer`, in at most `cap` bytes; `events`
     /// for a `text/event-stream` response.
     pub fn new(pointer: &str, cap: usize, events: bool) -> CostScan {
+        let pointer = tokens(pointer);
+        // An array's index is not written in the document.
+        let named_by = pointer
+            .last()
+            .filter(|t| t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()))
+            .map(|t| format!("\"{t}\"").into_bytes());
         CostScan {
-            pointer: tokens(pointer),
+            pointer,
+            named_by,
             cap,
             events,
             buf: Vec::new(),
@@ -121,16 +132,10 @@ impl CostScan {
     /// in, quoted as a key is written, or an escape that could spell it.
     /// Data that cannot is not parsed (most of a stream's events).
     fn may_name(&self, data: &[u8]) -> bool {
-        // An array's index is not written in the document.
-        let key = self
-            .pointer
-            .last()
-            .filter(|t| t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()));
-        let Some(last) = key else {
+        let Some(quoted) = &self.named_by else {
             return true;
         };
-        let quoted = format!("\"{last}\"");
-        data.windows(quoted.len()).any(|w| w == quoted.as_bytes()) || data.contains(&b'\\')
+        data.windows(quoted.len()).any(|w| w == quoted.as_slice()) || data.contains(&b'\\')
     }
 
     /// The cost at the pointer in a JSON document: the document read whole
