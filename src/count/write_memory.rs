@@ -174,16 +174,15 @@ impl WriteMemory {
     }
 
     /// `key`, written by us within `MAX_AGE_MS`, reads `(value, cas)`: that
-    /// cas was handed out since, so the counter is past it and not far past.
+    /// cas was handed out since, so the counter is past it and not far past,
+    /// as of now. It is never behind what the memory knew: that counts only
+    /// writes of ours, each numbered at or past what was known, and `key` is
+    /// one of them (the write just made, or `last`, our latest).
     fn learned(&mut self, key: &str, read: Versioned, now_ms: u64) {
         let (Some(value), Some(cas)) = read else {
             return;
         };
-        let seen = following(cas);
-        self.next = match self.next {
-            Some((n, at)) if fresh(at, now_ms) && n.wrapping_sub(seen) < 1 << 31 => Some((n, at)),
-            _ => Some((seen, now_ms)),
-        };
+        self.next = Some((following(cas), now_ms));
         self.remember(key, &value, cas, now_ms);
     }
 
@@ -433,6 +432,32 @@ mod tests {
         assert!(!r.set("j", &1u32.to_le_bytes(), cas).unwrap());
         assert_eq!(s.reads(), reads);
         assert_eq!(s.stale_writes(), 1, "ours, failed once");
+    }
+
+    /// A guess refused as stale is forgotten: until the key is written
+    /// again, every recall reads it for real (here the write that would
+    /// have followed was a refusal, which writes nothing).
+    #[test]
+    fn a_guess_refused_as_stale_is_never_recalled_again() {
+        let s = MemStore::new();
+        for k in ["j", "k"] {
+            s.set(k, &0u32.to_le_bytes(), None).unwrap();
+        }
+        let m = RefCell::default();
+        let r = view(&s, &m, 1_000);
+        bump(&r, "j");
+        bump(&r, "j");
+        bump(&r, "k"); // our latest write: what the refused guess reads back
+        s.set("j", &5u32.to_le_bytes(), None).unwrap(); // another worker
+        let ((_, cas), from_memory) = r.recall("j").unwrap();
+        assert!(from_memory);
+        assert!(!r.set("j", &3u32.to_le_bytes(), cas).unwrap(), "stale");
+        let five = Some(5u32.to_le_bytes().to_vec());
+        for _ in 0..3 {
+            let ((value, _), from_memory) = r.recall("j").unwrap();
+            assert_eq!((value, from_memory), (five.clone(), false));
+        }
+        assert_eq!(s.stale_writes(), 1);
     }
 
     /// Keys that share a slot: one's memory is never guessed for the
