@@ -973,6 +973,89 @@ mod tests {
         assert_eq!(s.local(), 1_200);
     }
 
+    /// What the other nodes synced between two answers is taken as held
+    /// by them: it counts against the share of what the fleet has left.
+    #[test]
+    fn what_the_others_synced_since_the_last_answer_counts_against_the_share() {
+        let b = bound(20, 2);
+        let mut s = FleetCounts::default();
+        let sync = s.take_unsynced(b.rate, 10_000).unwrap();
+        s.apply_answer(b.rate, sync, 0, 10_000, 2).unwrap();
+        assert_eq!(admit(&b, &mut s, 10_050, 2), 2);
+        // 2 sent, the fleet at 10: the others synced 8 since.
+        let sync = s.take_unsynced(b.rate, 10_100).unwrap();
+        s.apply_answer(b.rate, sync, 10, 10_100, 2).unwrap();
+        // 10 left, 8 of it taken as the others': a share of 1, not of 5.
+        assert_eq!(admit(&b, &mut s, 10_150, 10), 1);
+    }
+
+    /// A fleet of one holds to the estimate alone: what it finds counted
+    /// beside its own hits takes no share.
+    #[test]
+    fn a_fleet_of_one_admits_what_the_estimate_leaves() {
+        let b = bound(10, 1);
+        let mut s = FleetCounts::default();
+        let sync = s.take_unsynced(b.rate, 10_000).unwrap();
+        s.apply_answer(b.rate, sync, 0, 10_000, 1).unwrap();
+        admit(&b, &mut s, 10_050, 2);
+        let sync = s.take_unsynced(b.rate, 10_100).unwrap();
+        s.apply_answer(b.rate, sync, 6, 10_100, 1).unwrap();
+        assert_eq!(admit(&b, &mut s, 10_150, 10), 4);
+    }
+
+    /// Alone, refused both by what it knew of the fleet and by its own
+    /// share: the wait is the longer of the two, so a retry when told is
+    /// admitted (at the shorter one, its share still refuses).
+    #[test]
+    fn refused_alone_twice_over_the_wait_is_the_longer() {
+        let b = bound(10, 2);
+        let s = FleetCounts {
+            win: 10,
+            cur: 10,
+            own_cur: 5,
+            answered_ms: Some(0),
+            nodes: 2,
+            ..FleetCounts::default()
+        };
+        let FleetVerdict::Refuse { quota, alone: true } = b.decide(s, 10_500) else {
+            panic!("the fleet and the share are both full");
+        };
+        assert_eq!(quota.reset_ms, 700, "the share's wait; the fleet's is 600");
+        assert!(b.decide(s, 10_500 + quota.reset_ms).admits());
+    }
+
+    /// A refund for an earlier window gives nothing back from this one:
+    /// the units it refunds were sent, or weigh in `carried` at their own
+    /// weight (an over-count, never under).
+    #[test]
+    fn a_refund_for_an_earlier_window_takes_nothing_from_this_one() {
+        let b = bound(100, 1);
+        let mut s = FleetCounts::default();
+        synced(&b, &mut s, 10_000, 0);
+        admit(&b, &mut s, 10_500, 3);
+        s = s.at(11);
+        admit(&b, &mut s, 11_100, 4);
+        assert!(!s.charge(10, -2));
+        assert_eq!((s.unsynced, s.carried, s.own_cur), (4, 3, 4));
+    }
+
+    /// A sync that timed out and failed after the boundary may have been
+    /// counted in the window now previous: its hits weigh there. Failed two
+    /// windows later, they weigh nowhere.
+    #[test]
+    fn a_timed_out_sync_failed_after_the_boundary_weighs_in_the_previous_window() {
+        let b = bound(100, 1);
+        for (failed_ms, prev) in [(11_050, 15), (12_050, 0)] {
+            let mut s = FleetCounts::default();
+            synced(&b, &mut s, 10_000, 10);
+            admit(&b, &mut s, 10_010, 5);
+            let sync = s.take_unsynced(b.rate, 10_900).unwrap();
+            s.sync_failed(b.rate, sync, failed_ms, Failure::MaybeCounted)
+                .unwrap();
+            assert_eq!((s.prev, s.local()), (prev, 0), "failed at {failed_ms}");
+        }
+    }
+
     /// Between two answers a node holds to its allowance; a request larger
     /// than the allowance still passes as the node's first since the
     /// answer (else it never would), and nothing passes after it.
@@ -1051,6 +1134,8 @@ mod tests {
         assert_eq!((s.prev, s.cur, s.unplaced), (8, 4, 0));
     }
 
+    /// Hits unplaced or in doubt at a boundary become the previous
+    /// window's count, and weigh nowhere else: counted once.
     #[test]
     fn unplaced_hits_fold_into_prev_if_no_answer_places_them() {
         let s = FleetCounts {
@@ -1058,9 +1143,43 @@ mod tests {
             prev: 8,
             cur: 1,
             unplaced: 3,
+            doubt: 2,
             ..FleetCounts::default()
         };
-        assert_eq!(s.at(12).prev, 4);
+        let next = s.at(12);
+        assert_eq!(next.prev, 6);
+        assert_eq!((next.view().cur, next.local()), (0, 0));
+    }
+
+    /// A key idle for whole windows, its last answer still fresh, is not a
+    /// key new to the node: it decides with the fleet (not alone) and holds
+    /// to its share of what was left among the nodes that answer counted.
+    #[test]
+    fn a_key_idle_for_windows_keeps_its_last_answer_and_its_share() {
+        let b = FleetRate {
+            stale_ms: 5_000,
+            ..bound(8, 4)
+        };
+        let mut s = FleetCounts::default();
+        let sync = s.take_unsynced(b.rate, 10_100).unwrap();
+        s.apply_answer(b.rate, sync, 0, 10_100, 4).unwrap();
+        // Three windows later: 8 left, a quarter of it for this node.
+        let mut verdicts = vec![];
+        for _ in 0..3 {
+            let v = b.decide(s, 13_050);
+            if let FleetVerdict::Admit { state, .. } = v {
+                s = state;
+            }
+            verdicts.push(v);
+        }
+        assert!(verdicts[..2]
+            .iter()
+            .all(|v| matches!(v, FleetVerdict::Admit { alone: false, .. })));
+        assert!(
+            matches!(verdicts[2], FleetVerdict::Refuse { quota, alone: false } if quota.reset_ms == 100),
+            "{:?}",
+            verdicts[2]
+        );
     }
 
     #[test]

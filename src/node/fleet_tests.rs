@@ -843,3 +843,28 @@ fn a_call_of_two_lanes_puts_each_keys_count_back_to_it() {
         }
     }
 }
+
+/// Once its 1 is added for the minute, a node's syncs read the count
+/// (the heartbeat, 0 added) without its own key; the next minute asks
+/// the own key again.
+#[test]
+fn after_its_beat_a_nodes_syncs_carry_no_own_key_until_the_next_minute() {
+    let mut nodes = fleet(1, &config(20, "address"));
+    let mut service = Service::default();
+    // Own key asked, then 1 added to the count and to it: two descriptors.
+    sync_all(&mut nodes, &mut service, T0, 2);
+    assert_eq!(service.calls, [2, 2]);
+    nodes[0].hit("10.0.0.1", T0 + 500);
+    nodes[0].sync(&mut service, T0 + 600);
+    assert_eq!(
+        service.calls[2..],
+        [2],
+        "the heartbeat and the caller's key"
+    );
+    nodes[0].sync(&mut service, T0 + 60_000);
+    assert_eq!(
+        service.calls[3..],
+        [3],
+        "a new minute: the own key asked beside them"
+    );
+}
