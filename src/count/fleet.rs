@@ -1024,6 +1024,44 @@ mod tests {
         assert!(b.decide(s, 10_500 + quota.reset_ms).admits());
     }
 
+    /// Alone and admitted, the quota shown is the tighter of the fleet's
+    /// (as last known) and the node's own share.
+    #[test]
+    fn admitted_alone_the_quota_is_the_tighter_of_fleet_and_share() {
+        let b = bound(10, 2);
+        let s = FleetCounts {
+            win: 10,
+            cur: 2,
+            own_cur: 1,
+            answered_ms: Some(0),
+            nodes: 2,
+            ..FleetCounts::default()
+        };
+        let FleetVerdict::Admit {
+            quota, alone: true, ..
+        } = b.decide(s, 10_500)
+        else {
+            panic!("room in both");
+        };
+        assert_eq!(
+            quota.remaining, 3,
+            "5 a node, 2 of them taken; 7 in the fleet"
+        );
+    }
+
+    /// Early in a minute whose count is not heard yet, the nodes are the
+    /// last minute's count, even when that minute was heard only at its
+    /// start (no node had added yet: 0), from the minute before it.
+    #[test]
+    fn a_minute_heard_at_0_leaves_the_count_before_it() {
+        let m = 10 * BEAT_MS;
+        let r = Record::default()
+            .heard(m - 1_000, 3, true)
+            .heard(m + 10, 0, false);
+        assert_eq!(r.nodes(m + 20), Some(3));
+        assert_eq!(r.nodes(m + BEAT_MS + 20), Some(3), "the next minute");
+    }
+
     /// A refund for an earlier window gives nothing back from this one:
     /// the units it refunds were sent, or weigh in `carried` at their own
     /// weight (an over-count, never under).
@@ -1410,9 +1448,13 @@ mod tests {
 
     #[test]
     fn the_service_is_down_once_calls_have_failed_for_a_while() {
+        assert!(!Record::default().down(1_000_000, 800), "never called");
         let r = Record::default().failed(10_000);
         assert!(!r.down(10_500, 800), "a first call failing as it connects");
+        assert!(!r.down(10_800, 800), "down after more than stale_ms");
         assert!(r.down(10_801, 800));
+        let again = Record::default().answered(10_000).failed(10_000);
+        assert!(!again.down(10_801, 800), "answered since it failed");
         let r = r.failed(10_600);
         assert_eq!(r.failed_ms, 10_000, "failing since the first");
         let r = r.answered(11_000);
