@@ -978,15 +978,22 @@ mod tests {
     #[test]
     fn what_the_others_synced_since_the_last_answer_counts_against_the_share() {
         let b = bound(20, 2);
-        let mut s = FleetCounts::default();
-        let sync = s.take_unsynced(b.rate, 10_000).unwrap();
-        s.apply_answer(b.rate, sync, 0, 10_000, 2).unwrap();
-        assert_eq!(admit(&b, &mut s, 10_050, 2), 2);
         // 2 sent, the fleet at 10: the others synced 8 since.
-        let sync = s.take_unsynced(b.rate, 10_100).unwrap();
-        s.apply_answer(b.rate, sync, 10, 10_100, 2).unwrap();
+        let mut s = two_hits_answered(&b, 2, 10);
         // 10 left, 8 of it taken as the others': a share of 1, not of 5.
         assert_eq!(admit(&b, &mut s, 10_150, 10), 1);
+    }
+
+    /// Answered at 0, then 2 hits admitted and sent, answered at `count`;
+    /// both answers of `nodes` nodes.
+    fn two_hits_answered(b: &FleetRate, nodes: u32, count: u32) -> FleetCounts {
+        let mut s = FleetCounts::default();
+        let sync = s.take_unsynced(b.rate, 10_000).unwrap();
+        s.apply_answer(b.rate, sync, 0, 10_000, nodes).unwrap();
+        assert_eq!(admit(b, &mut s, 10_050, 2), 2);
+        let sync = s.take_unsynced(b.rate, 10_100).unwrap();
+        s.apply_answer(b.rate, sync, count, 10_100, nodes).unwrap();
+        s
     }
 
     /// A fleet of one holds to the estimate alone: what it finds counted
@@ -994,12 +1001,7 @@ mod tests {
     #[test]
     fn a_fleet_of_one_admits_what_the_estimate_leaves() {
         let b = bound(10, 1);
-        let mut s = FleetCounts::default();
-        let sync = s.take_unsynced(b.rate, 10_000).unwrap();
-        s.apply_answer(b.rate, sync, 0, 10_000, 1).unwrap();
-        admit(&b, &mut s, 10_050, 2);
-        let sync = s.take_unsynced(b.rate, 10_100).unwrap();
-        s.apply_answer(b.rate, sync, 6, 10_100, 1).unwrap();
+        let mut s = two_hits_answered(&b, 1, 6);
         assert_eq!(admit(&b, &mut s, 10_150, 10), 4);
     }
 
@@ -1009,14 +1011,7 @@ mod tests {
     #[test]
     fn refused_alone_twice_over_the_wait_is_the_longer() {
         let b = bound(10, 2);
-        let s = FleetCounts {
-            win: 10,
-            cur: 10,
-            own_cur: 5,
-            answered_ms: Some(0),
-            nodes: 2,
-            ..FleetCounts::default()
-        };
+        let s = answered_long_ago(10, 5);
         let FleetVerdict::Refuse { quota, alone: true } = b.decide(s, 10_500) else {
             panic!("the fleet and the share are both full");
         };
@@ -1024,19 +1019,25 @@ mod tests {
         assert!(b.decide(s, 10_500 + quota.reset_ms).admits());
     }
 
+    /// Window 10 with the fleet at `cur` of which `own` this node's, as
+    /// answered at 0 among 2 nodes: stale from 1 s on (the node is alone).
+    fn answered_long_ago(cur: u32, own: u32) -> FleetCounts {
+        FleetCounts {
+            win: 10,
+            cur,
+            own_cur: own,
+            answered_ms: Some(0),
+            nodes: 2,
+            ..FleetCounts::default()
+        }
+    }
+
     /// Alone and admitted, the quota shown is the tighter of the fleet's
     /// (as last known) and the node's own share.
     #[test]
     fn admitted_alone_the_quota_is_the_tighter_of_fleet_and_share() {
         let b = bound(10, 2);
-        let s = FleetCounts {
-            win: 10,
-            cur: 2,
-            own_cur: 1,
-            answered_ms: Some(0),
-            nodes: 2,
-            ..FleetCounts::default()
-        };
+        let s = answered_long_ago(2, 1);
         let FleetVerdict::Admit {
             quota, alone: true, ..
         } = b.decide(s, 10_500)
