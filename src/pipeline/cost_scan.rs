@@ -15,10 +15,10 @@ use std::fmt;
 pub struct CostScan {
     /// A JSON pointer (`/usage/total_tokens`), as its unescaped tokens.
     pointer: Vec<String>,
-    /// For events, the key the pointer ends in, quoted as a key is written
-    /// (none when it ends in an array index, which is not written): what an
-    /// event's data must hold to name the cost. Not made for a JSON body,
-    /// read once whole (formatting it costs the meter's scenario 6%).
+    /// For events, the key the pointer ends in, quoted as a key is written:
+    /// what an event's data must hold to name the cost. None when it ends
+    /// in an array index (not written), and for a JSON body, read once
+    /// whole (formatting it would cost the meter's scenario 6%).
     named_by: Option<Vec<u8>>,
     cap: usize,
     events: bool,
@@ -130,9 +130,9 @@ impl CostScan {
         }
     }
 
-    /// Whether an event's data may name the cost: the key the pointer ends
-    /// in, quoted as a key is written, or an escape that could spell it.
-    /// Data that cannot is not parsed (most of a stream's events).
+    /// Whether a document may name the cost: it holds `named_by` or an
+    /// escape that could spell it (any may, without `named_by`). Data that
+    /// cannot is not parsed (most of a stream's events).
     fn may_name(&self, data: &[u8]) -> bool {
         let Some(quoted) = &self.named_by else {
             return true;
@@ -144,7 +144,7 @@ impl CostScan {
     /// (a malformed one names none), only the values on the pointer's path
     /// kept, the rest skipped.
     fn cost_in(&self, json: &[u8]) -> Option<u32> {
-        if self.events && !self.may_name(json) {
+        if !self.may_name(json) {
             return None;
         }
         let mut de = serde_json::Deserializer::from_slice(json);
