@@ -4,7 +4,7 @@
 //! by the alternatives users have today. Used by the property tests and by
 //! `cargo run --release --example fleet_accuracy`.
 //!
-//! The simulated service is what ENGINES.md describes: fixed windows
+//! The simulated service is what docs/rate-limit-service.md describes: fixed windows
 //! aligned to the clock, every call INCRBYs by its `hits_addend` on the
 //! service's clock (when the call reaches it), and the answer's count reads
 //! no higher than the limit sent as the override.
