@@ -17,7 +17,17 @@ fi
 
 echo "console-web: core (wasm32-unknown-unknown, profile web)" >&2
 cargo build -p ratebound-console-web --target wasm32-unknown-unknown --profile web
-"$bindgen_bin/wasm-bindgen" --target web --no-typescript --remove-name-section --remove-producers-section --out-dir console-web/pkg \
+# Into a scratch folder first: a file in console-web/pkg is replaced only
+# when its bytes changed. The CLI's build script watches that folder, so
+# rewriting the same bytes would relink the CLI (fat LTO, minutes) on
+# every ./build.sh, twice more in the release test.
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+"$bindgen_bin/wasm-bindgen" --target web --no-typescript --remove-name-section --remove-producers-section --out-dir "$scratch" \
   target/wasm32-unknown-unknown/web/ratebound_console_web.wasm
+mkdir -p console-web/pkg
+for f in "$scratch"/*; do
+  cmp -s "$f" "console-web/pkg/${f##*/}" || cp -r "$f" console-web/pkg/
+done
 printf 'console-web: %s %d bytes\n' console-web/pkg/ratebound_console_web_bg.wasm \
   "$(stat -c %s console-web/pkg/ratebound_console_web_bg.wasm)" >&2
