@@ -38,8 +38,8 @@ echo "build: the console's browser core (console-web, wasm32-unknown-unknown)"
 scripts/console-web.sh
 
 echo "build: native CLI"
-cargo build --release --bin ratebound
-cp target/release/ratebound dist/ratebound
+cargo build --profile cli --bin ratebound
+cp target/cli/ratebound dist/ratebound
 # The configuration's JSON Schema ships beside the module (its $id names the
 # version): editors and CI validate against the schema of the build they run.
 dist/ratebound schema > dist/ratebound.schema.json
