@@ -19,8 +19,8 @@ echo "console-web: core (wasm32-unknown-unknown, profile web)" >&2
 cargo build -p ratebound-console-web --target wasm32-unknown-unknown --profile web
 # Into a scratch folder first: a file in console-web/pkg is replaced only
 # when its bytes changed. The CLI's build script watches that folder, so
-# rewriting the same bytes would relink the CLI (fat LTO, minutes) on
-# every ./build.sh, twice more in the release test.
+# rewriting the same bytes would compile the crate and relink the CLI
+# (minutes) on every ./build.sh, twice more in the release test.
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 "$bindgen_bin/wasm-bindgen" --target web --no-typescript --remove-name-section --remove-producers-section --out-dir "$scratch" \

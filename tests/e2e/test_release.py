@@ -32,7 +32,7 @@ FILES = {f"{P}.wasm", f"{P}-x86_64-linux", f"{P}.schema.json", f"{P}-oci.tar",
 # Two whole releases happen in the fixture, each running ./build.sh (module,
 # the console's browser core, CLI): after ./test.sh's build the first has
 # nothing to compile and the second only the module, but on a tree changed
-# since, the first compiles it all (the CLI's fat LTO alone takes minutes):
+# since, the first compiles it all (the CLI alone takes minutes):
 # more than the suite's 300 s per test.
 pytestmark = pytest.mark.timeout(1800)
 
