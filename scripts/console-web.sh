@@ -25,7 +25,6 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 "$bindgen_bin/wasm-bindgen" --target web --no-typescript --remove-name-section --remove-producers-section --out-dir "$scratch" \
   target/wasm32-unknown-unknown/web/ratebound_console_web.wasm
-mkdir -p console-web/pkg
 for f in "$scratch"/*; do
   cmp -s "$f" "console-web/pkg/${f##*/}" || cp -r "$f" console-web/pkg/
 done

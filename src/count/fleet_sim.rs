@@ -4,10 +4,10 @@
 //! by the alternatives users have today. Used by the property tests and by
 //! `cargo run --release --example fleet_accuracy`.
 //!
-//! The simulated service is what docs/rate-limit-service.md describes: fixed windows
-//! aligned to the clock, every call INCRBYs by its `hits_addend` on the
-//! service's clock (when the call reaches it), and the answer's count reads
-//! no higher than the limit sent as the override.
+//! The simulated service is what docs/rate-limit-service.md describes:
+//! fixed windows aligned to the clock, every call INCRBYs by its
+//! `hits_addend` on the service's clock (when the call reaches it), and the
+//! answer's count reads no higher than the limit sent as the override.
 
 use crate::count::accuracy::{poisson, Rng};
 use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Guard, Sent};

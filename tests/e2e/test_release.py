@@ -50,18 +50,20 @@ def release(registry_ref: str, out: Path, version: str = VERSION) -> subprocess.
 def released(registry, tmp_path_factory):  # noqa: F811 - the fixture imported above
     base = tmp_path_factory.mktemp("release")
     ref = f"{registry}/ratebound"
-    runs = []
-    for name in ("first", "second"):
-        if name == "second":
-            # The module (the bytes Istio pins) is compiled again from the
-            # same sources; the CLI is reused (relinking it takes minutes).
-            subprocess.run(["cargo", "clean", "-q", "-p", "ratebound", "--target", "wasm32-wasip1",
-                            "--profile", "wasm"], check=True, cwd=ROOT, timeout=120)
-        proc = release(ref, base / name)
-        assert proc.returncode == 0, f"release.sh: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-        runs.append(base / name)
-    print((runs[0] / "SHA256SUMS").read_text())
-    return {"registry": registry, "ref": ref, "dir": runs[0], "again": runs[1]}
+    first, again = base / "first", base / "second"
+    released_to(ref, first)
+    # The module (the bytes Istio pins) is compiled again from the same
+    # sources for the second; the CLI is reused (relinking it takes minutes).
+    subprocess.run(["cargo", "clean", "-q", "-p", "ratebound", "--target", "wasm32-wasip1",
+                    "--profile", "wasm"], check=True, cwd=ROOT, timeout=120)
+    released_to(ref, again)
+    print((first / "SHA256SUMS").read_text())
+    return {"registry": registry, "ref": ref, "dir": first, "again": again}
+
+
+def released_to(ref: str, out: Path) -> None:
+    proc = release(ref, out)
+    assert proc.returncode == 0, f"release.sh: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
 
 
 def sha256(path: Path) -> str:
