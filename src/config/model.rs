@@ -72,6 +72,14 @@ pub struct Config {
     /// access logs.
     #[cfg_attr(feature = "schema", schemars(length(min = 1)))]
     pub would_refuse_header: Option<String>,
+    /// Sign-ins whose account is in the body hold their request headers
+    /// until the account is read and counted, so a refused attempt opens
+    /// no upstream request. Set it only with `allow_on_headers_stop_iteration:
+    /// true` in the Wasm filter's Envoy plugin config (Envoy 1.35 and
+    /// later): without that, Envoy gives no body to a filter holding the
+    /// headers, and such sign-ins wait until Envoy's timeouts end them.
+    #[serde(default)]
+    pub hold_sign_in_headers: bool,
     /// How a client address becomes a caller: the network it is counted
     /// under, per family.
     #[serde(default)]

@@ -45,6 +45,8 @@ pub struct Plan {
     pub shadow_headers: bool,
     /// The request header naming the bound that would have refused.
     pub would_refuse_header: Option<String>,
+    /// Sign-ins read from the body hold their headers until decided.
+    pub hold_sign_in_headers: bool,
     pub routes: Vec<Route>,
     /// Which request attributes any matcher reads, so the host reads only those.
     pub needs: Needs,
@@ -762,6 +764,7 @@ impl Plan {
             },
             shadow_headers: c.shadow_headers,
             would_refuse_header: c.would_refuse_header.clone(),
+            hold_sign_in_headers: c.hold_sign_in_headers,
             routes,
             needs,
             identity: c.identity.clone(),

@@ -132,6 +132,10 @@ impl Host for Envoy<'_> {
         let _ = hostcalls::set_map_value(MapType::HttpRequestHeaders, name, Some(value));
     }
 
+    fn remove_request_header(&mut self, name: &str) {
+        let _ = hostcalls::set_map_value(MapType::HttpRequestHeaders, name, None);
+    }
+
     fn set_filter_state(&mut self, key: &str, value: &str) {
         let _ = hostcalls::set_property(vec![key], Some(value.as_bytes()));
     }

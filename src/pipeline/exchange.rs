@@ -274,13 +274,19 @@ impl<'p> Worker<'p> {
                     let next = self.with_body(host, ready, ex.body_size);
                     return self.drive(host, ex, next);
                 }
-                // Envoy delivers no body while the headers are held (the
-                // proxy-wasm host turns a paused header phase into a full
-                // stop): the headers go on, and the body is held instead,
-                // before any of it reaches the upstream.
+                // Without Envoy's allow_on_headers_stop_iteration, Envoy
+                // delivers no body while the headers are held (a paused
+                // header phase becomes a full stop): the headers go on, and
+                // the body is held instead, before any of it reaches the
+                // upstream. With it (`hold_sign_in_headers`), the headers
+                // wait too: a refused sign-in opens no upstream request.
                 ex.grpc = Some(is_grpc(host));
                 ex.stage = Stage::Body(ready);
-                return Step::Continue;
+                return if self.limiter.plan.hold_sign_in_headers {
+                    Step::Pause
+                } else {
+                    Step::Continue
+                };
             }
             Begun::NeedsService(mut ready, call) => {
                 let events: Vec<BoundEvent> = ready

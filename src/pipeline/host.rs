@@ -142,6 +142,8 @@ pub trait Host: Base {
     /// Sets (or replaces) a request header the upstream will see; nothing
     /// once the request headers went on.
     fn set_request_header(&mut self, name: &str, value: &str);
+    /// Removes every copy of a request header (before the headers go on).
+    fn remove_request_header(&mut self, name: &str);
     /// Leaves `value` in the request's filter state under `key` (Envoy
     /// prefixes `wasm.`), for access logs.
     fn set_filter_state(&mut self, key: &str, value: &str);

@@ -79,6 +79,8 @@ pub struct MockHost {
     pub upstream_trailers: Option<HashMap<String, String>>,
     /// Request headers set for the upstream, and filter state set.
     pub request_headers_set: Vec<(String, String)>,
+    /// Request headers removed (one entry per header that was there).
+    pub request_headers_removed: Vec<String>,
     pub filter_state: Vec<(String, String)>,
     pub events: Vec<(usize, BoundEvent)>,
     pub stats: Vec<RequestStat>,
@@ -152,6 +154,7 @@ impl MockHost {
         self.replies.clear();
         self.response_headers.clear();
         self.request_headers_set.clear();
+        self.request_headers_removed.clear();
         self.filter_state.clear();
         self.events.clear();
         self.stats.clear();
@@ -318,6 +321,15 @@ impl Host for MockHost {
 
     fn set_request_header(&mut self, name: &str, value: &str) {
         self.request_headers_set.push((name.into(), value.into()));
+    }
+
+    fn remove_request_header(&mut self, name: &str) {
+        let removed = self.request_headers.remove(name).is_some();
+        let before = self.repeated_headers.len();
+        self.repeated_headers.retain(|(k, _)| k != name);
+        if removed || self.repeated_headers.len() != before {
+            self.request_headers_removed.push(name.into());
+        }
     }
 
     fn set_filter_state(&mut self, key: &str, value: &str) {

@@ -511,6 +511,11 @@ impl<'p> Worker<'p> {
     pub fn begin<H: Host>(&self, host: &mut H) -> Begun<'p> {
         let lim = self.limiter;
         let plan = &lim.plan;
+        // The mark is the filter's alone: a client's copy never reaches the
+        // upstream, whatever route the request takes (issue 36).
+        if let Some(h) = &plan.would_refuse_header {
+            host.remove_request_header(h);
+        }
         let needs = plan.needs;
         let route_name = needs
             .route_name

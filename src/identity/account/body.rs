@@ -41,7 +41,7 @@ fn json(field: &str, body: &[u8], seen: &mut Seen) -> Result<(), Unreadable> {
                 if same_field(&key, self.0) {
                     let v: serde_json::Value = map.next_value()?;
                     self.1.add(match v.as_str() {
-                        Some(s) => super::normalize(s).ok_or(Unreadable::Missing),
+                        Some(s) => super::key(s),
                         None => Err(Unreadable::NotAString),
                     });
                 } else {
@@ -57,17 +57,35 @@ fn json(field: &str, body: &[u8], seen: &mut Seen) -> Result<(), Unreadable> {
         .map_err(|_| Unreadable::Malformed)
 }
 
-/// Every `name=value` pair of a urlencoded form or a query string whose
-/// name is a spelling of `field`. A name that does not decode might be the
-/// field to a server that decodes it another way: unreadable too.
+/// Every `name=value` pair of a urlencoded form whose name is a spelling
+/// of `field`. A name that does not decode might be the field to a server
+/// that decodes it another way: unreadable too.
 pub fn form(field: &str, body: &[u8], seen: &mut Seen) {
-    for pair in body.split(|b| *b == b'&').filter(|p| !p.is_empty()) {
+    pairs(field, body, b"&", seen);
+}
+
+/// Every such pair of a query string, split as every common server splits
+/// it: on `&`, and on `&` and `;` (Rack 2, and Python's `parse_qsl` before
+/// 3.9.2). A pair that one split reads and the other does not is one more
+/// place naming the account; `a=1;username=x` names `x`, and
+/// `username=a;b` names both `a;b` and `a`: ambiguous.
+pub fn query(field: &str, query: &[u8], seen: &mut Seen) {
+    pairs(field, query, b"&", seen);
+    if query.contains(&b';') {
+        pairs(field, query, b"&;", seen);
+    }
+}
+
+fn pairs(field: &str, body: &[u8], separators: &[u8], seen: &mut Seen) {
+    for pair in body
+        .split(|b| separators.contains(b))
+        .filter(|p| !p.is_empty())
+    {
         let mut kv = pair.splitn(2, |b| *b == b'=');
         match decode_form(kv.next().unwrap_or_default()) {
-            Ok(k) if same_field(&k, field) => seen.add(
-                decode_form(kv.next().unwrap_or_default())
-                    .and_then(|v| super::normalize(&v).ok_or(Unreadable::Missing)),
-            ),
+            Ok(k) if same_field(&k, field) => {
+                seen.add(decode_form(kv.next().unwrap_or_default()).and_then(|v| super::key(&v)))
+            }
             Ok(_) => {}
             Err(e) => seen.add(Err(e)),
         }

@@ -23,7 +23,7 @@ mod carrier;
 mod normalize;
 
 pub use carrier::Head;
-pub use normalize::{fold, normalize};
+pub use normalize::{fold, key, normalize};
 
 use crate::config::AccountSource;
 
@@ -64,6 +64,9 @@ pub enum Unreadable {
     /// The body is compressed (`content-encoding`): a server may inflate
     /// it, this filter does not.
     ContentEncoding,
+    /// The account holds a control character (C0, DEL, C1), which servers
+    /// drop or keep each their own way ([`key`]).
+    ControlCharacter,
 }
 
 impl Unreadable {
@@ -87,6 +90,7 @@ impl Unreadable {
             Unreadable::TooLarge { .. } => "too_large",
             Unreadable::ContentType => "content_type",
             Unreadable::ContentEncoding => "content_encoding",
+            Unreadable::ControlCharacter => "control_character",
         }
     }
 
@@ -120,6 +124,9 @@ impl Unreadable {
                     .to_string()
             }
             Unreadable::ContentEncoding => "the body is compressed (content-encoding)".to_string(),
+            Unreadable::ControlCharacter => {
+                "the account holds a control character (U+0000-U+001F, U+007F-U+009F)".to_string()
+            }
         };
         format!("{why}; name the account once, in {carrier}")
     }
@@ -148,9 +155,9 @@ impl Seen {
         }
     }
 
-    /// One raw value, folded (empty: no account).
+    /// One raw value, as its [`key`].
     pub fn add_raw(&mut self, raw: &str) {
-        self.add(normalize(raw).ok_or(Unreadable::Missing));
+        self.add(key(raw));
     }
 
     /// The account, if every reading named the same one.

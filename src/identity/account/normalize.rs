@@ -13,10 +13,27 @@
 //! account under two counters; a server that applies none only has more
 //! accounts share one counter, which errs towards refusing.
 
+use super::Unreadable;
 use caseless::Caseless;
 use unicode_normalization::UnicodeNormalization;
 
-/// The key an account is counted under; `None` when nothing is left.
+/// The key a name read from a request is counted under: refused when it
+/// holds a control character, [`Unreadable::Missing`] when nothing is left.
+///
+/// A control character (Unicode's Cc: C0, DEL, C1) is refused, not folded:
+/// servers drop some of them and keep others (Java's `String.trim` drops
+/// every character up to U+0020 at either end, Python's `str.strip`
+/// U+001C–U+001F but not U+0001), so no fold reads `victim\u{1}` the way
+/// every server does; a refusal is the one reading they all agree with.
+pub fn key(raw: &str) -> Result<String, Unreadable> {
+    if raw.chars().any(char::is_control) {
+        return Err(Unreadable::ControlCharacter);
+    }
+    normalize(raw).ok_or(Unreadable::Missing)
+}
+
+/// The fold of a name without control characters; `None` when nothing is
+/// left.
 pub fn normalize(raw: &str) -> Option<String> {
     let folded = fold(raw);
     let t = folded.trim();

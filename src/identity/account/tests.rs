@@ -132,6 +132,60 @@ fn the_query_string_and_the_body_must_agree() {
     );
 }
 
+/// Issue 36: `victim\u{1}` was a fresh counter per spelling, while Spring
+/// (`String.trim`), Django and DRF (`str.strip`) sign in as `victim`.
+#[test]
+fn a_control_character_anywhere_is_refused_not_folded() {
+    let cc = Err(Unreadable::ControlCharacter);
+    for c in (0u32..0x20).chain(0x7F..0xA0).filter_map(char::from_u32) {
+        for name in [
+            format!("victim{c}"),
+            format!("{c}victim"),
+            format!("vic{c}tim"),
+        ] {
+            assert_eq!(key(&name), cc, "{name:?}");
+            let body = serde_json::json!({ "username": name }).to_string();
+            assert_eq!(json(body.as_bytes()), cc, "{body}");
+        }
+    }
+    assert_eq!(form(b"username=victim%01"), cc);
+    assert_eq!(form(b"username=victim%00"), cc);
+    assert_eq!(form(b"username=victim%1F%1F"), cc);
+    assert_eq!(form(b"username=victim%C2%85"), cc, "NEL, a C1 control");
+    assert_eq!(form(b"username=%09victim"), cc, "a tab too");
+    assert_eq!(json(b"{\"username\":\"victim\\u001f\"}"), cc);
+    // White space that is not a control is still trimmed.
+    assert_eq!(key("\u{2003}victim\u{3000}"), Ok("victim".into()));
+    assert_eq!(key("victim"), Ok("victim".into()));
+    let cc_status = Unreadable::ControlCharacter;
+    assert_eq!(
+        (cc_status.status(), cc_status.reason()),
+        (400, "control_character")
+    );
+}
+
+#[test]
+fn the_query_string_split_on_semicolons_too() {
+    let types = [b"application/json".to_vec()];
+    let at = |path: &str| {
+        let head = Head {
+            content_type: &types,
+            path: Some(path),
+            ..Head::default()
+        };
+        from_head(Place::Json("username"), &head).and_then(Seen::account)
+    };
+    // Rack 2 splits a query string on `;` as on `&`.
+    assert_eq!(at("/login?x=1;username=victim"), Ok("victim".into()));
+    assert_eq!(at("/login?username=a;b"), Err(Unreadable::Ambiguous));
+    assert_eq!(
+        at("/login?username=victim;username=decoy"),
+        Err(Unreadable::Ambiguous)
+    );
+    assert_eq!(at("/login?username=victim;x=1"), Err(Unreadable::Ambiguous));
+    assert_eq!(at("/login?x=1&username=victim"), Ok("victim".into()));
+}
+
 #[test]
 fn statuses_say_what_is_wrong() {
     assert_eq!(Unreadable::TooLarge { cap: 64 }.status(), 413);

@@ -128,6 +128,36 @@ fn an_admitted_sign_in_is_counted_by_the_service_then_by_the_node() {
     assert_eq!(remaining, 2, "node bound: 3 - 1 = 2 < service's 4");
 }
 
+/// Issue 36: with `hold_sign_in_headers` (and Envoy's
+/// allow_on_headers_stop_iteration), the headers wait for the account too:
+/// a refused sign-in opens no upstream request, an admitted one goes on
+/// whole once the service answered.
+#[test]
+fn held_headers_go_on_only_with_an_admitted_sign_in() {
+    let held = json_login().replacen('{', r#"{"hold_sign_in_headers":true,"#, 1);
+    let mut host = sign_in(r#"{"username":"alice","password":"x"}"#);
+    host.service_answer = Some((0, answer(&[(1, 4)])));
+    let f = Filter::new(&host.store, &held).unwrap();
+    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
+    assert!(host.replies.is_empty());
+    // Unreadable: refused while the headers are still held.
+    let mut host = sign_in(r#"{"username":"victim\u0001","password":"x"}"#);
+    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
+    assert_eq!(host.replies[0].status, 400);
+    assert!(host.replies[0].body.contains("control_character"));
+    assert!(host.service_calls.is_empty());
+    // Refused by the service: the headers never went on.
+    let mut host = sign_in(r#"{"username":"alice","password":"x"}"#);
+    host.service_answer = Some((0, answer(&[(2, 0)])));
+    assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
+    assert_eq!(host.replies[0].status, 429);
+    // The default keeps sending the headers on.
+    let g = Filter::new(&host.store, &json_login()).unwrap();
+    let mut host = sign_in(r#"{"username":"alice","password":"x"}"#);
+    host.service_answer = Some((0, answer(&[(1, 4)])));
+    assert_eq!(g.request(&mut host).0, Step::Continue);
+}
+
 #[test]
 fn the_same_account_however_spelled_is_one_key() {
     let mut keys = Vec::new();

@@ -574,6 +574,51 @@ fn a_bound_enforced_in_part_refuses_its_share_and_marks_the_rest() {
     assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(1));
 }
 
+/// Issue 36: a client's own copy of the mark reached the upstream on every
+/// request no bound would refuse, and on paths no route matches.
+#[test]
+fn a_forged_mark_is_removed_on_every_request() {
+    let json = r#"{"would_refuse_header":"x-would-refuse","routes":[{"name":"api",
+        "match":{"path_prefix":"/api"},"bounds":[
+        {"name":"addr","per":"address","limit":1,"window":"PT1H","shadow":true}]}]}"#;
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let f = filter(&host, json);
+    let forge = |host: &mut MockHost, path: &str| {
+        host.clear();
+        host.request_headers.insert(":path".into(), path.into());
+        host.request_headers
+            .insert("x-would-refuse".into(), "api/forged".into());
+        host.repeated_headers
+            .push(("x-would-refuse".into(), "api/forged-again".into()));
+    };
+    // No route matches: removed all the same.
+    forge(&mut host, "/elsewhere");
+    assert_eq!(f.request(&mut host).0, Step::Continue);
+    assert_eq!(host.request_headers_removed, ["x-would-refuse"]);
+    assert!(!host.request_headers.contains_key("x-would-refuse"));
+    assert!(host.repeated_headers.is_empty());
+    // Matched, nothing would refuse it: removed, not set.
+    forge(&mut host, "/api/a");
+    assert_eq!(f.request(&mut host).0, Step::Continue);
+    assert_eq!(host.request_headers_removed, ["x-would-refuse"]);
+    assert!(host.request_headers_set.is_empty());
+    // The shadow bound would refuse the second: the filter's own mark only.
+    forge(&mut host, "/api/a");
+    assert_eq!(f.request(&mut host).0, Step::Continue);
+    assert_eq!(host.request_headers_removed, ["x-would-refuse"]);
+    assert_eq!(
+        host.request_headers_set,
+        [("x-would-refuse".to_string(), "api/addr".to_string())]
+    );
+    // Without a configured mark, no header is touched.
+    let plain = r#"{"routes":[{"name":"api","bounds":[
+        {"name":"addr","per":"address","limit":5,"window":"PT1H"}]}]}"#;
+    let g = filter(&host, plain);
+    forge(&mut host, "/api/a");
+    assert_eq!(g.request(&mut host).0, Step::Continue);
+    assert!(host.request_headers_removed.is_empty());
+}
+
 #[test]
 fn enforce_percent_zero_spares_every_refusal_and_one_hundred_none() {
     for (percent, refusals) in [(0, 0), (100, 9)] {

@@ -1,0 +1,146 @@
+//! The filter's side of the account oracle (tests/oracle): reads JSON lines
+//! on stdin and answers one line each with what the filter does.
+//!
+//! - `{"fold": "<name>"}`: the key a sign-in naming `<name>` is counted
+//!   under (sent in the `x-login` header of a header-carried sign-in);
+//! - `{"place": "json"|"form"|"header", "path": "/up/login?…",
+//!   "headers": [["name", "value"], …], "body_b64": "…"}`: one sign-in
+//!   request through the filter's whole request path (the pipeline over the
+//!   mock host, the rate-limit service answering OK).
+//!
+//! Each answer is `{"key": "<the account's descriptor value>"}` (a keyed
+//! hash: two answers name one counter exactly when their keys are equal)
+//! or `{"refused": "<reason>", "status": <status>}`.
+//!
+//! `cargo run --example account_oracle < requests.jsonl`
+
+use base64::Engine;
+use prost::Message;
+use ratebound::pipeline::mock::{Filter, MockHost};
+use ratebound::rls::proto;
+use serde_json::{json, Value};
+use std::io::{BufRead, Write};
+
+/// The routes of tests/oracle (and tests/e2e/signin_shapes.py): one per
+/// carrier, 5 attempts a minute per account for the installation.
+const CONFIG: &str = r#"{"instance":"oracle",
+  "rate_limit_service":{"cluster":"rls","domain":"oracle","timeout_ms":1000,
+    "key_secret":{"value":"the oracle's secret, 32 bytes.."}},
+  "routes":[
+    {"name":"login","match":{"path_prefix":"/up/login","methods":["POST"]},
+     "account":{"json":"username"},"bounds":[
+       {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]},
+    {"name":"form_login","match":{"path_prefix":"/up/form-login","methods":["POST"]},
+     "account":{"form":"username"},"bounds":[
+       {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]},
+    {"name":"hdr_login","match":{"path_prefix":"/up/hdr-login","methods":["POST"]},
+     "account":{"header":"x-login"},"bounds":[
+       {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]}]}"#;
+
+fn ok_answer() -> Vec<u8> {
+    proto::RateLimitResponse {
+        overall_code: 1,
+        statuses: vec![proto::DescriptorStatus {
+            code: 1,
+            current_limit: Some(proto::RateLimit {
+                requests_per_unit: 5,
+                unit: 2,
+                name: String::new(),
+            }),
+            limit_remaining: 4,
+            duration_until_reset: Some(proto::Duration {
+                seconds: 30,
+                nanos: 0,
+            }),
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// One sign-in through the pipeline: what the filter did with it.
+fn decide(f: &Filter, path: &str, headers: &[(String, String)], body: Option<Vec<u8>>) -> Value {
+    let mut host = MockHost::new(1_800_000_000_000).from_address("10.0.0.1");
+    host.request_headers.insert(":method".into(), "POST".into());
+    host.request_headers.insert(":path".into(), path.into());
+    for (k, v) in headers {
+        let k = k.to_ascii_lowercase();
+        if host.request_headers.contains_key(&k) {
+            host.repeated_headers.push((k, v.clone()));
+        } else {
+            host.request_headers.insert(k, v.clone());
+        }
+    }
+    host.request_body = body;
+    host.service_answer = Some((0, ok_answer()));
+    f.request(&mut host);
+    if let Some(r) = host.replies.first() {
+        let reason = serde_json::from_str::<Value>(&r.body)
+            .ok()
+            .and_then(|b| b.get("reason").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_else(|| r.details.clone());
+        return json!({"refused": reason, "status": r.status});
+    }
+    let Some((_, _, message)) = host.service_calls.first() else {
+        return json!({"refused": "not_a_sign_in", "status": 0});
+    };
+    let key = proto::RateLimitRequest::decode(message.as_slice())
+        .ok()
+        .and_then(|m| {
+            m.descriptors
+                .into_iter()
+                .flat_map(|d| d.entries)
+                .find(|e| e.key == "account")
+                .map(|e| e.value)
+        });
+    match key {
+        Some(k) => json!({ "key": k }),
+        None => json!({"refused": "no_account_sent", "status": 0}),
+    }
+}
+
+fn answer(f: &Filter, line: &str) -> Value {
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        return json!({"error": "not JSON"});
+    };
+    if let Some(name) = v.get("fold").and_then(Value::as_str) {
+        let headers = [("x-login".to_string(), name.to_string())];
+        return decide(f, "/up/hdr-login", &headers, None);
+    }
+    let path = v.get("path").and_then(Value::as_str).unwrap_or("/up/login");
+    let headers: Vec<(String, String)> = v
+        .get("headers")
+        .and_then(Value::as_array)
+        .map(|hs| {
+            hs.iter()
+                .filter_map(|h| Some((h.get(0)?.as_str()?.into(), h.get(1)?.as_str()?.into())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = v
+        .get("body_b64")
+        .and_then(Value::as_str)
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+    decide(f, path, &headers, body.filter(|b| !b.is_empty()))
+}
+
+fn main() -> std::io::Result<()> {
+    let store = ratebound::count::store::MemStore::default();
+    let f = match Filter::new(&store, CONFIG) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("account_oracle: {e}");
+            std::process::exit(2);
+        }
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        writeln!(out, "{}", answer(&f, &line))?;
+        out.flush()?;
+    }
+    Ok(())
+}
