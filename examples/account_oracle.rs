@@ -2,9 +2,10 @@
 //! on stdin and answers one line each with what the filter does.
 //!
 //! - `{"fold": "<name>"}`: the key a sign-in naming `<name>` is counted
-//!   under (sent in the `x-login` header of a header-carried sign-in);
+//!   under (the one member of a JSON sign-in's body);
 //! - `{"place": "json"|"form"|"header", "path": "/up/login?…",
-//!   "headers": [["name", "value"], …], "body_b64": "…"}`: one sign-in
+//!   "headers": [["name", "value"], …], "body_b64": "…"}` (each header
+//!   value's characters are its bytes, latin-1): one sign-in
 //!   request through the filter's whole request path (the pipeline over the
 //!   mock host, the rate-limit service answering OK).
 //!
@@ -64,10 +65,14 @@ fn decide(f: &Filter, path: &str, headers: &[(String, String)], body: Option<Vec
     host.request_headers.insert(":path".into(), path.into());
     for (k, v) in headers {
         let k = k.to_ascii_lowercase();
-        if host.request_headers.contains_key(&k) {
-            host.repeated_headers.push((k, v.clone()));
-        } else {
-            host.request_headers.insert(k, v.clone());
+        // Header values are bytes, written as latin-1 characters.
+        let bytes: Vec<u8> = v.chars().map(|c| c as u32 as u8).collect();
+        match String::from_utf8(bytes) {
+            Ok(v) if !host.request_headers.contains_key(&k) => {
+                host.request_headers.insert(k, v);
+            }
+            Ok(v) => host.repeated_headers.push((k, v)),
+            Err(e) => host.byte_headers.push((k, e.into_bytes())),
         }
     }
     host.request_body = body;
@@ -103,8 +108,9 @@ fn answer(f: &Filter, line: &str) -> Value {
         return json!({"error": "not JSON"});
     };
     if let Some(name) = v.get("fold").and_then(Value::as_str) {
-        let headers = [("x-login".to_string(), name.to_string())];
-        return decide(f, "/up/hdr-login", &headers, None);
+        let headers = [("content-type".to_string(), "application/json".to_string())];
+        let body = json!({ "username": name }).to_string().into_bytes();
+        return decide(f, "/up/login", &headers, Some(body));
     }
     let path = v.get("path").and_then(Value::as_str).unwrap_or("/up/login");
     let headers: Vec<(String, String)> = v

@@ -45,6 +45,10 @@ pub struct MockHost {
     /// More copies of request headers (a header sent again), after the
     /// one in `request_headers`.
     pub repeated_headers: Vec<(String, String)>,
+    /// More copies of request headers, as bytes that need not be UTF-8
+    /// (Envoy hands a filter a header's bytes as sent); read by
+    /// `request_header_values` only.
+    pub byte_headers: Vec<(String, Vec<u8>)>,
     /// Properties by their path joined with '.'.
     pub properties: HashMap<String, Vec<u8>>,
     /// The host refuses to dispatch the session call with this status.
@@ -260,10 +264,12 @@ impl Host for MockHost {
         self.header_reads.set(self.header_reads.get() + 1);
         let first = self.request_headers.get(name);
         let more = self.repeated_headers.iter().filter(|(k, _)| k == name);
+        let bytes = self.byte_headers.iter().filter(|(k, _)| k == name);
         first
             .into_iter()
             .chain(more.map(|(_, v)| v))
             .map(|v| v.as_bytes().to_vec())
+            .chain(bytes.map(|(_, v)| v.clone()))
             .collect()
     }
 

@@ -22,10 +22,15 @@ pub fn read(place: Place, head: &Head) -> Result<Seen, Unreadable> {
     let mut seen = Seen::default();
     let (field, media) = match place {
         Place::Header(_) => {
+            // A header sent twice is read as the first copy, the last, or
+            // both joined (`a,a`, `a, a`): never one account for sure.
+            if head.header.len() > 1 {
+                seen.add(Err(Unreadable::Ambiguous));
+            }
             for v in head.header {
                 match std::str::from_utf8(v) {
-                    Ok(s) => seen.add_raw(s),
-                    Err(_) => seen.add(Err(Unreadable::NotUtf8)),
+                    Ok(s) if s.is_ascii() => seen.add_raw(s),
+                    _ => seen.add(Err(Unreadable::NotAscii)),
                 }
             }
             return Ok(seen);
@@ -185,9 +190,13 @@ mod tests {
             read(Place::Header("x-login"), &head).and_then(Seen::account)
         };
         assert_eq!(read_h(&[b"Alice"]), Ok("alice".into()));
-        assert_eq!(read_h(&[b"Alice", b" alice"]), Ok("alice".into()));
+        // Django reads `alice,alice`, Express `alice, alice` (the oracle).
+        assert_eq!(read_h(&[b"alice", b"alice"]), Err(Unreadable::Ambiguous));
+        assert_eq!(read_h(&[b"Alice", b" alice"]), Err(Unreadable::Ambiguous));
         assert_eq!(read_h(&[b"decoy", b"alice"]), Err(Unreadable::Ambiguous));
         assert_eq!(read_h(&[]), Err(Unreadable::Missing));
-        assert_eq!(read_h(&[b"\xffx"]), Err(Unreadable::NotUtf8));
+        assert_eq!(read_h(&[b"\xffx"]), Err(Unreadable::NotAscii));
+        // UTF-8 `josé`: Django and Express read the bytes as latin-1, `josÃ©`.
+        assert_eq!(read_h(&["jos\u{e9}".as_bytes()]), Err(Unreadable::NotAscii));
     }
 }

@@ -67,6 +67,9 @@ pub enum Unreadable {
     /// The account holds a control character (C0, DEL, C1), which servers
     /// drop or keep each their own way ([`key`]).
     ControlCharacter,
+    /// A header-carried account with a byte past ASCII: servers decode
+    /// header bytes each their own way (latin-1, UTF-8).
+    NotAscii,
 }
 
 impl Unreadable {
@@ -91,6 +94,7 @@ impl Unreadable {
             Unreadable::ContentType => "content_type",
             Unreadable::ContentEncoding => "content_encoding",
             Unreadable::ControlCharacter => "control_character",
+            Unreadable::NotAscii => "not_ascii",
         }
     }
 
@@ -109,8 +113,8 @@ impl Unreadable {
             Unreadable::Missing => "the request names no account".to_string(),
             Unreadable::NotAString => "the account is not a string".to_string(),
             Unreadable::Ambiguous => "the request names the account more than once (another \
-                spelling of the field, the query string or a repeated header) with different \
-                values"
+                spelling of the field, the query string) with different values, or repeats \
+                its header"
                 .to_string(),
             Unreadable::Malformed => "the body is not well-formed".to_string(),
             Unreadable::NotUtf8 => {
@@ -127,6 +131,9 @@ impl Unreadable {
             Unreadable::ControlCharacter => {
                 "the account holds a control character (U+0000-U+001F, U+007F-U+009F)".to_string()
             }
+            Unreadable::NotAscii => "the header's account is not ASCII (servers read other \
+                header bytes as latin-1 or as UTF-8)"
+                .to_string(),
         };
         format!("{why}; name the account once, in {carrier}")
     }
