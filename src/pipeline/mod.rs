@@ -368,7 +368,13 @@ impl<'p> Worker<'p> {
         // What the head says, before any of the body is waited for: a body
         // that cannot be read is refused now.
         let (content_type, content_encoding, path, header) = match place {
-            Place::Header(h) => (Vec::new(), Vec::new(), None, host.request_header_values(h)),
+            Place::Header(h) => {
+                let mut values = host.request_header_values(h);
+                for other in account::header_spellings(h) {
+                    values.extend(host.request_header_values(&other));
+                }
+                (Vec::new(), Vec::new(), None, values)
+            }
             _ => (
                 host.request_header_values("content-type"),
                 host.request_header_values("content-encoding"),

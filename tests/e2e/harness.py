@@ -58,6 +58,10 @@ class LocalServer:
 
     def __init__(self) -> None:
         self.hits = 0
+        # Request heads that arrived (a request whose body never came
+        # included), and the headers of the last whole one.
+        self.heads = 0
+        self.last_headers: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         outer = self
 
@@ -70,11 +74,16 @@ class LocalServer:
             def do_GET(self):  # noqa: N802
                 # As an application does: the whole request first. A request
                 # whose body never comes (Envoy reset it) is no hit.
+                with outer._lock:
+                    outer.heads += 1
                 length = int(self.headers.get("content-length") or 0)
                 if length and len(self.rfile.read(length)) < length:
                     return
                 with outer._lock:
                     outer.hits += 1
+                    outer.last_headers = {}
+                    for k, v in self.headers.items():
+                        outer.last_headers.setdefault(k.lower(), []).append(v)
                 code, headers, body = outer.answer(self.path, self.headers)
                 self.send_response(code)
                 for name, value in headers:

@@ -140,12 +140,14 @@ def _config_string(configuration: dict | str) -> str:
 
 def wasm_filter(name: str, wasm: Path | str, configuration: dict | str | None, *,
                 vm_id: str | None = None, failure_policy: str | None = None,
-                env: dict | None = None) -> dict:
+                env: dict | None = None, stop_iteration: bool = False) -> dict:
     """An envoy.filters.http.wasm filter running `wasm` in V8, root_id `name`,
     its configuration (a dict, sent as JSON, or a string, sent as it is) as a
     StringValue. vm_id defaults to `name`: filters of one Envoy that name the
     same vm_id and code share a VM (VMs are per process, never shared between
-    Envoys). `env`: environment variables of the VM (the key secret)."""
+    Envoys). `env`: environment variables of the VM (the key secret).
+    `stop_iteration`: Envoy's allow_on_headers_stop_iteration (a filter that
+    holds the request headers still gets the body)."""
     config: dict = {
         "name": name,
         "root_id": name,
@@ -164,6 +166,8 @@ def wasm_filter(name: str, wasm: Path | str, configuration: dict | str | None, *
         }
     if failure_policy is not None:
         config["failure_policy"] = failure_policy
+    if stop_iteration:
+        config["allow_on_headers_stop_iteration"] = True
     return {
         "name": "envoy.filters.http.wasm",
         "typed_config": {
@@ -175,9 +179,15 @@ def wasm_filter(name: str, wasm: Path | str, configuration: dict | str | None, *
 
 def ratebound_filter(configuration: dict | str, wasm: Path | str = WASM,
                      env: dict | None = None) -> dict:
-    """The ratebound filter as the tests run it: a VM that fails is reloaded."""
+    """The ratebound filter as the tests run it: a VM that fails is reloaded;
+    a configuration with `hold_sign_in_headers` gets the Envoy setting it
+    needs."""
+    if isinstance(configuration, str):
+        hold = '"hold_sign_in_headers":true' in configuration.replace(" ", "")
+    else:
+        hold = bool(configuration and configuration.get("hold_sign_in_headers"))
     return wasm_filter("ratebound", wasm, configuration, failure_policy="FAIL_RELOAD",
-                       env=env)
+                       env=env, stop_iteration=hold)
 
 
 ROUTER = {

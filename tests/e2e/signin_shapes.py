@@ -172,6 +172,27 @@ SHAPES: list[Shape] = [
     Shape("decoy: the header twice",
           lambda a, d: Req(HEADER_PATH, [("x-login", d), ("x-login", a)]),
           400, kind="ascii"),
+    # Issue 36, found by the account oracle (tests/oracle): each a fresh
+    # counter per spelling before, each read as the account by a framework.
+    Shape("control: U+0001 after the account (form; Spring, Django read it)",
+          lambda a, d: Req(FORM_PATH, [("content-type", FORM)],
+                           f"username={_q(a)}%01&password=x".encode()),
+          400),
+    Shape("control: U+001F after the account (JSON; DRF strips it)",
+          lambda a, d: Req(JSON_PATH, [("content-type", JSON)],
+                           _json({"username": a + "\x1f", "password": "x"})),
+          400),
+    Shape("control: NUL after the account (form; Java's trim drops it)",
+          lambda a, d: Req(FORM_PATH, [("content-type", FORM)],
+                           f"username={_q(a)}%00&password=x".encode()),
+          400),
+    Shape("query: ';' separates the account from another field (Rack 2)",
+          lambda a, d: Req(f"{JSON_PATH}?x=1;username={_q(a)}", [("content-type", JSON)],
+                           _json({"password": "x"})),
+          429),
+    Shape("header: the same account twice (Django, Express join the copies)",
+          lambda a, d: Req(HEADER_PATH, [("x-login", a), ("x-login", a)]),
+          400, kind="ascii"),
 ] + _fold_spellings()
 
 

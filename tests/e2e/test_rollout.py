@@ -71,3 +71,21 @@ def test_a_shadow_bound_marks_every_request_it_would_refuse(envoy, tmp_path):
     assert [request(e.port, "/x", src=src)[0] for _ in range(4)] == [200] * 4
     lines = log_lines(log, 4)
     assert lines == ["200 [-] [-]"] + ["200 [api/addr] [api/addr]"] * 3, lines
+
+
+def test_a_forged_mark_never_reaches_the_upstream(envoy, upstream):
+    """Issue 36: a client's own `x-ratebound-would-refuse` reached the
+    upstream on every request no bound would refuse, and on paths no route
+    matches. Now the filter removes it on entry; the upstream sees only the
+    filter's own mark."""
+    cfg = config(shadow=True)
+    cfg["routes"][0]["match"] = {"path_prefix": "/api/"}
+    e = envoy(cfg, upstream_port=upstream.port)
+    forged = {"x-ratebound-would-refuse": "api/forged"}
+    seen = []
+    for path in ["/elsewhere", "/api/a", "/api/a", "/elsewhere"]:
+        status, _, _ = request(e.port, path, src=addr(63), headers=forged)
+        assert status == 200, (path, status)
+        seen.append(upstream.last_headers.get("x-ratebound-would-refuse"))
+    # Unmatched, admitted, marked by the shadow bound, unmatched again.
+    assert seen == [None, None, ["api/addr"], None], seen

@@ -166,6 +166,40 @@ def test_a_locked_account_costs_no_call_no_write_no_upstream_request(
     assert upstream.hits == hits
 
 
+def test_held_headers_open_no_upstream_request_for_a_refused_sign_in(
+        envoy_factory, rate_limit_service, upstream, redis, tmp_path):
+    """Issue 36: without `hold_sign_in_headers` a body-carried sign-in's
+    headers go on before its account is read, and every refused attempt at
+    a locked account opens an upstream request (reset before its body).
+    With it (and Envoy's allow_on_headers_stop_iteration), none does, and
+    an admitted sign-in still reaches the upstream whole."""
+    figures = {}
+    for hold in (False, True):
+        cfg = config(key_secret=KEYED, domain=f"hold{int(hold)}")
+        cfg["hold_sign_in_headers"] = hold
+        _, (a,) = start(envoy_factory, rate_limit_service, upstream, tmp_path, cfg, n=1)
+        clear_of_minute_end(15.0)
+        account = f"held-{int(hold)}-{uuid.uuid4().hex[:6]}"
+        hits = upstream.hits
+        got = [plain(account).send(a.port)[0] for _ in range(5)]
+        assert got == [200] * 5, got
+        assert upstream.hits - hits == 5, "admitted sign-ins reach the upstream whole"
+        heads = upstream.heads
+        statuses = hammer(a.port, account, seconds=3.0, threads=4, cap=400)
+        assert statuses and set(statuses) == {429}, set(statuses)
+        # A form sign-in the filter cannot read: refused too, before any head.
+        bad = Req("/up/form-login", [("content-type", "application/x-www-form-urlencoded")],
+                  f"username={account}%01".encode()).send(a.port)[0]
+        assert bad == 400
+        time.sleep(0.5)
+        figures[hold] = (upstream.heads - heads, len(statuses) + 1)
+    print("\nupstream request heads per refused attempt at a locked account: "
+          + "; ".join(f"{'held' if h else 'not held'}: {n} of {k} ({n / k:.2f})"
+                      for h, (n, k) in figures.items()))
+    assert figures[True][0] == 0, figures
+    assert figures[False][0] > 0, "without holding, the heads do go on (the case fixed)"
+
+
 def test_keys_in_redis_are_keyed_by_the_installations_secret(
         envoy_factory, rate_limit_service, upstream, redis, tmp_path):
     cfg = config(key_secret=KEYED)

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from readers import READERS, ROOT, TOOL, Filter, Reader, available  # noqa: E402
+from readers import READERS, ROOT, TOOL, Filter, Reader, available, folder_of  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -27,8 +27,10 @@ def tool():
 def readers():
     started = []
     try:
-        for name in available():
-            subprocess.run(["bash", str(READERS / name / "install.sh")], check=True)
+        names = available()
+        for folder in sorted({folder_of(n) for n in names}):
+            subprocess.run(["bash", str(READERS / folder / "install.sh")], check=True)
+        for name in names:
             started.append(Reader(name))
         yield started
     finally:

@@ -233,6 +233,13 @@ def shaped(victim: str, decoy: str) -> list[Case]:
             Case("header twice, same", "header", HEADER_PATH, [("x-login", v), ("x-login", v)]),
             Case("header comma list", "header", HEADER_PATH, [("x-login", f"{d}, {v}")]),
         ]
+    # Rack (Puma, WEBrick) reads `x_login` as `x-login`: both become HTTP_X_LOGIN.
+    cases.append(Case("header underscore spelling", "header", HEADER_PATH,
+                      [("x_login", "victim")]))
+    cases.append(Case("header underscore spelling beside a decoy", "header", HEADER_PATH,
+                      [("x-login", d), ("x_login", "victim")]))
+    cases.append(Case("header underscore spelling first, decoy after", "header", HEADER_PATH,
+                      [("X_LOGIN", "victim"), ("x-login", d)]))
     # Non-ASCII header bytes: UTF-8 on the wire, which servers read as latin-1.
     utf8 = v.encode("utf-8").decode("latin-1")
     cases.append(Case("header UTF-8 bytes", "header", HEADER_PATH, [("x-login", utf8)]))

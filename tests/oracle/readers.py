@@ -26,15 +26,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Readers that run one folder's server another way: (folder, environment,
+# paths rewritten). Rails' own params read a form with the query string
+# winning (Devise in a Rails app); WEBrick keeps what Puma refuses.
+VARIANTS = {
+    "rack-webrick": ("rack", {"RACK_READER_SERVER": "webrick"}, {}),
+    "rails-form": ("rack", {}, {"/up/form-login": "/up/rails-form-login"}),
+}
+
+
 class Reader:
     """One framework's server, started by its `serve` and stopped by PID."""
 
     def __init__(self, name: str):
         self.name = name
+        folder, env, self.paths = VARIANTS.get(name, (name, {}, {}))
         self.port = free_port()
-        self.proc = subprocess.Popen([str(READERS / name / "serve"), str(self.port)],
+        self.proc = subprocess.Popen([str(READERS / folder / "serve"), str(self.port)],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, start_new_session=True)
+                                     text=True, start_new_session=True,
+                                     env={**os.environ, **env})
         deadline = time.monotonic() + 120
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -44,11 +55,16 @@ class Reader:
 
     def read(self, raw: bytes, timeout: float = 10.0):
         """What the framework read from the request `raw`: the account
-        string (or a list of them), or None."""
+        string (or a list of them), or None (an empty name is none: no
+        server signs an empty name in)."""
+        for path, to in self.paths.items():
+            prefix = f"POST {path}".encode()
+            if raw.startswith(prefix):
+                raw = f"POST {to}".encode() + raw[len(prefix):]
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+                # No half-close: Puma takes it for a client gone and answers nothing.
                 s.sendall(raw)
-                s.shutdown(socket.SHUT_WR)
                 chunks = []
                 while True:
                     c = s.recv(65536)
@@ -66,8 +82,8 @@ class Reader:
         except (ValueError, AttributeError):
             return None
         if isinstance(account, list) and all(isinstance(a, str) for a in account):
-            return account
-        return account if isinstance(account, str) else None
+            return [a for a in account if a] or None
+        return account if isinstance(account, str) and account else None
 
     def read_all(self, raws: list[bytes]) -> list:
         with ThreadPoolExecutor(4) as pool:
@@ -138,4 +154,9 @@ class Filter:
 def available() -> list[str]:
     """The readers in tests/oracle/readers (RATEBOUND_READERS=a,b: those)."""
     only = [n for n in os.environ.get("RATEBOUND_READERS", "").split(",") if n]
-    return only or sorted(p.name for p in READERS.iterdir() if (p / "install.sh").exists())
+    folders = sorted(p.name for p in READERS.iterdir() if (p / "install.sh").exists())
+    return only or folders + sorted(VARIANTS)
+
+
+def folder_of(name: str) -> str:
+    return VARIANTS.get(name, (name, {}, {}))[0]

@@ -22,7 +22,7 @@ mod body;
 mod carrier;
 mod normalize;
 
-pub use carrier::Head;
+pub use carrier::{header_spellings, Head};
 pub use normalize::{fold, key, normalize};
 
 use crate::config::AccountSource;
