@@ -22,21 +22,10 @@ use ratebound::rls::proto;
 use serde_json::{json, Value};
 use std::io::{BufRead, Write};
 
-/// The routes of tests/oracle (and tests/e2e/signin_shapes.py): one per
-/// carrier, 5 attempts a minute per account for the installation.
-const CONFIG: &str = r#"{"instance":"oracle",
-  "rate_limit_service":{"cluster":"rls","domain":"oracle","timeout_ms":1000,
-    "key_secret":{"value":"the oracle's secret, 32 bytes.."}},
-  "routes":[
-    {"name":"login","match":{"path_prefix":"/up/login","methods":["POST"]},
-     "account":{"json":"username"},"bounds":[
-       {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]},
-    {"name":"form_login","match":{"path_prefix":"/up/form-login","methods":["POST"]},
-     "account":{"form":"username"},"bounds":[
-       {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]},
-    {"name":"hdr_login","match":{"path_prefix":"/up/hdr-login","methods":["POST"]},
-     "account":{"header":"x-login"},"bounds":[
-       {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]}]}"#;
+/// The routes of tests/oracle (and of its sample end to end,
+/// tests/e2e/test_oracle_sample.py): one per carrier, an installation
+/// bound per account.
+const CONFIG: &str = include_str!("../tests/oracle/routes.json");
 
 fn ok_answer() -> Vec<u8> {
     proto::RateLimitResponse {

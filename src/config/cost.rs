@@ -6,8 +6,8 @@ use super::error::{err, ConfigError};
 use super::model::{BoundConfig, CostConfig};
 use super::names::is_header_name;
 
-/// The response body read for `response_json`, by default and at most.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 65_536;
+/// The range `max_body_bytes` is still accepted in (no longer used: a
+/// body of any size is read).
 pub const MAX_BODY_BYTES: usize = 1_048_576;
 
 /// Where a request's cost is read.
@@ -32,7 +32,6 @@ pub struct Cost {
     /// charge of a request whose cost never comes).
     pub reserve: u32,
     pub unit: String,
-    pub max_body_bytes: usize,
 }
 
 impl Cost {
@@ -55,7 +54,6 @@ impl Cost {
                 .reserve
                 .map_or(1, |r| u32::try_from(r).unwrap_or(u32::MAX)),
             unit: c.unit.clone().unwrap_or_else(|| "units".to_string()),
-            max_body_bytes: c.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES),
         })
     }
 

@@ -609,12 +609,15 @@ pub struct CostConfig {
     /// when it is known (1 by default): the request is admitted when they
     /// fit, and requests in flight cannot all pass on an empty counter. A
     /// request whose cost never comes (reset, error, no usable figure) is
-    /// charged this. What a number means: a caller with k requests in
-    /// flight can pass the limit by at most k × (largest cost − reserve).
+    /// charged this, or what its answer delivered if that is more (its
+    /// text at 4 bytes a token). What a number means: a caller with k
+    /// requests in flight can pass the limit by at most k × (largest cost
+    /// − reserve).
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 4_294_967_295u64)))]
     pub reserve: Option<u64>,
-    /// The most of a response body read for `response_json` (65,536 by
-    /// default, at most 1 MiB); past it, the cost is unknown.
+    /// No longer used: a `response_json` cost reads a body of any size as
+    /// it passes, keeping none of it. Still accepted (64 to 1 MiB), so
+    /// configurations that give it stay valid.
     #[cfg_attr(feature = "schema", schemars(range(min = 64, max = 1_048_576)))]
     pub max_body_bytes: Option<usize>,
 }

@@ -478,7 +478,7 @@ impl<'p> Worker<'p> {
                                 .is_some_and(|p| p.eq_ignore_ascii_case(EVENTS))
                         })
                     });
-                    let scan = CostScan::new(pointer, cost.max_body_bytes, events);
+                    let scan = CostScan::new(pointer, events);
                     ex.scans.push((b, receipt, scan));
                 }
                 CostSource::RequestHeader(_) => {}
@@ -561,12 +561,47 @@ impl<'p> Worker<'p> {
             }
         }
         if end_of_stream {
-            let (route, at_ms) = ex.admitted;
             for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
-                self.charge(host, (route, b, at_ms), receipt, scan.finish());
+                let estimate = scan.estimate();
+                let cost = scan.finish();
+                self.settle(host, ex.admitted, (b, receipt), cost, estimate);
             }
         }
         Step::Continue
+    }
+
+    /// A cost read from the body, or none: then the answer is charged what
+    /// it delivered (`estimate`) where that is more than its reservation,
+    /// and counted as unknown. No caller's choice — a stream that names no
+    /// usage, a hang-up before it — moves what passed off the counter.
+    fn settle<H: Host>(
+        &self,
+        host: &mut H,
+        (route, at_ms): (RouteId, u64),
+        (b, receipt): (BoundId, Receipt),
+        cost: Option<u32>,
+        estimate: u32,
+    ) {
+        let units = match cost {
+            Some(c) => c,
+            None => {
+                host.count(RequestStat::CostUnknown);
+                let reserved = match &receipt {
+                    Receipt::Service { hits, .. } => *hits,
+                    Receipt::Lane(_) => self
+                        .limiter
+                        .plan
+                        .route(route)
+                        .and_then(|r| r.bound(b)?.cost.as_ref())
+                        .map_or(1, |c| c.reserve),
+                };
+                if estimate <= reserved {
+                    return;
+                }
+                estimate
+            }
+        };
+        self.charge(host, (route, b, at_ms), receipt, Some(units));
     }
 
     /// The response's trailers: costs in a trailer are charged, and the
@@ -592,15 +627,19 @@ impl<'p> Worker<'p> {
         self.on_response_body(host, ex, 0, true)
     }
 
-    /// The request is over (logged): a cost that never came keeps its
-    /// reservation, and is counted.
+    /// The request is over (logged): a body cut before its end (a hang-up,
+    /// a reset) is charged what passed of it, if more than its
+    /// reservation; any other cost that never came keeps its reservation.
+    /// Each is counted.
     pub fn on_done<H: Host>(&self, host: &mut H, ex: &mut Exchange) {
-        let waiting =
-            ex.charges.take().map_or(0, |c| c.receipts.len()) + ex.scans.len() + ex.trailers.len();
-        ex.scans.clear();
+        let waiting = ex.charges.take().map_or(0, |c| c.receipts.len()) + ex.trailers.len();
         ex.trailers.clear();
         for _ in 0..waiting {
             host.count(RequestStat::CostUnknown);
+        }
+        for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
+            let estimate = scan.estimate();
+            self.settle(host, ex.admitted, (b, receipt), None, estimate);
         }
     }
 

@@ -31,6 +31,7 @@ mod exchange;
 pub mod fleet_sync;
 mod host;
 pub mod installation;
+mod json_scan;
 pub mod limiter;
 #[cfg(any(test, feature = "test-support"))]
 pub mod mock;

@@ -112,7 +112,11 @@ def _fold_spellings():
         Shape("unicode: NFD of an NFC name",
               lambda a, d: plain(unicodedata.normalize("NFD", a)), 429),
         Shape("unicode: fullwidth letters", lambda a, d: plain(fullwidth(a)), 429),
-        Shape("unicode: mathematical bold", lambda a, d: plain(bold(a)), 429),
+        # MariaDB's default collation weighs every such letter as any emoji,
+        # MySQL 8's as the letter: no key counts it right (issue 36).
+        Shape("unicode: mathematical bold", lambda a, d: plain(bold(a)), 400),
+        Shape("collation: a look-alike letter (MySQL 8, MariaDB sign it in)",
+              lambda a, d: plain(a.replace("o", "ø").replace("s", "ś")), 429),
         Shape("unicode: upper case", lambda a, d: plain(a.upper()), 429),
     ]
 

@@ -79,11 +79,11 @@ def test_a_forged_mark_never_reaches_the_upstream(envoy, upstream):
     matches. Now the filter removes it on entry; the upstream sees only the
     filter's own mark."""
     cfg = config(shadow=True)
-    cfg["routes"][0]["match"] = {"path_prefix": "/api/"}
+    cfg["routes"][0]["match"] = {"path_prefix": "/up/api/"}
     e = envoy(cfg, upstream_port=upstream.port)
     forged = {"x-ratebound-would-refuse": "api/forged"}
     seen = []
-    for path in ["/elsewhere", "/api/a", "/api/a", "/elsewhere"]:
+    for path in ["/up/elsewhere", "/up/api/a", "/up/api/a", "/up/elsewhere"]:
         status, _, _ = request(e.port, path, src=addr(63), headers=forged)
         assert status == 200, (path, status)
         seen.append(upstream.last_headers.get("x-ratebound-would-refuse"))

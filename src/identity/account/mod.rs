@@ -20,9 +20,11 @@
 
 mod body;
 mod carrier;
+mod collation;
 mod normalize;
 
 pub use carrier::{header_spellings, Head};
+pub use collation::{collate, unsettled};
 pub use normalize::{fold, key, normalize};
 
 use crate::config::AccountSource;
@@ -70,6 +72,10 @@ pub enum Unreadable {
     /// A header-carried account with a byte past ASCII: servers decode
     /// header bytes each their own way (latin-1, UTF-8).
     NotAscii,
+    /// The account holds a character databases read in ways no one key
+    /// follows (`𝐚`: `a` to MySQL 8, any emoji to MariaDB's default), or
+    /// nothing a collation weighs (emoji, marks only).
+    Unsettled,
 }
 
 impl Unreadable {
@@ -95,6 +101,7 @@ impl Unreadable {
             Unreadable::ContentEncoding => "content_encoding",
             Unreadable::ControlCharacter => "control_character",
             Unreadable::NotAscii => "not_ascii",
+            Unreadable::Unsettled => "unsettled_character",
         }
     }
 
@@ -133,6 +140,10 @@ impl Unreadable {
             }
             Unreadable::NotAscii => "the header's account is not ASCII (servers read other \
                 header bytes as latin-1 or as UTF-8)"
+                .to_string(),
+            Unreadable::Unsettled => "the account holds a character databases read in \
+                different ways (mathematical or enclosed letters, for one) or only characters \
+                their collations ignore"
                 .to_string(),
         };
         format!("{why}; name the account once, in {carrier}")

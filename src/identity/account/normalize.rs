@@ -25,11 +25,26 @@ use unicode_normalization::UnicodeNormalization;
 /// every character up to U+0020 at either end, Python's `str.strip`
 /// U+001C–U+001F but not U+0001), so no fold reads `victim\u{1}` the way
 /// every server does; a refusal is the one reading they all agree with.
+///
+/// The key is the name folded ([`normalize`]) then collated
+/// ([`super::collate`]: what the databases applications look accounts up in
+/// equate), so a look-alike spelling a database signs in as the account
+/// (`vıctim`, `victím`) is counted as it. A name holding a character no
+/// key counts right ([`super::unsettled`]), or nothing a collation weighs,
+/// is refused.
 pub fn key(raw: &str) -> Result<String, Unreadable> {
     if raw.chars().any(char::is_control) {
         return Err(Unreadable::ControlCharacter);
     }
-    normalize(raw).ok_or(Unreadable::Missing)
+    if raw.chars().any(super::unsettled) {
+        return Err(Unreadable::Unsettled);
+    }
+    let folded = normalize(raw).ok_or(Unreadable::Missing)?;
+    let key = super::collate(&folded);
+    if key.is_empty() {
+        return Err(Unreadable::Unsettled);
+    }
+    Ok(key)
 }
 
 /// The fold of a name without control characters; `None` when nothing is

@@ -80,7 +80,9 @@ fn json_the_field_named_again_in_any_spelling() {
 
 #[test]
 fn form_fields_decoded_in_any_spelling() {
-    assert_eq!(form(b"password=x&username=Al%69ce+B"), Ok("alice b".into()));
+    // The space is dropped too (the UCA ignores U+FE70, which NFKC makes a
+    // space and a mark: collation.rs).
+    assert_eq!(form(b"password=x&username=Al%69ce+B"), Ok("aliceb".into()));
     assert_eq!(form(b"user%6eame=bob"), Ok("bob".into()));
     assert_eq!(form(b"username=%zz"), Err(Unreadable::Malformed));
     assert_eq!(form(b"username=%ff"), Err(Unreadable::NotUtf8));
