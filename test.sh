@@ -21,6 +21,9 @@ scripts/install-chromium.sh
 step "setup (promtool, from Debian's prometheus package)"
 scripts/install-promtool.sh
 
+step "setup (the account oracle's readers and MariaDB: scripts/install-oracles.sh)"
+scripts/install-oracles.sh
+
 step "setup (.tools: Envoy 1.36, the older Envoy line; helm)"
 ENVOY_136="$(scripts/install-envoy-lines.sh | tail -n1)"
 scripts/install-helm.sh
@@ -52,6 +55,9 @@ cargo clippy -p ratebound-meter --all-targets -- -D warnings
 
 step "cargo test"
 cargo test
+
+step "the account oracle: the filter's reading of sign-ins against real frameworks' and databases'"
+.venv/bin/python -m pytest tests/oracle -rA -p no:cacheprovider --timeout 600
 
 step "the console's browser core: readings natively and in headless Chromium"
 scripts/test-console-web.sh
