@@ -32,11 +32,11 @@ enum Line {
 /// One bound's reading of one response.
 #[derive(Debug)]
 pub struct CostScan {
-    /// A JSON pointer's tokens, unescaped.
-    pointer: Vec<String>,
     events: bool,
-    /// The JSON body's scan, or the scan of the event being read.
-    doc: Option<JsonScan>,
+    /// The JSON body's scan, or the scan of events (one reused).
+    doc: JsonScan,
+    /// Events: the event being read has data.
+    open: bool,
     line: Line,
     /// Bytes in the line so far (a line ending `\r\n` counts no `\r`).
     line_len: usize,
@@ -51,12 +51,10 @@ impl CostScan {
     /// A reading of the cost at `pointer`; `events` for a
     /// `text/event-stream` response.
     pub fn new(pointer: &str, events: bool) -> CostScan {
-        let pointer = tokens(pointer);
-        let doc = (!events).then(|| JsonScan::new(&pointer));
         CostScan {
-            pointer,
             events,
-            doc,
+            doc: JsonScan::new(&tokens(pointer)),
+            open: false,
             line: Line::Field(0),
             line_len: 0,
             last: None,
@@ -68,9 +66,7 @@ impl CostScan {
     /// The next chunk of the body.
     pub fn feed(&mut self, chunk: &[u8]) {
         if !self.events {
-            if let Some(d) = &mut self.doc {
-                d.feed(chunk);
-            }
+            self.doc.feed(chunk);
             return;
         }
         let mut rest = chunk;
@@ -120,9 +116,7 @@ impl CostScan {
                 }
                 Line::Data => {
                     self.line_len += part.len();
-                    if let Some(d) = &mut self.doc {
-                        d.feed(part);
-                    }
+                    self.doc.feed(part);
                     return;
                 }
                 Line::Skip => {
@@ -136,9 +130,11 @@ impl CostScan {
     /// A data line's value starts: the event's first, or its next joined
     /// by a newline.
     fn data_start(&mut self) {
-        match &mut self.doc {
-            Some(d) => d.feed(b"\n"),
-            None => self.doc = Some(JsonScan::new(&self.pointer)),
+        if self.open {
+            self.doc.feed(b"\n");
+        } else {
+            self.open = true;
+            self.doc.reset();
         }
     }
 
@@ -157,13 +153,13 @@ impl CostScan {
 
     /// An empty line: the event's cost, if it names one, is the last.
     fn end_event(&mut self) {
-        let Some(doc) = self.doc.take() else {
+        if !std::mem::take(&mut self.open) {
             return;
-        };
-        let text = doc.text_bytes();
+        }
+        let text = self.doc.text_bytes();
         self.text_bytes += text;
         self.text_events += u64::from(text > 0);
-        if let Some(cost) = doc.finish() {
+        if let Some(cost) = self.doc.end() {
             self.last = Some(cost);
         }
     }
@@ -172,7 +168,11 @@ impl CostScan {
     /// [`TEXT_BYTES_PER_TOKEN`], and at least one for each event that
     /// carried text.
     pub fn estimate(&self) -> u32 {
-        let open = self.doc.as_ref().map_or(0, JsonScan::text_bytes);
+        let open = if self.open || !self.events {
+            self.doc.text_bytes()
+        } else {
+            0
+        };
         let bytes = self.text_bytes + open;
         let events = self.text_events + u64::from(self.events && open > 0);
         let tokens = bytes.div_ceil(TEXT_BYTES_PER_TOKEN).max(events);
@@ -182,7 +182,7 @@ impl CostScan {
     /// The body ended: the cost it named, if it named one that reads.
     pub fn finish(mut self) -> Option<u32> {
         if !self.events {
-            return self.doc.and_then(JsonScan::finish);
+            return self.doc.finish();
         }
         // A last event without its empty line still counts: the body
         // ended, nothing more can come.

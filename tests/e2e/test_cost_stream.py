@@ -358,19 +358,26 @@ def test_a_reset_stream_keeps_its_reservation_and_is_counted_unknown(envoy, api)
     assert unknown_costs(e, 1) == 1
 
 
-def test_a_json_body_over_its_cap_keeps_its_reservation(envoy, api):
-    """A JSON answer longer than max_body_bytes (256 here) is not read,
-    even with its usage in its first bytes: the reservation stays and the
-    cost is counted unknown. The client gets the whole body."""
-    body = json.dumps({"usage": {"total_tokens": 5}, "pad": "x" * 1000}).encode()
+def test_no_json_answer_is_too_large_to_count(envoy, api):
+    """Issue 37: an answer inflated past the old cap (1 MiB at most) by the
+    caller's own `logprobs` and `top_logprobs: 20` named no cost, and its
+    caller paid its reservation only. A JSON answer is now read as it
+    passes, whatever its size, keeping none of it: a 1.5 MB answer's usage
+    is charged (`max_body_bytes`, still accepted, reads no less)."""
+    entry = {"token": "ok", "logprob": -0.01,
+             "top_logprobs": [{"token": f"t{k}", "logprob": -1.0} for k in range(20)]}
+    body = json.dumps({"choices": [{"message": {"content": "ok"},
+                                    "logprobs": {"content": [entry] * 1100}}],
+                       "usage": {"total_tokens": 250}}).encode()
+    assert len(body) > 1_500_000
     api.on("/up/big", lambda a, p: a.whole("application/json", body))
     e = envoy(tokens(max_body_bytes=256), upstream_port=api.port)
     ensure_room(3600, 30)
     src = addr(430)
     status, _, got = request(e.port, "/up/big", src=src)
     assert status == 200 and got == body
-    assert remaining_after(e, src) == LIMIT - RESERVE - RESERVE
-    assert unknown_costs(e, 1) == 1
+    assert remaining_after(e, src) == LIMIT - 250 - RESERVE
+    assert unknown_costs(e, 0) == 0
 
 
 def test_an_event_stream_without_usage_keeps_its_reservation(envoy, api):
@@ -578,3 +585,98 @@ def test_an_event_whose_data_spans_two_lines_is_read_as_one_event(envoy, api):
     src = addr(510)
     assert request(e.port, "/up/sse/lines", src=src)[0] == 200
     assert remaining_after(e, src) == LIMIT - 300 - RESERVE
+
+
+# --------------------------------------------------------------------------
+# Issue 37: the caller's choices, tokens received in one window
+# --------------------------------------------------------------------------
+TOKENS_PER_ANSWER = 200
+
+
+def one_token_events(n: int) -> list[bytes]:
+    """An answer of n tokens, one an event, as OpenAI-style APIs stream."""
+    return [delta(f"t{i % 10}") for i in range(n)]
+
+
+def test_no_caller_choice_moves_a_token_off_its_counter(envoy, api):
+    """Issue 37's table, as an attacker plays it against a budget of 1,000
+    tokens a window per address: each caller sends answers of 200 tokens
+    until refused (at most 30 requests), and the test counts the tokens it
+    received. Before, a stream without `include_usage` (reserve 1: 200
+    answers, 40,000 tokens), or one hung up on just before its usage event
+    (20×), or a JSON answer inflated past the body cap (10×) was charged
+    its reservation. Now each is charged what it delivered, so what a
+    caller receives stays within the limit plus one answer beyond its
+    reservation (the stated over-admission with one request in flight)."""
+    usage_evt = usage(TOKENS_PER_ANSWER + 20)  # the prompt too
+    api.on("/up/llm/nousage", lambda a, p: a.whole(
+        "text/event-stream", b"".join(one_token_events(TOKENS_PER_ANSWER)) + DONE))
+    entry = {"token": "t", "logprob": -0.01,
+             "top_logprobs": [{"token": f"t{k}", "logprob": -1.0} for k in range(20)]}
+    inflated = json.dumps({"choices": [{"message": {"content": "t" * 4 * TOKENS_PER_ANSWER},
+                                        "logprobs": {"content": [entry] * 1100}}],
+                           "usage": {"total_tokens": TOKENS_PER_ANSWER}}).encode()
+    api.on("/up/llm/inflated", lambda a, p: a.whole("application/json", inflated))
+    hangups = []
+
+    def hung_up(a: Answer, path: str) -> None:
+        # Every token, then the usage only once the client is still there.
+        a.head("text/event-stream")
+        a.send(b"".join(one_token_events(TOKENS_PER_ANSWER)))
+        gone = hangups[-1]
+        gone.wait(GATE_S)
+        a.wait_closed()
+        try:
+            a.send(usage_evt + DONE)
+            a.end()
+        except OSError:
+            pass
+
+    api.on("/up/llm/hangup", hung_up)
+    rows = []
+    for i, (behaviour, reserve, path) in enumerate([
+            ("streams without include_usage, reserve 1", 1, "/up/llm/nousage"),
+            ("streams without include_usage, reserve 100", 100, "/up/llm/nousage"),
+            ("reads every token, hangs up before the usage event, reserve 1", 1,
+             "/up/llm/hangup"),
+            ("a JSON answer inflated to 1.5 MB by logprobs, reserve 100", 100,
+             "/up/llm/inflated")]):
+        e = envoy(tokens(reserve=reserve), upstream_port=api.port)
+        ensure_room(3600, 60)
+        src = addr(600 + i)
+        received = admitted = 0
+        for _ in range(30):
+            if path.endswith("hangup"):
+                gone = threading.Event()
+                hangups.append(gone)
+                whole = b"".join(one_token_events(TOKENS_PER_ANSWER))
+                conn = http.client.HTTPConnection("127.0.0.1", e.port, timeout=10,
+                                                  source_address=(src, 0))
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                if resp.status != 200:
+                    conn.close()
+                    gone.set()
+                    break
+                got = b""
+                while len(got) < len(whole):
+                    data = resp.read1(65536)
+                    if not data:
+                        break
+                    got += data
+                conn.sock.shutdown(socket.SHUT_RDWR)
+                conn.close()
+                gone.set()
+                received += got.count(b'"content"')
+                time.sleep(0.3)  # the hang-up reaches the filter (on_done)
+            else:
+                status, _, body = request(e.port, path, src=src)
+                if status != 200:
+                    break
+                received += (TOKENS_PER_ANSWER if path.endswith("inflated")
+                             else body.count(b'"content"'))
+            admitted += 1
+        rows.append(f"{behaviour}: {received} tokens received in {admitted} answers")
+        assert received <= LIMIT + TOKENS_PER_ANSWER - reserve, rows[-1]
+        assert received >= LIMIT - TOKENS_PER_ANSWER, rows[-1]
+    print("\nbudget 1,000 tokens a window, answers of 200 tokens:\n  " + "\n  ".join(rows))
