@@ -367,7 +367,7 @@ def test_no_json_answer_is_too_large_to_count(envoy, api):
     entry = {"token": "ok", "logprob": -0.01,
              "top_logprobs": [{"token": f"t{k}", "logprob": -1.0} for k in range(20)]}
     body = json.dumps({"choices": [{"message": {"content": "ok"},
-                                    "logprobs": {"content": [entry] * 1100}}],
+                                    "logprobs": {"content": [entry] * 2100}}],
                        "usage": {"total_tokens": 250}}).encode()
     assert len(body) > 1_500_000
     api.on("/up/big", lambda a, p: a.whole("application/json", body))
@@ -614,7 +614,7 @@ def test_no_caller_choice_moves_a_token_off_its_counter(envoy, api):
     entry = {"token": "t", "logprob": -0.01,
              "top_logprobs": [{"token": f"t{k}", "logprob": -1.0} for k in range(20)]}
     inflated = json.dumps({"choices": [{"message": {"content": "t" * 4 * TOKENS_PER_ANSWER},
-                                        "logprobs": {"content": [entry] * 1100}}],
+                                        "logprobs": {"content": [entry] * 2100}}],
                            "usage": {"total_tokens": TOKENS_PER_ANSWER}}).encode()
     api.on("/up/llm/inflated", lambda a, p: a.whole("application/json", inflated))
     hangups = []

@@ -15,6 +15,8 @@ mod host_calls;
 #[cfg(test)]
 mod shown;
 
+mod caller_choices;
+
 use super::mock::{Filter, MockHost};
 use super::*;
 use crate::config::Per;
