@@ -72,6 +72,13 @@ pub enum Code {
     FleetNodes,
     /// A bound that carries out only part of its refusals (a rollout).
     PartlyEnforced,
+    /// A cost the response names, reserved 1 at admission: requests in
+    /// flight can pass the limit by nearly their whole answers.
+    CostReserve,
+    /// A sign-in route whose account is in the body, without
+    /// `hold_sign_in_headers`: a refused attempt still opens an upstream
+    /// request.
+    SignInHeadsGoOn,
 }
 
 impl Code {
@@ -92,12 +99,18 @@ impl Code {
             Code::SignInAnyMethod => "sign-in-any-method",
             Code::FleetNodes => "fleet-nodes",
             Code::PartlyEnforced => "partly-enforced",
+            Code::CostReserve => "cost-reserve",
+            Code::SignInHeadsGoOn => "sign-in-heads-go-on",
         }
     }
 
     pub fn level(self) -> Level {
         match self {
-            Code::PerNode | Code::Installation | Code::Fleet | Code::PartlyEnforced => Level::Note,
+            Code::PerNode
+            | Code::Installation
+            | Code::Fleet
+            | Code::PartlyEnforced
+            | Code::SignInHeadsGoOn => Level::Note,
             _ => Level::Warning,
         }
     }
@@ -167,6 +180,25 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
     }
     out.extend(signin::no_key_secret(plan));
     out.extend(plan.routes.iter().filter_map(signin::any_method));
+    if !plan.hold_sign_in_headers {
+        out.extend(plan.routes.iter().filter_map(signin::heads_go_on));
+    }
+    for route in &plan.routes {
+        for b in route.bounds.iter() {
+            let Some(cost) = b
+                .cost
+                .as_ref()
+                .filter(|c| c.from_response() && c.reserve == 1)
+            else {
+                continue;
+            };
+            let message = format!(
+                "reserves 1 {} at admission: a caller with k requests in flight can pass the                  limit by k × (its largest answer − 1), since each passes on a counter that does                  not hold the others' answers yet. Set \"reserve\" near a typical answer                  (docs/cost.md)",
+                cost.unit
+            );
+            out.push(about_bound(Code::CostReserve, route, b, message));
+        }
+    }
     // Installation and fleet bounds: the per-node reading does not apply;
     // theirs does.
     let cluster = plan.service.as_ref().map_or("", |s| s.cluster.as_str());

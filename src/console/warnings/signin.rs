@@ -46,3 +46,22 @@ pub fn any_method(route: &Route) -> Option<Warning> {
         )
     })
 }
+
+/// A sign-in route whose account is in the body, in a configuration that
+/// does not hold its headers: every refused attempt opens an upstream
+/// request (its head; the body is held and the request reset).
+pub fn heads_go_on(route: &Route) -> Option<Warning> {
+    let account = route.account.as_ref()?;
+    (account.header.is_none() && !route.service_bounds.is_empty()).then(|| {
+        about_route(
+            Code::SignInHeadsGoOn,
+            format!("{}.account", route_path(route)),
+            route,
+            "the account is in the body: a refused attempt's headers reach the upstream (a \
+             request opened, then reset) unless \"hold_sign_in_headers\": true is set together \
+             with Envoy's allow_on_headers_stop_iteration (Envoy 1.35 and later; not on Istio's \
+             WasmPlugin yet: docs/sign-in.md)"
+                .into(),
+        )
+    })
+}
