@@ -2,8 +2,9 @@
 //! chunk by chunk, never held and never buffered: a JSON body is read by
 //! one [`JsonScan`]; a server-sent-events stream (`text/event-stream`, as
 //! LLM APIs stream) event by event (an event's `data:` lines joined by
-//! newlines, ended by an empty line, as the event-stream format says), the
-//! last event that names the cost winning. Memory is the scanner's state,
+//! newlines, ended by an empty line, as the event-stream format says), and
+//! a stream of JSON lines (`application/x-ndjson`, Ollama's) line by line,
+//! the last event or line that names the cost winning. Memory is the scanner's state,
 //! whatever the answer's size: no answer is too large to count.
 //!
 //! It also counts the text that passed (string values under text keys:
@@ -16,6 +17,39 @@ use super::json_scan::JsonScan;
 /// Bytes of text per token in the estimate (OpenAI's rule of thumb for
 /// English text; a stream of one token an event is counted by its events).
 pub const TEXT_BYTES_PER_TOKEN: u64 = 4;
+
+/// How a response body carries its JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// One document (`application/json` and anything else).
+    Json,
+    /// Server-sent events (`text/event-stream`).
+    Events,
+    /// A document a line (`application/x-ndjson`, `application/jsonl`).
+    Lines,
+}
+
+impl Body {
+    /// The form of a response whose content type is `media` (its media
+    /// type, any case, parameters aside).
+    pub fn of(media: &str) -> Body {
+        let m = media.split(';').next().unwrap_or_default().trim();
+        if m.eq_ignore_ascii_case("text/event-stream") {
+            Body::Events
+        } else if [
+            "application/x-ndjson",
+            "application/jsonl",
+            "application/jsonlines",
+        ]
+        .iter()
+        .any(|t| m.eq_ignore_ascii_case(t))
+        {
+            Body::Lines
+        } else {
+            Body::Json
+        }
+    }
+}
 
 /// What the line being read is, in an event stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +66,7 @@ enum Line {
 /// One bound's reading of one response.
 #[derive(Debug)]
 pub struct CostScan {
-    events: bool,
+    body: Body,
     /// The JSON body's scan, or the scan of events (one reused).
     doc: JsonScan,
     /// Events: the event being read has data.
@@ -48,11 +82,10 @@ pub struct CostScan {
 }
 
 impl CostScan {
-    /// A reading of the cost at `pointer`; `events` for a
-    /// `text/event-stream` response.
-    pub fn new(pointer: &str, events: bool) -> CostScan {
+    /// A reading of the cost at `pointer` in a body of form `body`.
+    pub fn new(pointer: &str, body: Body) -> CostScan {
         CostScan {
-            events,
+            body,
             doc: JsonScan::new(&tokens(pointer)),
             open: false,
             line: Line::Field(0),
@@ -65,9 +98,10 @@ impl CostScan {
 
     /// The next chunk of the body.
     pub fn feed(&mut self, chunk: &[u8]) {
-        if !self.events {
-            self.doc.feed(chunk);
-            return;
+        match self.body {
+            Body::Json => return self.doc.feed(chunk),
+            Body::Lines => return self.feed_lines(chunk),
+            Body::Events => {}
         }
         let mut rest = chunk;
         while !rest.is_empty() {
@@ -83,6 +117,29 @@ impl CostScan {
                     rest = after;
                 }
                 None => break,
+            }
+        }
+    }
+
+    /// JSON lines: each line one document, as an event's data.
+    fn feed_lines(&mut self, chunk: &[u8]) {
+        let mut rest = chunk;
+        loop {
+            let end = rest.iter().position(|b| *b == b'\n');
+            let part = end.map_or(rest, |at| rest.get(..at).unwrap_or_default());
+            if !part.is_empty() {
+                if !self.open {
+                    self.open = true;
+                    self.doc.reset();
+                }
+                self.doc.feed(part);
+            }
+            match end {
+                Some(at) => {
+                    self.end_event();
+                    rest = rest.get(at + 1..).unwrap_or_default();
+                }
+                None => return,
             }
         }
     }
@@ -168,21 +225,27 @@ impl CostScan {
     /// [`TEXT_BYTES_PER_TOKEN`], and at least one for each event that
     /// carried text.
     pub fn estimate(&self) -> u32 {
-        let open = if self.open || !self.events {
+        let streamed = self.body != Body::Json;
+        let open = if self.open || !streamed {
             self.doc.text_bytes()
         } else {
             0
         };
         let bytes = self.text_bytes + open;
-        let events = self.text_events + u64::from(self.events && open > 0);
+        let events = self.text_events + u64::from(streamed && open > 0);
         let tokens = bytes.div_ceil(TEXT_BYTES_PER_TOKEN).max(events);
         u32::try_from(tokens).unwrap_or(u32::MAX)
     }
 
     /// The body ended: the cost it named, if it named one that reads.
     pub fn finish(mut self) -> Option<u32> {
-        if !self.events {
-            return self.doc.finish();
+        match self.body {
+            Body::Json => return self.doc.finish(),
+            Body::Lines => {
+                self.end_event();
+                return self.last;
+            }
+            Body::Events => {}
         }
         // A last event without its empty line still counts: the body
         // ended, nothing more can come.
@@ -207,7 +270,8 @@ mod tests {
     use super::*;
 
     fn read(body: &[u8], events: bool, chunk: usize) -> Option<u32> {
-        let mut s = CostScan::new("/usage/total_tokens", events);
+        let form = if events { Body::Events } else { Body::Json };
+        let mut s = CostScan::new("/usage/total_tokens", form);
         for c in body.chunks(chunk.max(1)) {
             s.feed(c);
         }
@@ -236,7 +300,7 @@ mod tests {
     /// reservation only. No body is too large now.
     #[test]
     fn no_json_answer_is_too_large_to_count() {
-        let mut s = CostScan::new("/usage/total_tokens", false);
+        let mut s = CostScan::new("/usage/total_tokens", Body::Json);
         s.feed(br#"{"choices":[{"message":{"content":"ok"},"logprobs":{"content":["#);
         let entry =
             br#"{"token":"ok","logprob":-0.01,"top_logprobs":[{"token":"a","logprob":-1}]},"#;
@@ -306,7 +370,7 @@ data: [DONE]\n\n";
     fn the_estimate_counts_the_text_that_passed() {
         let one =
             |t: &str| format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{t}\"}}}}]}}\n\n");
-        let mut s = CostScan::new("/usage/total_tokens", true);
+        let mut s = CostScan::new("/usage/total_tokens", Body::Events);
         for t in ["Hi", " there", ",", " friend"] {
             s.feed(one(t).as_bytes());
         }
@@ -319,9 +383,29 @@ data: [DONE]\n\n";
         assert_eq!(s.estimate(), (16 + 40 + 8u32).div_ceil(4));
         assert_eq!(s.finish(), None);
         // A JSON answer: its text.
-        let mut j = CostScan::new("/usage/total_tokens", false);
+        let mut j = CostScan::new("/usage/total_tokens", Body::Json);
         j.feed(br#"{"choices":[{"message":{"role":"assistant","content":"twelve bytes"}}]"#);
         assert_eq!(j.estimate(), 3);
+    }
+
+    /// Ollama streams a JSON document a line; its last line names the usage
+    /// (`eval_count`), and every line's text counts.
+    #[test]
+    fn json_lines_are_read_a_line_at_a_time() {
+        let lines = b"{\"message\":{\"content\":\"Hel\"},\"done\":false}\n\
+{\"message\":{\"content\":\"lo\"},\"done\":false}\n\
+{\"done\":true,\"eval_count\":42}\n";
+        for chunk in [1, 5, lines.len()] {
+            let mut s = CostScan::new("/eval_count", Body::Lines);
+            for c in lines.chunks(chunk) {
+                s.feed(c);
+            }
+            assert_eq!(s.estimate(), 2, "two lines with text");
+            assert_eq!(s.finish(), Some(42), "chunks of {chunk}");
+        }
+        assert_eq!(Body::of("Application/X-NDJSON; charset=utf-8"), Body::Lines);
+        assert_eq!(Body::of("text/event-stream"), Body::Events);
+        assert_eq!(Body::of("application/json"), Body::Json);
     }
 
     /// An array index is digits without a sign or a leading zero (RFC 6901),
@@ -329,7 +413,7 @@ data: [DONE]\n\n";
     #[test]
     fn an_index_is_digits_without_a_sign_or_a_leading_zero() {
         let at = |pointer: &str| {
-            let mut s = CostScan::new(pointer, false);
+            let mut s = CostScan::new(pointer, Body::Json);
             s.feed(br#"{"n":[1,2,3]}"#);
             s.finish()
         };
@@ -422,13 +506,13 @@ mod differential {
             if let Some(at) = cut {
                 bytes.truncate(at.min(bytes.len()));
             }
-            let mut s = CostScan::new(&pointer, false);
+            let mut s = CostScan::new(&pointer, Body::Json);
             for c in bytes.chunks(chunk) {
                 s.feed(c);
             }
             prop_assert_eq!(s.finish(), parsed(&bytes, &pointer), "{}", String::from_utf8_lossy(&bytes));
             // As an event stream's one event, too.
-            let mut e = CostScan::new(&pointer, true);
+            let mut e = CostScan::new(&pointer, Body::Events);
             e.feed(b"data: ");
             for c in bytes.chunks(chunk) {
                 e.feed(c);

@@ -4,7 +4,7 @@
 //! carries out what they come to: a local reply, a wait, or the request
 //! let on with the figures its response will show.
 
-use super::cost_scan::CostScan;
+use super::cost_scan::{Body, CostScan};
 use super::installation::Ready;
 use super::owed;
 use super::Charges;
@@ -46,6 +46,10 @@ pub struct Exchange {
     trailers: Vec<(BoundId, Receipt)>,
     /// The route and the time of the admission those wait on.
     admitted: (RouteId, u64),
+    /// The request body's size (its `content-length`), read at admission
+    /// for a cost in the response's body: a cut answer's estimate counts
+    /// its prompt too.
+    prompt_bytes: u64,
 }
 
 /// A gRPC caller, by its content type.
@@ -169,6 +173,12 @@ impl<'p> Worker<'p> {
             }
             Decision::Charging(shown, charges) => {
                 ex.success = shown.as_ref().map(Figures::of);
+                if self.reads_body_cost(&charges) {
+                    ex.prompt_bytes = host
+                        .request_header("content-length")
+                        .and_then(|n| n.trim().parse().ok())
+                        .unwrap_or(0);
+                }
                 ex.charges = Some(charges);
                 return Step::Continue;
             }
@@ -449,10 +459,8 @@ impl<'p> Worker<'p> {
         let Some(route) = self.limiter.plan.route(charges.route) else {
             return;
         };
-        // Read once, and only for a cost in the body. Media types are
-        // case-insensitive.
-        const EVENTS: &str = "text/event-stream";
-        let mut events = None;
+        // Read once, and only for a cost in the body.
+        let mut body = None;
         for (b, receipt) in charges.receipts {
             let Some(cost) = route.bound(b).and_then(|x| x.cost.as_ref()) else {
                 continue;
@@ -471,20 +479,30 @@ impl<'p> Worker<'p> {
                     None => ex.trailers.push((b, receipt)),
                 },
                 CostSource::ResponseJson(pointer) => {
-                    let events = *events.get_or_insert_with(|| {
-                        host.response_header("content-type").is_some_and(|t| {
-                            t.trim_start()
-                                .get(..EVENTS.len())
-                                .is_some_and(|p| p.eq_ignore_ascii_case(EVENTS))
-                        })
+                    let body = *body.get_or_insert_with(|| {
+                        host.response_header("content-type")
+                            .map_or(Body::Json, |t| Body::of(&t))
                     });
-                    let scan = CostScan::new(pointer, events);
+                    let scan = CostScan::new(pointer, body);
                     ex.scans.push((b, receipt, scan));
                 }
                 CostSource::RequestHeader(_) => {}
             }
             ex.admitted = (charges.route, charges.at_ms);
         }
+    }
+
+    /// Some of the request's costs are read from its response's body.
+    fn reads_body_cost(&self, charges: &Charges) -> bool {
+        let Some(route) = self.limiter.plan.route(charges.route) else {
+            return false;
+        };
+        charges.receipts.iter().any(|(b, _)| {
+            route
+                .bound(*b)
+                .and_then(|x| x.cost.as_ref())
+                .is_some_and(|c| matches!(c.source, CostSource::ResponseJson(_)))
+        })
     }
 
     /// Trues a reservation up to the cost the response named, or counts a
@@ -562,7 +580,9 @@ impl<'p> Worker<'p> {
         }
         if end_of_stream {
             for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
-                let estimate = scan.estimate();
+                let estimate = scan
+                    .estimate()
+                    .saturating_add(prompt_tokens(ex.prompt_bytes));
                 let cost = scan.finish();
                 self.settle(host, ex.admitted, (b, receipt), cost, estimate);
             }
@@ -588,12 +608,7 @@ impl<'p> Worker<'p> {
                 host.count(RequestStat::CostUnknown);
                 let reserved = match &receipt {
                     Receipt::Service { hits, .. } => *hits,
-                    Receipt::Lane(_) => self
-                        .limiter
-                        .plan
-                        .route(route)
-                        .and_then(|r| r.bound(b)?.cost.as_ref())
-                        .map_or(1, |c| c.reserve),
+                    Receipt::Lane(u) => u.hits,
                 };
                 if estimate <= reserved {
                     return;
@@ -638,7 +653,9 @@ impl<'p> Worker<'p> {
             host.count(RequestStat::CostUnknown);
         }
         for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
-            let estimate = scan.estimate();
+            let estimate = scan
+                .estimate()
+                .saturating_add(prompt_tokens(ex.prompt_bytes));
             self.settle(host, ex.admitted, (b, receipt), None, estimate);
         }
     }
@@ -667,4 +684,11 @@ impl<'p> Worker<'p> {
         });
         Step::Continue
     }
+}
+
+/// A request body's tokens, at the estimate's bytes a token: what a prompt
+/// costs when its answer names no usage.
+fn prompt_tokens(bytes: u64) -> u32 {
+    let t = bytes.div_ceil(super::cost_scan::TEXT_BYTES_PER_TOKEN);
+    u32::try_from(t).unwrap_or(u32::MAX)
 }

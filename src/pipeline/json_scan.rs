@@ -13,8 +13,10 @@
 /// Keys whose string values are text an answer delivers (OpenAI's
 /// `content` and `refusal`, tool-call `arguments`; Anthropic's `text`,
 /// `thinking`, `partial_json`; the Responses API's `delta`).
-const TEXT_KEYS: [&[u8]; 7] = [
+const TEXT_KEYS: [&[u8]; 9] = [
     b"content",
+    b"reasoning_content",
+    b"reasoning",
     b"text",
     b"delta",
     b"arguments",
@@ -26,9 +28,10 @@ const TEXT_KEYS: [&[u8]; 7] = [
 /// The longest key compared with a pointer token or a text key; a longer
 /// one is neither.
 const KEY_MAX: usize = 64;
-/// The longest number read at the pointer.
+/// The longest number kept (longer ones are read, and name no cost).
 const NUMBER_MAX: usize = 40;
-/// Deeper documents are not read (a scanner's stack stays small).
+/// Levels kept as frames; deeper ones (never on the pointer's path) as one
+/// bit each, so a deep document costs an eighth of a byte a level.
 const DEPTH_MAX: usize = 128;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +70,9 @@ struct Frame {
 pub struct JsonScan {
     pointer: Vec<Vec<u8>>,
     stack: Vec<Frame>,
+    /// Levels past `DEPTH_MAX`: whether each is an object, a bit each.
+    deep: Vec<u64>,
+    deep_len: usize,
     lex: Lex,
     /// The string being read is a key.
     in_key: bool,
@@ -77,6 +83,7 @@ pub struct JsonScan {
     /// The value being read is at the pointer, and what it holds so far.
     at_pointer: bool,
     number: Vec<u8>,
+    number_long: bool,
     unicode: u32,
     /// A complete top-level value was read.
     done: bool,
@@ -92,6 +99,8 @@ impl JsonScan {
         JsonScan {
             pointer: pointer.iter().map(|t| t.as_bytes().to_vec()).collect(),
             stack: Vec::new(),
+            deep: Vec::new(),
+            deep_len: 0,
             lex: Lex::Value,
             in_key: false,
             key: Vec::new(),
@@ -99,6 +108,7 @@ impl JsonScan {
             text_key: false,
             at_pointer: false,
             number: Vec::new(),
+            number_long: false,
             unicode: 0,
             done: false,
             after_comma: false,
@@ -160,6 +170,8 @@ impl JsonScan {
     /// allocations (an event stream's next event).
     pub fn reset(&mut self) {
         self.stack.clear();
+        self.deep.clear();
+        self.deep_len = 0;
         self.lex = Lex::Value;
         self.in_key = false;
         self.key.clear();
@@ -167,6 +179,7 @@ impl JsonScan {
         self.text_key = false;
         self.at_pointer = false;
         self.number.clear();
+        self.number_long = false;
         self.done = false;
         self.after_comma = false;
         self.found = None;
@@ -178,7 +191,7 @@ impl JsonScan {
         if self.lex == Lex::Bare {
             self.end_bare();
         }
-        (self.done && self.stack.is_empty() && self.lex == Lex::After)
+        (self.done && self.depth() == 0 && self.lex == Lex::After)
             .then_some(self.found)
             .flatten()
     }
@@ -194,36 +207,79 @@ impl JsonScan {
         self.text
     }
 
+    fn depth(&self) -> usize {
+        self.stack.len() + self.deep_len
+    }
+
+    /// Every level is a frame, and each is on the pointer's path.
+    fn all_on_path(&self) -> bool {
+        self.deep_len == 0 && self.stack.iter().all(|f| f.on_path)
+    }
+
+    /// Whether the innermost level is an object (`None` at the top).
+    fn top_object(&self) -> Option<bool> {
+        if self.deep_len > 0 {
+            let i = self.deep_len - 1;
+            return Some(
+                self.deep
+                    .get(i / 64)
+                    .is_some_and(|w| w >> (i % 64) & 1 == 1),
+            );
+        }
+        self.stack.last().map(|f| f.object)
+    }
+
+    fn push_level(&mut self, object: bool) {
+        if self.stack.len() < DEPTH_MAX {
+            self.stack.push(Frame {
+                object,
+                index: 0,
+                on_path: false,
+            });
+            return;
+        }
+        let i = self.deep_len;
+        if i / 64 >= self.deep.len() {
+            self.deep.push(0);
+        }
+        if let Some(w) = self.deep.get_mut(i / 64) {
+            let bit = 1u64 << (i % 64);
+            *w = if object { *w | bit } else { *w & !bit };
+        }
+        self.deep_len += 1;
+    }
+
+    fn pop_level(&mut self) {
+        if self.deep_len > 0 {
+            self.deep_len -= 1;
+        } else {
+            self.stack.pop();
+        }
+    }
+
     fn broken(&mut self) {
         self.lex = Lex::Broken;
     }
 
     /// Whether the value about to start is at the pointer.
     fn value_on_path(&self) -> bool {
-        self.stack.len() == self.pointer.len() && self.stack.iter().all(|f| f.on_path)
+        self.depth() == self.pointer.len() && self.all_on_path()
     }
 
     #[inline(never)]
     fn start_value(&mut self, b: u8) {
         self.after_comma = false;
         self.at_pointer = self.value_on_path();
-        if self.stack.len() <= self.pointer.len() && self.stack.iter().all(|f| f.on_path) {
+        if self.depth() <= self.pointer.len() && self.all_on_path() {
             // A later value at the pointer, or at a key on its way,
             // replaces an earlier one, as in a parsed document.
             self.found = None;
         }
         match b {
             b'{' | b'[' => {
-                if self.stack.len() >= DEPTH_MAX {
-                    return self.broken();
-                }
-                let parent_on_path = self.stack.iter().all(|f| f.on_path);
+                let parent_on_path = self.all_on_path();
                 let object = b == b'{';
-                self.stack.push(Frame {
-                    object,
-                    index: 0,
-                    on_path: false,
-                });
+                self.push_level(object);
                 if object {
                     self.lex = Lex::Key;
                 } else {
@@ -238,6 +294,7 @@ impl JsonScan {
             }
             b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
                 self.number.clear();
+                self.number_long = false;
                 self.number.push(b);
                 self.lex = Lex::Bare;
             }
@@ -248,8 +305,14 @@ impl JsonScan {
     /// The current array frame's index is its next element's.
     #[inline(never)]
     fn set_index(&mut self, parent_on_path: bool) {
+        if self.deep_len > 0 {
+            return;
+        }
         let depth = self.stack.len();
-        let token = self.pointer.get(depth - 1).map(Vec::as_slice);
+        let token = depth
+            .checked_sub(1)
+            .and_then(|d| self.pointer.get(d))
+            .map(Vec::as_slice);
         if let Some(f) = self.stack.last_mut() {
             // An index is digits without a sign or a leading zero (RFC 6901).
             f.on_path = parent_on_path
@@ -268,7 +331,7 @@ impl JsonScan {
     #[inline(never)]
     fn end_value(&mut self) {
         self.at_pointer = false;
-        if self.stack.is_empty() {
+        if self.depth() == 0 {
             self.done = true;
         }
         self.lex = Lex::After;
@@ -284,8 +347,9 @@ impl JsonScan {
             return self.broken();
         }
         if self.at_pointer {
-            self.found = std::str::from_utf8(&self.number)
-                .ok()
+            self.found = (!self.number_long)
+                .then(|| std::str::from_utf8(&self.number).ok())
+                .flatten()
                 .and_then(super::units);
         }
         self.end_value();
@@ -338,10 +402,11 @@ impl JsonScan {
             }
             Lex::Bare => match b {
                 b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'.' | b'+' | b'-' => {
-                    if self.number.len() >= NUMBER_MAX {
-                        return self.broken();
+                    if self.number.len() < NUMBER_MAX {
+                        self.number.push(b);
+                    } else {
+                        self.number_long = true;
                     }
-                    self.number.push(b);
                 }
                 _ => {
                     self.end_bare();
@@ -352,13 +417,10 @@ impl JsonScan {
             },
             _ if b.is_ascii_whitespace() => {}
             Lex::Value => {
-                if b == b']' && !self.after_comma && self.stack.last().is_some_and(|f| !f.object) {
+                if b == b']' && !self.after_comma && self.top_object() == Some(false) {
                     // An empty array.
-                    self.stack.pop();
+                    self.pop_level();
                     return self.end_value();
-                }
-                if self.done {
-                    return self.broken();
                 }
                 self.start_value(b);
             }
@@ -371,7 +433,7 @@ impl JsonScan {
                     self.lex = Lex::Str;
                 }
                 b'}' if !self.after_comma => {
-                    self.stack.pop();
+                    self.pop_level();
                     self.end_value();
                 }
                 _ => self.broken(),
@@ -380,26 +442,28 @@ impl JsonScan {
                 b':' => self.lex = Lex::Value,
                 _ => self.broken(),
             },
-            Lex::After => match (b, self.stack.last().map(|f| f.object)) {
+            Lex::After => match (b, self.top_object()) {
                 (b',', Some(true)) => {
                     self.after_comma = true;
                     self.lex = Lex::Key;
                 }
                 (b',', Some(false)) => {
                     self.after_comma = true;
-                    let parent_on_path = self
-                        .stack
-                        .split_last()
-                        .is_some_and(|(_, up)| up.iter().all(|f| f.on_path));
-                    if let Some(f) = self.stack.last_mut() {
-                        f.index += 1;
+                    if self.deep_len == 0 {
+                        let parent_on_path = self
+                            .stack
+                            .split_last()
+                            .is_some_and(|(_, up)| up.iter().all(|f| f.on_path));
+                        if let Some(f) = self.stack.last_mut() {
+                            f.index += 1;
+                        }
+                        self.set_index(parent_on_path);
                     }
-                    self.set_index(parent_on_path);
                     self.text_key = false;
                     self.lex = Lex::Value;
                 }
                 (b'}', Some(true)) | (b']', Some(false)) => {
-                    self.stack.pop();
+                    self.pop_level();
                     self.end_value();
                 }
                 _ => self.broken(),
@@ -430,23 +494,27 @@ impl JsonScan {
             return self.end_value();
         }
         self.in_key = false;
+        let key = (!self.key_long).then_some(self.key.as_slice());
+        self.text_key = key.is_some_and(|k| TEXT_KEYS.contains(&k));
+        self.lex = Lex::Colon;
+        if self.deep_len > 0 {
+            return; // never on the pointer's path
+        }
         let depth = self.stack.len();
         let above = self
             .stack
             .split_last()
             .is_some_and(|(_, up)| up.iter().all(|f| f.on_path));
-        let key = (!self.key_long).then_some(self.key.as_slice());
-        let on_path =
-            above && key.is_some() && key == self.pointer.get(depth - 1).map(Vec::as_slice);
-        self.text_key = key.is_some_and(|k| TEXT_KEYS.contains(&k));
+        let token = depth.checked_sub(1).and_then(|d| self.pointer.get(d));
+        let on_path = above && key.is_some() && key == token.map(Vec::as_slice);
         if let Some(f) = self.stack.last_mut() {
             f.on_path = on_path;
         }
-        self.lex = Lex::Colon;
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
@@ -562,12 +630,23 @@ mod tests {
         s.feed(br#"{}]}}],"usage":{"total_tokens":1000}}"#);
         assert!(s.key.capacity() <= KEY_MAX.max(16) && s.stack.capacity() <= 16);
         assert_eq!(s.finish(), Some(1000));
-        // Too deep: not read.
+        // Deeper than the frames: read, at a bit a level, and the cost
+        // after it still counts.
         let deep = format!(
-            "{}1{}",
-            "[".repeat(DEPTH_MAX + 1),
-            "]".repeat(DEPTH_MAX + 1)
+            r#"{{"tool":{}1{},"usage":{{"total_tokens":7}}}}"#,
+            "[{\"a\":".repeat(5000),
+            "}]".repeat(5000)
         );
-        assert_eq!(scan("/0", deep.as_bytes()).0, None);
+        let mut s = JsonScan::new(&pointer("/usage/total_tokens"));
+        s.feed(deep.as_bytes());
+        assert!(s.stack.len() <= DEPTH_MAX && s.deep.len() <= 10_000 / 64 + 1);
+        assert_eq!(s.finish(), Some(7));
+        // A number longer than any kept: read, and the cost after it counts.
+        let long = format!(
+            r#"{{"n":{},"usage":{{"total_tokens":7}}}}"#,
+            "9".repeat(500)
+        );
+        assert_eq!(scan("/usage/total_tokens", long.as_bytes()).0, Some(7));
+        assert_eq!(scan("/n", long.as_bytes()).0, None);
     }
 }

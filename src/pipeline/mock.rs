@@ -331,9 +331,10 @@ impl Host for MockHost {
 
     fn remove_request_header(&mut self, name: &str) {
         let removed = self.request_headers.remove(name).is_some();
-        let before = self.repeated_headers.len();
+        let before = self.repeated_headers.len() + self.byte_headers.len();
         self.repeated_headers.retain(|(k, _)| k != name);
-        if removed || self.repeated_headers.len() != before {
+        self.byte_headers.retain(|(k, _)| k != name);
+        if removed || self.repeated_headers.len() + self.byte_headers.len() != before {
             self.request_headers_removed.push(name.into());
         }
     }

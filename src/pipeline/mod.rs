@@ -522,6 +522,10 @@ impl<'p> Worker<'p> {
         // upstream, whatever route the request takes (issue 36).
         if let Some(h) = &plan.would_refuse_header {
             host.remove_request_header(h);
+            // Rack and CGI-style servers read `x_mark` as `x-mark`.
+            for other in account::header_spellings(h) {
+                host.remove_request_header(&other);
+            }
         }
         let needs = plan.needs;
         let route_name = needs

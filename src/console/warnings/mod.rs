@@ -193,7 +193,10 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
                 continue;
             };
             let message = format!(
-                "reserves 1 {} at admission: a caller with k requests in flight can pass the                  limit by k × (its largest answer − 1), since each passes on a counter that does                  not hold the others' answers yet. Set \"reserve\" near a typical answer                  (docs/cost.md)",
+                "reserves 1 {} at admission: a caller with k requests in flight can pass the \
+                 limit by k × (its largest answer − 1), since each passes on a counter that \
+                 does not hold the others' answers yet. Set \"reserve\" near a typical answer \
+                 (docs/cost.md)",
                 cost.unit
             );
             out.push(about_bound(Code::CostReserve, route, b, message));

@@ -57,19 +57,15 @@ fn json(field: &str, body: &[u8], seen: &mut Seen) -> Result<(), Unreadable> {
         .map_err(|_| Unreadable::Malformed)
 }
 
-/// Every `name=value` pair of a urlencoded form whose name is a spelling
-/// of `field`. A name that does not decode might be the field to a server
-/// that decodes it another way: unreadable too.
-pub fn form(field: &str, body: &[u8], seen: &mut Seen) {
-    pairs(field, body, b"&", seen);
-}
-
-/// Every such pair of a query string, split as every common server splits
-/// it: on `&`, and on `&` and `;` (Rack 2, and Python's `parse_qsl` before
-/// 3.9.2). A pair that one split reads and the other does not is one more
-/// place naming the account; `a=1;username=x` names `x`, and
-/// `username=a;b` names both `a;b` and `a`: ambiguous.
-pub fn query(field: &str, query: &[u8], seen: &mut Seen) {
+/// Every `name=value` pair of a urlencoded form or a query string whose
+/// name is a spelling of `field`, split as every common server splits it:
+/// on `&`, and on `&` and `;` (Rack 2 a query string; Python's `parse_qsl`
+/// before 3.9.2, and the frameworks on it, a body too). A pair that one
+/// split reads and the other does not is one more place naming the
+/// account; `a=1;username=x` names `x`, and `username=a;b` names both
+/// `a;b` and `a`: ambiguous. A name that does not decode might be the
+/// field to a server that decodes it another way: unreadable too.
+pub fn form(field: &str, query: &[u8], seen: &mut Seen) {
     pairs(field, query, b"&", seen);
     if query.contains(&b';') {
         pairs(field, query, b"&;", seen);

@@ -51,7 +51,7 @@ pub fn read(place: Place, head: &Head) -> Result<Seen, Unreadable> {
     }
     if let Some(query) = head.path.and_then(|p| p.split_once('?')).map(|(_, q)| q) {
         let query = query.split_once('#').map_or(query, |(q, _)| q);
-        body::query(field, query.as_bytes(), &mut seen);
+        body::form(field, query.as_bytes(), &mut seen);
     }
     Ok(seen)
 }

@@ -76,6 +76,8 @@ pub enum Unreadable {
     /// follows (`𝐚`: `a` to MySQL 8, any emoji to MariaDB's default), or
     /// nothing a collation weighs (emoji, marks only).
     Unsettled,
+    /// Longer than any server keeps an account ([`normalize::MAX_CHARS`]).
+    TooLong,
 }
 
 impl Unreadable {
@@ -102,6 +104,7 @@ impl Unreadable {
             Unreadable::ControlCharacter => "control_character",
             Unreadable::NotAscii => "not_ascii",
             Unreadable::Unsettled => "unsettled_character",
+            Unreadable::TooLong => "too_long",
         }
     }
 
@@ -141,6 +144,10 @@ impl Unreadable {
             Unreadable::NotAscii => "the header's account is not ASCII (servers read other \
                 header bytes as latin-1 or as UTF-8)"
                 .to_string(),
+            Unreadable::TooLong => format!(
+                "the account is longer than {} characters",
+                normalize::MAX_CHARS
+            ),
             Unreadable::Unsettled => "the account holds a character databases read in \
                 different ways (mathematical or enclosed letters, for one) or only characters \
                 their collations ignore"

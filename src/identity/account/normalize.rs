@@ -17,6 +17,10 @@ use super::Unreadable;
 use caseless::Caseless;
 use unicode_normalization::UnicodeNormalization;
 
+/// The longest account read, in characters: longer than any server keeps
+/// (Django's 150, a `VARCHAR(255)`), and the fold's work stays small.
+pub const MAX_CHARS: usize = 512;
+
 /// The key a name read from a request is counted under: refused when it
 /// holds a control character, [`Unreadable::Missing`] when nothing is left.
 ///
@@ -33,6 +37,9 @@ use unicode_normalization::UnicodeNormalization;
 /// key counts right ([`super::unsettled`]), or nothing a collation weighs,
 /// is refused.
 pub fn key(raw: &str) -> Result<String, Unreadable> {
+    if raw.chars().nth(MAX_CHARS).is_some() {
+        return Err(Unreadable::TooLong);
+    }
     if raw.chars().any(char::is_control) {
         return Err(Unreadable::ControlCharacter);
     }

@@ -186,6 +186,21 @@ fn the_query_string_split_on_semicolons_too() {
     );
     assert_eq!(at("/login?username=victim;x=1"), Err(Unreadable::Ambiguous));
     assert_eq!(at("/login?x=1&username=victim"), Ok("victim".into()));
+    // A body too: Python's parse_qsl before 3.9.2 splits it on `;`.
+    assert_eq!(
+        form(b"username=decoy&x=1;username=victim"),
+        Err(Unreadable::Ambiguous)
+    );
+    assert_eq!(form(b"x=1;username=victim"), Ok("victim".into()));
+}
+
+#[test]
+fn an_account_longer_than_any_server_keeps_is_refused() {
+    let at_most = "a".repeat(normalize::MAX_CHARS);
+    assert_eq!(key(&at_most), Ok(at_most.clone()));
+    let over = format!("{at_most}a");
+    assert_eq!(key(&over), Err(Unreadable::TooLong));
+    assert_eq!(Unreadable::TooLong.reason(), "too_long");
 }
 
 #[test]

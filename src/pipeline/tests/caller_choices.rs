@@ -222,3 +222,45 @@ fn issue_37s_rows_each_stay_within_one_answer() {
         assert!(delivered >= u64::from(LIMIT - 200), "{b:?}: {delivered}");
     }
 }
+
+/// An answer that names no usage is charged its prompt too (the request
+/// body's size at the estimate's bytes a token), since `total_tokens`
+/// counts it: a caller cannot send a long prompt for the price of its
+/// answer by leaving `include_usage` out.
+#[test]
+fn a_usage_less_answer_is_charged_its_prompt_too() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.request_headers
+        .insert("content-length".into(), "2000".into());
+    let f = Filter::new(&host.store, &config(1)).unwrap();
+    host.upstream_headers
+        .insert("content-type".into(), "text/event-stream".into());
+    host.upstream_body = answer(&Behaviour {
+        tokens: 3,
+        stream: true,
+        usage: false,
+        hang_up_at: None,
+        inflated: false,
+    })
+    .into_iter()
+    .map(|(c, _)| c)
+    .collect();
+    f.request(&mut host);
+    let lim = &f.limiter;
+    let caller = crate::pipeline::limiter::Caller {
+        address: "10.0.0.1",
+        identity: None,
+    };
+    let key = lim.caller_key(crate::config::Per::Address, &caller);
+    let lane = lim
+        .lane(
+            crate::config::plan::RouteId(0),
+            crate::config::plan::BoundId(0),
+        )
+        .unwrap();
+    let count = crate::count::node_lane::peek(&host.store, lane, key)
+        .unwrap()
+        .map(|c| c.cur);
+    // Three one-token events, and 2,000 bytes of prompt: 500 tokens.
+    assert_eq!(count, Some(503));
+}
