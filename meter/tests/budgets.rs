@@ -378,14 +378,16 @@ fn cost_bounds_stay_within_their_budgets() {
         (
             json,
             // Issue 37: the usage read as the answer passes, with no cap
-            // and nothing kept (src/pipeline/json_scan.rs), and the text
-            // counted for the estimate of a cut answer: 127,211 before.
+            // and nothing kept (src/pipeline/json_scan.rs), the text counted
+            // and the request's content-length read for the estimate of a
+            // cut answer: 127,211 fuel and 9 calls before.
             Budget {
-                fuel: 218786,
+                fuel: 235490,
                 calls: &[
                     ("add_header_map_value[response]", 3.16),
                     ("get_buffer_bytes[1]", 1.05),
                     ("get_current_time", 1.05),
+                    ("get_header_map_value[request content-length]", 1.05),
                     ("get_header_map_value[response content-type]", 1.05),
                     ("get_property[source.address]", 1.05),
                     ("replace_header_map_value[request]", 1.05),
@@ -396,13 +398,15 @@ fn cost_bounds_stay_within_their_budgets() {
         (
             stream,
             // Issue 37: every event scanned for its text (the estimate of
-            // a cut stream) and its usage, none skipped: 417,430 before.
+            // a cut stream) and its usage, none skipped, and the request's
+            // content-length read: 417,430 fuel and 19 calls before.
             Budget {
-                fuel: 833712,
+                fuel: 926760,
                 calls: &[
                     ("add_header_map_value[response]", 3.16),
                     ("get_buffer_bytes[1]", 11.55),
                     ("get_current_time", 1.05),
+                    ("get_header_map_value[request content-length]", 1.05),
                     ("get_header_map_value[response content-type]", 1.05),
                     ("get_property[source.address]", 1.05),
                     ("replace_header_map_value[request]", 1.05),
