@@ -82,6 +82,15 @@ fn pairs(field: &str, body: &[u8], separators: &[u8], seen: &mut Seen) {
             Ok(k) if same_field(&k, field) => {
                 seen.add(decode_form(kv.next().unwrap_or_default()).and_then(|v| super::key(&v)))
             }
+            // `username[]`, `username[a]`: the field to qs, Rack and PHP, as
+            // a list or a map (which Devise reads as `["a"]`): never one
+            // account for sure.
+            Ok(k)
+                if k.split_once('[')
+                    .is_some_and(|(name, _)| same_field(name, field)) =>
+            {
+                seen.add(Err(Unreadable::Ambiguous))
+            }
             Ok(_) => {}
             Err(e) => seen.add(Err(e)),
         }

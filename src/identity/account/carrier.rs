@@ -209,6 +209,15 @@ mod tests {
         assert_eq!(at("/login?other=1"), Ok(Err(Unreadable::Missing)));
         assert_eq!(at("/login?username=%ff"), Ok(Err(Unreadable::NotUtf8)));
         assert_eq!(at("/login#username=x"), Ok(Err(Unreadable::Missing)));
+        // Rack 2 splits a query string on `;` as on `&`.
+        assert_eq!(at("/login?x=1;username=victim"), Ok(Ok("victim".into())));
+        for two in [
+            "/login?username=a;b",
+            "/login?username=victim;username=decoy",
+            "/login?username=victim;x=1",
+        ] {
+            assert_eq!(at(two), Ok(Err(Unreadable::Ambiguous)), "{two}");
+        }
     }
 
     #[test]
