@@ -12,7 +12,9 @@
 
 /// Keys whose string values are text an answer delivers (OpenAI's
 /// `content` and `refusal`, tool-call `arguments`; Anthropic's `text`,
-/// `thinking`, `partial_json`; the Responses API's `delta`).
+/// `thinking`, `partial_json`; the Responses API's `delta`; the reasoning
+/// DeepSeek, vLLM and OpenRouter stream as `reasoning_content` or
+/// `reasoning`).
 const TEXT_KEYS: [&[u8]; 9] = [
     b"content",
     b"reasoning_content",
