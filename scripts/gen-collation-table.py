@@ -594,14 +594,11 @@ def render_rust(single: dict[int, int], expand: dict[int, str], drop: set[int],
         "#[rustfmt::skip]",
         "pub(super) const SINGLE: &[(u16, u16)] = &[",
     ]
-    row: list[str] = []
-    for cp, to in sorted(single.items()):
-        row.append(f"(0x{cp:04X},0x{to:04X}),")
-        if len(row) == 6:
-            lines.append("    " + "".join(row))
-            row = []
-    if row:
-        lines.append("    " + "".join(row))
+    def rows(items: list[str], per_row: int) -> None:
+        for i in range(0, len(items), per_row):
+            lines.append("    " + "".join(items[i:i + per_row]))
+
+    rows([f"(0x{cp:04X},0x{to:04X})," for cp, to in sorted(single.items())], 6)
     lines += [
         "];",
         "",
@@ -619,14 +616,7 @@ def render_rust(single: dict[int, int], expand: dict[int, str], drop: set[int],
         "#[rustfmt::skip]",
         "pub(super) const DROP: &[(u16, u16)] = &[",
     ]
-    row = []
-    for a, b in drop_ranges:
-        row.append(f"(0x{a:04X},0x{b:04X}),")
-        if len(row) == 6:
-            lines.append("    " + "".join(row))
-            row = []
-    if row:
-        lines.append("    " + "".join(row))
+    rows([f"(0x{a:04X},0x{b:04X})," for a, b in drop_ranges], 6)
     lines += [
         "];",
         "",
@@ -647,14 +637,7 @@ def render_rust(single: dict[int, int], expand: dict[int, str], drop: set[int],
         "#[rustfmt::skip]",
         "pub(super) const UNSETTLED: &[(u32, u32)] = &[",
     ]
-    row = []
-    for a, b in ranges(unsettled):
-        row.append(f"(0x{a:05X},0x{b:05X}),")
-        if len(row) == 5:
-            lines.append("    " + "".join(row))
-            row = []
-    if row:
-        lines.append("    " + "".join(row))
+    rows([f"(0x{a:05X},0x{b:05X})," for a, b in ranges(unsettled)], 5)
     lines += ["];", ""]
     return "\n".join(lines)
 
