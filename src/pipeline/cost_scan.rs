@@ -4,8 +4,9 @@
 //! LLM APIs stream) event by event (an event's `data:` lines joined by
 //! newlines, ended by an empty line, as the event-stream format says), and
 //! a stream of JSON lines (`application/x-ndjson`, Ollama's) line by line,
-//! the last event or line that names the cost winning. Memory is the scanner's state,
-//! whatever the answer's size: no answer is too large to count.
+//! the last event or line that names the cost winning. Memory is the
+//! scanner's state, whatever the answer's size: no answer is too large to
+//! count.
 //!
 //! It also counts the text that passed (string values under text keys:
 //! [`JsonScan::text_bytes`]), so an answer that names no usage — cut, hung
