@@ -19,6 +19,11 @@ use super::json_scan::JsonScan;
 /// English text; a stream of one token an event is counted by its events).
 pub const TEXT_BYTES_PER_TOKEN: u64 = 4;
 
+/// `bytes` of text in tokens, at [`TEXT_BYTES_PER_TOKEN`].
+pub fn tokens_in(bytes: u64) -> u32 {
+    u32::try_from(bytes.div_ceil(TEXT_BYTES_PER_TOKEN)).unwrap_or(u32::MAX)
+}
+
 /// How a response body carries its JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body {
@@ -234,8 +239,7 @@ impl CostScan {
         };
         let bytes = self.text_bytes + open;
         let events = self.text_events + u64::from(streamed && open > 0);
-        let tokens = bytes.div_ceil(TEXT_BYTES_PER_TOKEN).max(events);
-        u32::try_from(tokens).unwrap_or(u32::MAX)
+        tokens_in(bytes).max(u32::try_from(events).unwrap_or(u32::MAX))
     }
 
     /// The body ended: the cost it named, if it named one that reads.

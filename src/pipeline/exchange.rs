@@ -4,7 +4,7 @@
 //! carries out what they come to: a local reply, a wait, or the request
 //! let on with the figures its response will show.
 
-use super::cost_scan::{Body, CostScan};
+use super::cost_scan::{tokens_in, Body, CostScan};
 use super::installation::Ready;
 use super::owed;
 use super::Charges;
@@ -48,7 +48,7 @@ pub struct Exchange {
     admitted: (RouteId, u64),
     /// The request body's size (its `content-length`), read at admission
     /// for a cost in the response's body: a cut answer's estimate counts
-    /// its prompt too.
+    /// its prompt too ([`Charges::prompt_bytes`]).
     prompt_bytes: u64,
 }
 
@@ -173,12 +173,7 @@ impl<'p> Worker<'p> {
             }
             Decision::Charging(shown, charges) => {
                 ex.success = shown.as_ref().map(Figures::of);
-                if self.reads_body_cost(&charges) {
-                    ex.prompt_bytes = host
-                        .request_header("content-length")
-                        .and_then(|n| n.trim().parse().ok())
-                        .unwrap_or(0);
-                }
+                ex.prompt_bytes = charges.prompt_bytes;
                 ex.charges = Some(charges);
                 return Step::Continue;
             }
@@ -492,19 +487,6 @@ impl<'p> Worker<'p> {
         }
     }
 
-    /// Some of the request's costs are read from its response's body.
-    fn reads_body_cost(&self, charges: &Charges) -> bool {
-        let Some(route) = self.limiter.plan.route(charges.route) else {
-            return false;
-        };
-        charges.receipts.iter().any(|(b, _)| {
-            route
-                .bound(*b)
-                .and_then(|x| x.cost.as_ref())
-                .is_some_and(|c| matches!(c.source, CostSource::ResponseJson(_)))
-        })
-    }
-
     /// Trues a reservation up to the cost the response named, or counts a
     /// cost that never came (the reservation stays). An installation
     /// bound's cost beyond its reservation is owed to the service.
@@ -580,9 +562,7 @@ impl<'p> Worker<'p> {
         }
         if end_of_stream {
             for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
-                let estimate = scan
-                    .estimate()
-                    .saturating_add(prompt_tokens(ex.prompt_bytes));
+                let estimate = scan.estimate().saturating_add(tokens_in(ex.prompt_bytes));
                 let cost = scan.finish();
                 self.settle(host, ex.admitted, (b, receipt), cost, estimate);
             }
@@ -653,9 +633,7 @@ impl<'p> Worker<'p> {
             host.count(RequestStat::CostUnknown);
         }
         for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
-            let estimate = scan
-                .estimate()
-                .saturating_add(prompt_tokens(ex.prompt_bytes));
+            let estimate = scan.estimate().saturating_add(tokens_in(ex.prompt_bytes));
             self.settle(host, ex.admitted, (b, receipt), None, estimate);
         }
     }
@@ -684,11 +662,4 @@ impl<'p> Worker<'p> {
         });
         Step::Continue
     }
-}
-
-/// A request body's tokens, at the estimate's bytes a token: what a prompt
-/// costs when its answer names no usage.
-fn prompt_tokens(bytes: u64) -> u32 {
-    let t = bytes.div_ceil(super::cost_scan::TEXT_BYTES_PER_TOKEN);
-    u32::try_from(t).unwrap_or(u32::MAX)
 }

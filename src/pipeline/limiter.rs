@@ -115,6 +115,9 @@ pub struct Counted {
     pub receipts: Receipts,
     /// When it was counted.
     pub at_ms: u64,
+    /// The request body's size, when a cost its response's body names is
+    /// to be trued up.
+    pub prompt_bytes: u64,
 }
 
 /// Reservations to true up: a few per request at most.
@@ -144,6 +147,7 @@ impl Pending {
             errors: std::mem::take(&mut self.errors),
             receipts: Receipts::new(),
             at_ms: 0,
+            prompt_bytes: 0,
         }
     }
 
@@ -154,6 +158,30 @@ impl Pending {
     /// The request named its cost at bound `b` up front.
     pub fn set_cost(&mut self, b: BoundId, units: u32) {
         self.costs.push((b, units));
+    }
+
+    /// The request's body is `bytes` long: each bound of `route` (or of
+    /// its operation `op`) whose cost the response's body names reserves
+    /// at least that prompt's tokens, at most its limit (a cut answer's
+    /// estimate counts the prompt too: [`Counted::prompt_bytes`]).
+    pub fn reserve_prompt(&mut self, route: &Route, op: Option<OpId>, bytes: u64) {
+        self.prompt_bytes = bytes;
+        let tokens = super::cost_scan::tokens_in(bytes);
+        for (j, bound) in route.bounds.iter().enumerate() {
+            if bound.written.operation.is_some() && bound.written.operation != op.map(OpId::index) {
+                continue;
+            }
+            let Some(cost) = bound.cost.as_ref() else {
+                continue;
+            };
+            let body = matches!(
+                cost.source,
+                crate::config::cost::CostSource::ResponseJson(_)
+            );
+            if body && tokens > cost.reserve {
+                self.costs.push((BoundId(j), tokens.min(bound.rate.limit)));
+            }
+        }
     }
 
     /// The units the request takes at `bound` (`b`) on admission: the cost
@@ -188,8 +216,11 @@ pub struct Pending {
     prepared: SmallVec<[(BoundId, Keys, Prepared); 4]>,
     /// Shadow bounds that would have refused: not counted, not refusing.
     shadowed: Vec<(BoundId, Quota)>,
-    /// Costs the request named up front (`cost.request_header`), by bound.
+    /// Costs the request named up front (`cost.request_header`), and
+    /// reservations of its prompt, by bound.
     costs: SmallVec<[(BoundId, u32); 1]>,
+    /// The request body's size, for a cost its response's body names.
+    prompt_bytes: u64,
     errors: Vec<StoreError>,
 }
 
@@ -398,6 +429,7 @@ impl Limiter {
             prepared: SmallVec::new(),
             shadowed: Vec::new(),
             costs: SmallVec::new(),
+            prompt_bytes: 0,
             errors: Vec::new(),
         }
     }
@@ -556,6 +588,7 @@ impl Limiter {
         let mut d = Counted {
             errors: pending.errors,
             at_ms: now_ms,
+            prompt_bytes: pending.prompt_bytes,
             ..Counted::default()
         };
         let mut shadowed = pending.shadowed;

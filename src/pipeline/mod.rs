@@ -145,6 +145,8 @@ pub struct Charges {
     pub receipts: crate::pipeline::limiter::Receipts,
     /// When the request was admitted.
     pub at_ms: u64,
+    /// The request body's size (a cut answer's estimate counts its prompt).
+    pub prompt_bytes: u64,
 }
 
 /// A request paused for its session resolve: early bounds already read.
@@ -292,6 +294,7 @@ impl<'p> Worker<'p> {
                 route: r.id,
                 receipts: d.receipts,
                 at_ms: d.at_ms,
+                prompt_bytes: d.prompt_bytes,
             },
         )
     }
@@ -573,6 +576,14 @@ impl<'p> Worker<'p> {
         let mut pending = lim.start(r.id, op);
         for &b in &route.named_costs {
             self.named_cost(host, route, b, op, &mut pending);
+        }
+        if route.plain_answers {
+            // A cost the response's body names: its prompt is reserved.
+            let bytes = host
+                .request_header("content-length")
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            pending.reserve_prompt(route, op, bytes);
         }
         if let Some(refused) = lim.early(host.store(), r, &mut pending, address, now) {
             return Begun::Decided(self.conclude(host, r, refused));

@@ -264,3 +264,35 @@ fn a_usage_less_answer_is_charged_its_prompt_too() {
     // Three one-token events, and 2,000 bytes of prompt: 500 tokens.
     assert_eq!(count, Some(503));
 }
+
+/// Issue 37: the prompt is reserved at admission (the request's
+/// `content-length` at 4 bytes a token, at most the limit), so requests in
+/// flight with long prompts cannot all pass on a reservation of 1.
+#[test]
+fn a_long_prompt_is_reserved_at_admission() {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.request_headers
+        .insert("content-length".into(), "2000".into());
+    let f = Filter::new(&host.store, &config(1)).unwrap();
+    let w = f.worker();
+    let steps: Vec<Step> = (0..3)
+        .map(|_| {
+            host.now += 1;
+            let mut ex = Exchange::default();
+            w.on_request(&mut host, &mut ex, true)
+        })
+        .collect();
+    // 500 tokens each: two fit in 1,000, the third does not.
+    assert_eq!(steps, [Step::Continue, Step::Continue, Step::Pause]);
+    // A prompt larger than the whole budget reserves the budget.
+    let mut host = MockHost::new(T0).from_address("10.0.0.2");
+    host.request_headers
+        .insert("content-length".into(), "1000000".into());
+    let f = Filter::new(&host.store, &config(1)).unwrap();
+    let w = f.worker();
+    let mut ex = Exchange::default();
+    assert_eq!(w.on_request(&mut host, &mut ex, true), Step::Continue);
+    let mut ex = Exchange::default();
+    host.now += 1;
+    assert_eq!(w.on_request(&mut host, &mut ex, true), Step::Pause);
+}
