@@ -562,26 +562,28 @@ impl<'p> Worker<'p> {
         }
         if end_of_stream {
             for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
-                let estimate = scan.estimate().saturating_add(tokens_in(ex.prompt_bytes));
-                let cost = scan.finish();
-                self.settle(host, ex.admitted, (b, receipt), cost, estimate);
+                self.settle(host, ex, (b, receipt), scan, true);
             }
         }
         Step::Continue
     }
 
-    /// A cost read from the body, or none: then the answer is charged what
-    /// it delivered (`estimate`) where that is more than its reservation,
-    /// and counted as unknown. No caller's choice — a stream that names no
+    /// A body's scan at its end (`ended`), or cut before it: the cost it
+    /// read, or none: then the answer is charged what it delivered (its
+    /// text and its prompt) where that is more than its reservation, and
+    /// counted as unknown. No caller's choice — a stream that names no
     /// usage, a hang-up before it — moves what passed off the counter.
     fn settle<H: Host>(
         &self,
         host: &mut H,
-        (route, at_ms): (RouteId, u64),
+        ex: &Exchange,
         (b, receipt): (BoundId, Receipt),
-        cost: Option<u32>,
-        estimate: u32,
+        scan: CostScan,
+        ended: bool,
     ) {
+        let (route, at_ms) = ex.admitted;
+        let estimate = scan.estimate().saturating_add(tokens_in(ex.prompt_bytes));
+        let cost = if ended { scan.finish() } else { None };
         let units = match cost {
             Some(c) => c,
             None => {
@@ -633,8 +635,7 @@ impl<'p> Worker<'p> {
             host.count(RequestStat::CostUnknown);
         }
         for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
-            let estimate = scan.estimate().saturating_add(tokens_in(ex.prompt_bytes));
-            self.settle(host, ex.admitted, (b, receipt), None, estimate);
+            self.settle(host, ex, (b, receipt), scan, false);
         }
     }
 
