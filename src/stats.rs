@@ -133,10 +133,15 @@ pub enum Stat {
     /// Costs owed to the rate-limit service (an installation bound's
     /// response beyond its reservation) that it did not count.
     CostsUnsent,
+    /// Requests of cost bounds refused because their body could not be
+    /// read with certainty (not JSON, a field named twice, too large).
+    RequestsUnclear,
+    /// Streaming requests made to ask for their usage.
+    UsageAsked,
 }
 
 impl Stat {
-    pub const ALL: [Stat; 25] = [
+    pub const ALL: [Stat; 27] = [
         Stat::Allowed,
         Stat::Refused,
         Stat::WouldRefuse,
@@ -162,6 +167,8 @@ impl Stat {
         Stat::FleetNodes,
         Stat::CostsUnknown,
         Stat::CostsUnsent,
+        Stat::RequestsUnclear,
+        Stat::UsageAsked,
     ];
 
     /// The last segment of its name.
@@ -186,6 +193,8 @@ impl Stat {
             Stat::RlsNoLimit => "rls_no_limit",
             Stat::CostsUnknown => "costs_unknown",
             Stat::CostsUnsent => "costs_unsent",
+            Stat::RequestsUnclear => "requests_unclear",
+            Stat::UsageAsked => "usage_asked",
             Stat::RlsLatencyMs => "rls_latency_ms",
             Stat::FleetSyncCalls => "fleet_sync_calls",
             Stat::FleetSyncKeys => "fleet_sync_keys",
@@ -216,7 +225,9 @@ impl Stat {
     pub const fn when(self) -> When {
         match self {
             Stat::AccountsUnreadable => When::SignIn,
-            Stat::CostsUnknown | Stat::CostsUnsent => When::Cost,
+            Stat::CostsUnknown | Stat::CostsUnsent | Stat::RequestsUnclear | Stat::UsageAsked => {
+                When::Cost
+            }
             Stat::RlsCallsSaved | Stat::RlsNoLimit | Stat::RlsLatencyMs => When::Service,
             Stat::FleetSyncCalls
             | Stat::FleetSyncKeys

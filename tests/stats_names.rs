@@ -19,7 +19,7 @@ const STATS_TAGS: &str = "envoy-demo/stats-tags.yaml";
 const ISTIO_METRICS: &str = "envoy-demo/istio/metrics.yaml";
 
 /// Stats the dashboard leaves out, and why.
-const NOT_ON_THE_DASHBOARD: [(Stat, &str); 6] = [
+const NOT_ON_THE_DASHBOARD: [(Stat, &str); 8] = [
     (
         Stat::AccountsUnreadable,
         "sign-in routes only; in docs/sign-in.md",
@@ -31,6 +31,8 @@ const NOT_ON_THE_DASHBOARD: [(Stat, &str); 6] = [
     ),
     (Stat::FleetSyncKeys, "fleet bounds only; docs/fleet.md"),
     (Stat::CostsUnknown, "cost bounds only; docs/cost.md"),
+    (Stat::RequestsUnclear, "cost bounds only; docs/cost.md"),
+    (Stat::UsageAsked, "cost bounds only; docs/cost.md"),
     (
         Stat::CostsUnsent,
         "installation cost bounds only; alerted on (RateboundCostsUnsent)",

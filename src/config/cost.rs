@@ -29,13 +29,27 @@ pub enum CostSource {
 pub struct Cost {
     pub source: CostSource,
     /// Units taken at admission for a cost the response gives (and the
-    /// charge of a request whose cost never comes).
+    /// charge of a request whose cost never comes): `reserve`, or the
+    /// floor of what the request allows itself (`from_request`).
     pub reserve: u32,
+    /// A `response_json` cost without `reserve`: the reservation is what
+    /// the request allows itself, at most this ceiling.
+    pub from_request: Option<u32>,
+    /// A stream that does not ask for its usage is made to
+    /// (`stream_options.include_usage`).
+    pub ask_usage: bool,
+    /// The largest request body read before admission.
+    pub max_request_bytes: usize,
     pub unit: String,
 }
 
+/// A request body read before admission, by default: 4 MiB (a prompt of a
+/// million tokens).
+pub const MAX_REQUEST_BYTES: usize = 4 << 20;
+
 impl Cost {
-    pub fn compile(c: &CostConfig) -> Option<Cost> {
+    /// `c` compiled, for a bound of `limit`.
+    pub fn compile(c: &CostConfig, limit: u64) -> Option<Cost> {
         let source = match (
             &c.request_header,
             &c.response_header,
@@ -48,11 +62,16 @@ impl Cost {
             (None, None, None, Some(p)) => CostSource::ResponseJson(p.clone()),
             _ => return None,
         };
+        let units = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let json = matches!(source, CostSource::ResponseJson(_));
+        let from_request = (json && c.reserve.is_none())
+            .then(|| units(c.reserve_ceiling.unwrap_or(limit).min(limit)));
         Some(Cost {
             source,
-            reserve: c
-                .reserve
-                .map_or(1, |r| u32::try_from(r).unwrap_or(u32::MAX)),
+            reserve: units(c.reserve.or(c.reserve_floor).unwrap_or(1)),
+            from_request,
+            ask_usage: json && c.ask_usage.unwrap_or(true),
+            max_request_bytes: c.max_request_bytes.unwrap_or(MAX_REQUEST_BYTES),
             unit: c.unit.clone().unwrap_or_else(|| "units".to_string()),
         })
     }
@@ -61,6 +80,24 @@ impl Cost {
     /// admission, trued up then.
     pub fn from_response(&self) -> bool {
         !matches!(self.source, CostSource::RequestHeader(_))
+    }
+
+    /// The request body is read before admission: for the reservation it
+    /// allows itself, or to ask for its usage.
+    pub fn reads_request(&self) -> bool {
+        self.from_request.is_some() || self.ask_usage
+    }
+
+    /// What a request that allows itself `ceiling` output tokens and sends
+    /// a prompt of `prompt` tokens takes at admission.
+    pub fn reservation(&self, ceiling: Option<u32>, prompt: u32) -> u32 {
+        match self.from_request {
+            Some(most) => ceiling
+                .unwrap_or(0)
+                .saturating_add(prompt)
+                .clamp(self.reserve.min(most), most),
+            None => self.reserve.max(prompt),
+        }
     }
 }
 
@@ -122,6 +159,58 @@ pub fn validate(b: &BoundConfig, at: &str, errors: &mut Vec<ConfigError>) {
                     "{r} is out of range: reserve 1 to the bound's limit ({}) at admission",
                     b.limit
                 ),
+            ));
+        }
+    }
+    let json_only = [
+        ("reserve_floor", c.reserve_floor.is_some()),
+        ("reserve_ceiling", c.reserve_ceiling.is_some()),
+        ("ask_usage", c.ask_usage.is_some()),
+        ("max_request_bytes", c.max_request_bytes.is_some()),
+    ];
+    for (field, given) in json_only {
+        if given && c.response_json.is_none() {
+            errors.push(err(
+                format!("{at}.{field}"),
+                format!("only a \"response_json\" cost reads the request body: remove \"{field}\""),
+            ));
+        }
+    }
+    for (field, n) in [
+        ("reserve_floor", c.reserve_floor),
+        ("reserve_ceiling", c.reserve_ceiling),
+    ] {
+        let Some(n) = n else { continue };
+        if c.reserve.is_some() {
+            errors.push(err(
+                format!("{at}.{field}"),
+                format!(
+                    "\"reserve\" fixes the reservation: remove \"{field}\", or remove \"reserve\" \
+                     to reserve what each request allows itself"
+                ),
+            ));
+        } else if n == 0 || n > b.limit {
+            errors.push(err(
+                format!("{at}.{field}"),
+                format!("{n} is out of range: 1 to the bound's limit ({})", b.limit),
+            ));
+        }
+    }
+    if let (Some(lo), Some(hi)) = (c.reserve_floor, c.reserve_ceiling) {
+        if lo > hi {
+            errors.push(err(
+                format!("{at}.reserve_floor"),
+                format!(
+                    "{lo} is above \"reserve_ceiling\" ({hi}): give a floor at most the ceiling"
+                ),
+            ));
+        }
+    }
+    if let Some(n) = c.max_request_bytes {
+        if !(1024..=64 << 20).contains(&n) {
+            errors.push(err(
+                format!("{at}.max_request_bytes"),
+                format!("{n} is out of range: read 1 KiB to 64 MiB of a request body"),
             ));
         }
     }
@@ -221,6 +310,36 @@ mod tests {
                 "",
                 format!("{at}.max_body_bytes"),
                 "only a \"response_json\"",
+            ),
+            (
+                r#"{"response_header":"x-t","ask_usage":true}"#,
+                "",
+                format!("{at}.ask_usage"),
+                "only a \"response_json\" cost reads the request body",
+            ),
+            (
+                r#"{"response_json":"/u","reserve":5,"reserve_floor":2}"#,
+                "",
+                format!("{at}.reserve_floor"),
+                "\"reserve\" fixes the reservation",
+            ),
+            (
+                r#"{"response_json":"/u","reserve_ceiling":101}"#,
+                "",
+                format!("{at}.reserve_ceiling"),
+                "out of range",
+            ),
+            (
+                r#"{"response_json":"/u","reserve_floor":50,"reserve_ceiling":40}"#,
+                "",
+                format!("{at}.reserve_floor"),
+                "above \"reserve_ceiling\"",
+            ),
+            (
+                r#"{"response_json":"/u","max_request_bytes":100}"#,
+                "",
+                format!("{at}.max_request_bytes"),
+                "out of range",
             ),
             (
                 r#"{"response_json":"/u","unit":"tok ens"}"#,

@@ -606,15 +606,38 @@ pub struct CostConfig {
     /// (`tokens`); `units` by default.
     pub unit: Option<String>,
     /// Units taken at admission for a cost the response gives, trued up
-    /// when it is known (1 by default): the request is admitted when they
-    /// fit, and requests in flight cannot all pass on an empty counter. A
-    /// request whose cost never comes (reset, error, no usable figure) is
-    /// charged this, or what its answer delivered if that is more (its
-    /// text at 4 bytes a token). What a number means: a caller with k
-    /// requests in flight can pass the limit by at most k × (largest cost
-    /// − reserve).
+    /// when it is known: the request is admitted when they fit, and
+    /// requests in flight cannot all pass on an empty counter. A request
+    /// whose cost never comes (reset, error, no usable figure) is charged
+    /// this, or what its answer delivered if that is more (its text at 4
+    /// bytes a token). What a number means: a caller with k requests in
+    /// flight can pass the limit by at most k × (largest cost − reserve).
+    /// Unset, a `response_json` cost reserves what the request allows
+    /// itself (its `max_tokens`, `max_completion_tokens` or
+    /// `max_output_tokens`, plus its prompt at 4 bytes a token) between
+    /// `reserve_floor` and `reserve_ceiling`; any other cost reserves 1.
     #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 4_294_967_295u64)))]
     pub reserve: Option<u64>,
+    /// The least a `response_json` cost without `reserve` takes at
+    /// admission (1 by default).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 4_294_967_295u64)))]
+    pub reserve_floor: Option<u64>,
+    /// The most a `response_json` cost without `reserve` takes at
+    /// admission (the bound's limit by default).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 4_294_967_295u64)))]
+    pub reserve_ceiling: Option<u64>,
+    /// A streaming request (`"stream": true`) that does not ask for its
+    /// usage is made to (`stream_options.include_usage: true`, added to its
+    /// JSON body), and the usage event it did not ask for is taken out of
+    /// the stream it sees. On by default for a `response_json` cost.
+    pub ask_usage: Option<bool>,
+    /// The largest request body a `response_json` cost reads before
+    /// admission (4 MiB by default; 1 KiB to 64 MiB): a larger one is
+    /// refused with 413, never forwarded unread. Envoy's own buffer limit
+    /// (the listener's `per_connection_buffer_limit_bytes`) must be at
+    /// least this, or Envoy refuses first.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1024, max = 67_108_864)))]
+    pub max_request_bytes: Option<usize>,
     /// No longer used: a `response_json` cost reads a body of any size as
     /// it passes, keeping none of it. Still accepted (64 to 1 MiB), so
     /// configurations that give it stay valid.

@@ -107,6 +107,12 @@ pub struct Route {
     /// ask for an answer that is not compressed (a caller asking for gzip
     /// would otherwise be charged only its reservations).
     pub plain_answers: bool,
+    /// A bound reads the request body before admission (`Cost::reads_request`):
+    /// at most this many bytes of it.
+    pub reads_request: Option<usize>,
+    /// A bound asks streams for their usage (`ask_usage`): its pointer, by
+    /// which the usage event a caller did not ask for is known.
+    pub asks_usage: Option<String>,
     /// Where requests name the account they try (`per: account`).
     pub account: Option<AccountSource>,
 }
@@ -545,7 +551,10 @@ fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, c: &Config
     // fallback (a minute) is never reached.
     let window_ms = window_ms(&b.window).unwrap_or(60_000);
     let descriptor = format!("{route}.{name}");
-    let cost = b.cost.as_ref().and_then(crate::config::cost::Cost::compile);
+    let cost = b
+        .cost
+        .as_ref()
+        .and_then(|c| crate::config::cost::Cost::compile(c, b.limit));
     let scope = match b.scope {
         Scope::Node => BoundScope::Node,
         Scope::Fleet => BoundScope::Fleet { descriptor },
@@ -716,6 +725,17 @@ impl Plan {
                         matches!(c.source, crate::config::cost::CostSource::ResponseJson(_))
                     })
                 });
+                let reading = || bounds.iter().filter_map(|b| b.cost.as_ref());
+                let reads_request = reading()
+                    .filter(|c| c.reads_request())
+                    .map(|c| c.max_request_bytes)
+                    .max();
+                let asks_usage = reading()
+                    .filter(|c| c.ask_usage)
+                    .find_map(|c| match &c.source {
+                        crate::config::cost::CostSource::ResponseJson(p) => Some(p.clone()),
+                        _ => None,
+                    });
                 let service_bounds = (0..bounds.len())
                     .filter(|&j| bounds.get(j).is_some_and(|b| !b.in_shared_data()))
                     .map(BoundId)
@@ -745,6 +765,8 @@ impl Plan {
                     service_bounds,
                     named_costs,
                     plain_answers,
+                    reads_request,
+                    asks_usage,
                     account: r.account.clone(),
                 }
             })

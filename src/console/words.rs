@@ -135,14 +135,33 @@ fn with_cost(phrase: String, c: &Cost) -> String {
         CostSource::ResponseTrailer(h) => format!("the number in its response's `{h}` trailer"),
         CostSource::ResponseJson(p) => format!("`{p}` of its response's JSON (or event stream)"),
     };
-    let reserve = if c.from_response() {
-        let r = number_of(c.reserve);
+    let reserve = match c.from_request {
+        Some(most) => {
+            let (lo, hi) = (number_of(c.reserve.min(most)), number_of(most));
+            format!(
+                ", reserving at admission what the request allows itself (its `max_tokens`, \
+                 `max_completion_tokens` or `max_output_tokens`, plus its prompt at 4 bytes a \
+                 token), at least {lo} and at most {hi} (a caller with k requests in flight can \
+                 pass the limit by k × what one answer uses beyond its reservation: nothing from \
+                 an upstream that honours its request's ceiling, up to {hi})"
+            )
+        }
+        None if c.from_response() => {
+            let r = number_of(c.reserve);
+            format!(
+                ", {r} reserved at admission (a caller with k requests in flight can pass \
+                 the limit by k × (its largest cost − {r}))"
+            )
+        }
+        None => String::new(),
+    };
+    let reserve = if c.ask_usage {
         format!(
-            ", {r} reserved at admission (a caller with k requests in flight can pass \
-             the limit by k × (its largest cost − {r}))"
+            "{reserve}; a stream that does not ask for its usage is made to, and does not \
+             see it"
         )
     } else {
-        String::new()
+        reserve
     };
     format!(
         "{number} {} {rest}: each request counts {from}{reserve}",
@@ -341,12 +360,33 @@ mod tests {
         assert_eq!(
             of_bound(&b[0]),
             "1,000 tokens a minute per client address: each request counts \
-             `/usage/total_tokens` of its response's JSON (or event stream), 300 reserved at admission (a caller with k requests in flight can pass the limit by k × (its largest cost − 300))"
+             `/usage/total_tokens` of its response's JSON (or event stream), 300 reserved at admission (a caller with k requests in flight can pass the limit by k × (its largest cost − 300)); a stream that does not ask for its usage is made to, and does not see it"
         );
         assert_eq!(
             of_bound(&b[1]),
             "50 units an hour for the whole route: each request counts the number in its `x-cost` header"
         );
+    }
+
+    #[test]
+    fn a_reservation_from_the_request_says_its_floor_ceiling_and_over_admission() {
+        let plan = crate::config::plan::Plan::compile(
+            &crate::config::parse(
+                br#"{"routes":[{"name":"llm","bounds":[
+                {"per":"address","limit":10000,"window":"PT1M","cost":{"response_json":"/u",
+                 "reserve_floor":200,"reserve_ceiling":4000,"unit":"tokens"}}]}]}"#,
+            )
+            .unwrap(),
+        );
+        let said = of_bound(&plan.routes[0].bounds[0]);
+        for part in [
+            "what the request allows itself (its `max_tokens`",
+            "at least 200 and at most 4,000",
+            "nothing from an upstream that honours its request's ceiling, up to 4,000",
+            "a stream that does not ask for its usage is made to",
+        ] {
+            assert!(said.contains(part), "{said}");
+        }
     }
 
     #[test]

@@ -136,6 +136,18 @@ impl Host for Envoy<'_> {
         let _ = hostcalls::set_map_value(MapType::HttpRequestHeaders, name, None);
     }
 
+    fn set_request_body(&mut self, size: usize, data: &[u8]) {
+        let _ = hostcalls::set_buffer(BufferType::HttpRequestBody, 0, size, data);
+    }
+
+    fn set_response_body(&mut self, size: usize, data: &[u8]) {
+        let _ = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, size, data);
+    }
+
+    fn remove_response_header(&mut self, name: &str) {
+        let _ = hostcalls::set_map_value(MapType::HttpResponseHeaders, name, None);
+    }
+
     fn set_filter_state(&mut self, key: &str, value: &str) {
         let _ = hostcalls::set_property(vec![key], Some(value.as_bytes()));
     }

@@ -172,6 +172,8 @@ impl<K: StatSink> StatBook<K> {
             P::RlsCallSaved => Stat::RlsCallsSaved,
             P::RlsNoLimit => Stat::RlsNoLimit,
             P::CostUnknown => Stat::CostsUnknown,
+            P::RequestUnclear => Stat::RequestsUnclear,
+            P::UsageAsked => Stat::UsageAsked,
         });
     }
 

@@ -261,7 +261,7 @@ impl CostScan {
 }
 
 /// A JSON pointer's tokens, unescaped (`~1` is `/`, `~0` is `~`).
-fn tokens(pointer: &str) -> Vec<String> {
+pub(super) fn tokens(pointer: &str) -> Vec<String> {
     pointer
         .split('/')
         .skip(1)

@@ -7,6 +7,8 @@
 use super::cost_scan::{tokens_in, Body, CostScan};
 use super::installation::Ready;
 use super::owed;
+use super::request_body::Entry;
+use super::usage_event::UsageEvents;
 use super::Charges;
 use super::{
     Begun, Decision, Host, Level, LocalReply, RequestStat, SessionError, Step, Waiting, Worker,
@@ -50,6 +52,11 @@ pub struct Exchange {
     /// for a cost in the response's body: a cut answer's estimate counts
     /// its prompt too ([`Charges::prompt_bytes`]).
     prompt_bytes: u64,
+    /// The filter asked a stream for its usage, which its caller did not:
+    /// the usage event is taken out of the stream it sees.
+    usage_events: Option<UsageEvents>,
+    /// The request's headers wait for its body (`hold_sign_in_headers`).
+    head_held: bool,
 }
 
 /// A gRPC caller, by its content type.
@@ -63,6 +70,17 @@ impl Exchange {
     pub fn stage(&self) -> &Stage {
         &self.stage
     }
+
+    /// The units an admitted request reserved, at its first bound.
+    #[cfg(test)]
+    pub(crate) fn reserved(&self) -> u32 {
+        let receipt = self.charges.as_ref().and_then(|c| c.receipts.first());
+        match receipt {
+            Some((_, Receipt::Lane(u))) => u.hits,
+            Some((_, Receipt::Service { hits, .. })) => *hits,
+            None => 0,
+        }
+    }
 }
 
 /// What a paused request waits for, and keeps meanwhile (a step's
@@ -75,6 +93,8 @@ pub enum Stage {
     Session(Box<Waiting>),
     /// Its body, for the account it names.
     Body(Box<Ready>),
+    /// Its body, for what it asks of its answer (a cost the answer names).
+    Request(Box<Entry>),
     Service(Box<Ready>),
 }
 
@@ -213,6 +233,13 @@ impl<'p> Worker<'p> {
                 body: reply::unchecked_body(route, bound),
                 details: format!("ratebound.unchecked:{route}/{bound}"),
             },
+            Decision::Unclear { route, why } => Answer {
+                status: why.status(),
+                retry: false,
+                content_type: "application/problem+json",
+                body: reply::unreadable_body(route, why.status(), why.reason(), &why.detail()),
+                details: format!("ratebound.unclear_request:{route}/{}", why.reason()),
+            },
             Decision::Unreadable { route, place, why } => Answer {
                 status: why.status(),
                 retry: false,
@@ -293,6 +320,25 @@ impl<'p> Worker<'p> {
                     Step::Continue
                 };
             }
+            Begun::NeedsRequest(entry) => {
+                if ex.body_ended || ex.body_size > self.request_cap(&entry) {
+                    return self.read_request(host, ex, entry);
+                }
+                if let Some(d) = self.request_head(host, &entry) {
+                    return self.perform(host, ex, d);
+                }
+                ex.grpc = Some(is_grpc(host));
+                ex.stage = Stage::Request(entry);
+                // Its body may be rewritten: a length sent on now would be
+                // wrong (on HTTP/1.1, Envoy sends the body chunked). Held
+                // headers get the body's length once it is read.
+                ex.head_held = self.limiter.plan.hold_sign_in_headers;
+                if ex.head_held {
+                    return Step::Pause;
+                }
+                host.remove_request_header("content-length");
+                return Step::Continue;
+            }
             Begun::NeedsService(mut ready, call) => {
                 let events: Vec<BoundEvent> = ready
                     .bounds
@@ -323,6 +369,14 @@ impl<'p> Worker<'p> {
             }
         };
         self.perform(host, ex, d)
+    }
+
+    /// The request body arrived (or more than its route reads): read it,
+    /// then what comes next.
+    fn read_request<H: Host>(&self, host: &mut H, ex: &mut Exchange, e: Box<Entry>) -> Step {
+        let read = self.with_request(host, e, ex.body_size, ex.head_held);
+        ex.usage_events = read.usage_asked.map(UsageEvents::new);
+        self.drive(host, ex, read.next)
     }
 
     /// More of the body than the route reads has arrived.
@@ -374,6 +428,9 @@ impl<'p> Worker<'p> {
                 let next = self.with_body(host, ready, size);
                 self.drive(host, ex, next)
             }
+            Stage::Request(entry) if ex.body_ended || size > self.request_cap(&entry) => {
+                self.read_request(host, ex, entry)
+            }
             waiting => {
                 ex.stage = waiting;
                 Step::Pause
@@ -391,6 +448,7 @@ impl<'p> Worker<'p> {
                 let next = self.with_body(host, ready, size);
                 self.drive(host, ex, next)
             }
+            Stage::Request(entry) => self.read_request(host, ex, entry),
             waiting => {
                 ex.stage = waiting;
                 Step::Pause
@@ -408,7 +466,7 @@ impl<'p> Worker<'p> {
                 self.on_service_answer(host, ex, status, size)
             }
             Stage::Session(_) => self.on_session_answer(host, ex, size),
-            Stage::Going | Stage::Body(_) => Step::Pause,
+            Stage::Going | Stage::Body(_) | Stage::Request(_) => Step::Pause,
         }
     }
 
@@ -551,13 +609,19 @@ impl<'p> Worker<'p> {
         size: usize,
         end_of_stream: bool,
     ) -> Step {
-        if ex.scans.is_empty() {
+        if ex.scans.is_empty() && ex.usage_events.is_none() {
             return Step::Continue;
         }
-        if size > 0 {
-            let chunk = host.response_body(size).unwrap_or_default();
-            for (_, _, scan) in &mut ex.scans {
-                scan.feed(&chunk);
+        let chunk = match size {
+            0 => Vec::new(),
+            _ => host.response_body(size).unwrap_or_default(),
+        };
+        for (_, _, scan) in &mut ex.scans {
+            scan.feed(&chunk);
+        }
+        if let Some(events) = &mut ex.usage_events {
+            if let Some(seen) = events.pass(&chunk, end_of_stream) {
+                host.set_response_body(size, &seen);
             }
         }
         if end_of_stream {
@@ -643,6 +707,15 @@ impl<'p> Worker<'p> {
     /// when the request is still undecided (an upstream that answered
     /// before reading the body the filter holds): the response waits.
     pub fn on_response<H: Host>(&self, host: &mut H, ex: &mut Exchange) -> Step {
+        if matches!(ex.stage, Stage::Body(_) | Stage::Request(_))
+            && host.property(vec!["upstream", "address"]).is_none()
+        {
+            // Envoy answered itself (a direct response, a route with no
+            // upstream): the request's body never comes to this filter, and
+            // nothing reached an upstream to count.
+            ex.stage = Stage::Going;
+            return Step::Continue;
+        }
         if !matches!(ex.stage, Stage::Going) {
             ex.response_held = true;
             return Step::Pause;
@@ -652,6 +725,18 @@ impl<'p> Worker<'p> {
         }
         if let Some(charges) = ex.charges.take() {
             self.costs_from_headers(host, ex, charges);
+        }
+        if ex.usage_events.is_some() {
+            // Only an event stream has a usage event to take out; its length
+            // changes with it.
+            let events = host
+                .response_header("content-type")
+                .is_some_and(|t| Body::of(&t) == Body::Events);
+            if events {
+                host.remove_response_header("content-length");
+            } else {
+                ex.usage_events = None;
+            }
         }
         let Some(f) = ex.success.take() else {
             return Step::Continue;

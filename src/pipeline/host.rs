@@ -26,6 +26,11 @@ pub enum RequestStat {
     /// A cost bound's request whose cost never came: it keeps its
     /// reservation.
     CostUnknown,
+    /// A cost bound's request refused: its body could not be read with
+    /// certainty.
+    RequestUnclear,
+    /// A streaming request made to ask for its usage.
+    UsageAsked,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +149,13 @@ pub trait Host: Base {
     fn set_request_header(&mut self, name: &str, value: &str);
     /// Removes every copy of a request header (before the headers go on).
     fn remove_request_header(&mut self, name: &str);
+    /// Replaces the first `size` bytes of the request body buffered so far
+    /// (all of it) with `data`.
+    fn set_request_body(&mut self, size: usize, data: &[u8]);
+    /// Replaces the response body's chunk now passing (`size` bytes).
+    fn set_response_body(&mut self, size: usize, data: &[u8]);
+    /// Removes a response header (before the response's headers go on).
+    fn remove_response_header(&mut self, name: &str);
     /// Leaves `value` in the request's filter state under `key` (Envoy
     /// prefixes `wasm.`), for access logs.
     fn set_filter_state(&mut self, key: &str, value: &str);

@@ -160,11 +160,20 @@ impl Pending {
         self.costs.push((b, units));
     }
 
-    /// The request's body is `bytes` long: each bound of `route` (or of
-    /// its operation `op`) whose cost the response's body names reserves
-    /// at least that prompt's tokens, at most its limit (a cut answer's
-    /// estimate counts the prompt too: [`Counted::prompt_bytes`]).
-    pub fn reserve_prompt(&mut self, route: &Route, op: Option<OpId>, bytes: u64) {
+    /// The request's body is `bytes` long and allows `ceiling` output
+    /// tokens: each bound of `route` (or of its operation `op`) whose cost
+    /// the response's body names reserves what [`Cost::reservation`] says
+    /// of them, at most its limit (a cut answer's estimate counts the
+    /// prompt too: [`Counted::prompt_bytes`]).
+    ///
+    /// [`Cost::reservation`]: crate::config::cost::Cost::reservation
+    pub fn reserve_prompt(
+        &mut self,
+        route: &Route,
+        op: Option<OpId>,
+        bytes: u64,
+        ceiling: Option<u32>,
+    ) {
         self.prompt_bytes = bytes;
         let tokens = super::cost_scan::tokens_in(bytes);
         for (j, bound) in route.bounds.iter().enumerate() {
@@ -178,8 +187,9 @@ impl Pending {
                 cost.source,
                 crate::config::cost::CostSource::ResponseJson(_)
             );
-            if body && tokens > cost.reserve {
-                self.costs.push((BoundId(j), tokens.min(bound.rate.limit)));
+            let units = cost.reservation(ceiling, tokens).min(bound.rate.limit);
+            if body && units != cost.reserve {
+                self.costs.push((BoundId(j), units));
             }
         }
     }

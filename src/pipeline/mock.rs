@@ -86,6 +86,13 @@ pub struct MockHost {
     /// Request headers removed (one entry per header that was there).
     pub request_headers_removed: Vec<String>,
     pub filter_state: Vec<(String, String)>,
+    /// The request body was replaced (then `request_body` is the new one).
+    pub request_body_set: usize,
+    /// The response body as the client receives it (chunks replaced or
+    /// not), and the replacement of the chunk now passing.
+    pub client_body: Vec<u8>,
+    pub chunk_set: Option<Vec<u8>>,
+    pub response_headers_removed: Vec<String>,
     pub events: Vec<(usize, BoundEvent)>,
     pub stats: Vec<RequestStat>,
     pub logs: Vec<(Level, String)>,
@@ -339,6 +346,22 @@ impl Host for MockHost {
         }
     }
 
+    fn set_request_body(&mut self, size: usize, data: &[u8]) {
+        let mut body = self.request_body.take().unwrap_or_default();
+        body.splice(..size.min(body.len()), data.iter().copied());
+        self.request_body = Some(body);
+        self.request_body_set += 1;
+    }
+
+    fn set_response_body(&mut self, _size: usize, data: &[u8]) {
+        self.chunk_set = Some(data.to_vec());
+    }
+
+    fn remove_response_header(&mut self, name: &str) {
+        self.upstream_headers.remove(name);
+        self.response_headers_removed.push(name.into());
+    }
+
     fn set_filter_state(&mut self, key: &str, value: &str) {
         self.filter_state.push((key.into(), value.into()));
     }
@@ -414,7 +437,7 @@ pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
     // Envoy delivers no more of a request it was told to answer.
     let body = host.request_body.as_ref().map(Vec::len);
     if let Some(size) = body.filter(|_| !ex.refused) {
-        let waited = matches!(ex.stage(), Stage::Body(_));
+        let waited = matches!(ex.stage(), Stage::Body(_) | Stage::Request(_));
         let step = w.on_request_body(host, &mut ex, size, true);
         if waited {
             last = Some(step);
@@ -431,6 +454,11 @@ pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
     for i in 0..chunks {
         let size = host.upstream_body.get(i).map_or(0, Vec::len);
         w.on_response_body(host, &mut ex, size, i + 1 == chunks && !trailers);
+        let passed = match host.chunk_set.take() {
+            Some(set) => set,
+            None => host.upstream_body.get(i).cloned().unwrap_or_default(),
+        };
+        host.client_body.extend(passed);
     }
     if trailers {
         w.on_response_trailers(host, &mut ex);

@@ -26,6 +26,7 @@
 #![deny(clippy::indexing_slicing)]
 
 mod caller_key;
+mod chat_request;
 mod cost_scan;
 mod exchange;
 pub mod fleet_sync;
@@ -36,6 +37,7 @@ pub mod limiter;
 #[cfg(any(test, feature = "test-support"))]
 pub mod mock;
 pub mod owed;
+mod request_body;
 mod sources;
 // A test suite of every store (also built into the selftest module): it may
 // index.
@@ -44,6 +46,7 @@ mod sources;
 pub mod store_suite;
 #[cfg(test)]
 mod tests;
+mod usage_event;
 pub mod warm_up;
 
 use crate::config::cost::CostSource;
@@ -62,6 +65,7 @@ pub use host::{
     dispatch_rls, rls_status, Base, CallOut, Host, Level, LocalReply, LogGate, RequestStat, Step,
 };
 use installation::{Ready, ServiceCall};
+pub use request_body::Entry;
 use smallvec::SmallVec;
 use std::cell::RefCell;
 
@@ -179,6 +183,12 @@ pub enum Decision<'p> {
         place: Place<'p>,
         why: Unreadable,
     },
+    /// 400, 413 or 415: a request whose body a cost bound reads before
+    /// admission cannot be read with certainty (`why`).
+    Unclear {
+        route: &'p str,
+        why: chat_request::Unclear,
+    },
 }
 
 /// Where `begin` (or a later step) stopped.
@@ -188,6 +198,9 @@ pub enum Begun<'p> {
     Needs(Box<Waiting>, Ask<'p>),
     /// Wait for the request body (the account it names), then `with_body`.
     NeedsBody(Box<Ready>),
+    /// Wait for the request body (what it asks of its answer, for a cost
+    /// the answer names), then `with_request`.
+    NeedsRequest(Box<Entry>),
     /// Call the rate-limit service, then `counted`.
     NeedsService(Box<Ready>, ServiceCall<'p>),
 }
@@ -577,14 +590,35 @@ impl<'p> Worker<'p> {
         for &b in &route.named_costs {
             self.named_cost(host, route, b, op, &mut pending);
         }
+        if route.reads_request.is_some() {
+            // What the request allows itself is in its body: read first.
+            return Begun::NeedsRequest(Box::new(Entry::new(pending, address, now)));
+        }
         if route.plain_answers {
             // A cost the response's body names: its prompt is reserved.
             let bytes = host
                 .request_header("content-length")
                 .and_then(|n| n.trim().parse().ok())
                 .unwrap_or(0);
-            pending.reserve_prompt(route, op, bytes);
+            pending.reserve_prompt(route, op, bytes, None);
         }
+        self.admit(host, r, pending, address, now)
+    }
+
+    /// Phase 1 on: the bounds that need no identity, then who is calling
+    /// and the bounds that depend on it, then the installation bounds.
+    fn admit<H: Host>(
+        &self,
+        host: &mut H,
+        r: RouteLanes<'p>,
+        mut pending: Pending,
+        address: &str,
+        now: u64,
+    ) -> Begun<'p> {
+        let lim = self.limiter;
+        let plan = &lim.plan;
+        let route = r.route;
+        let op = pending.op();
         if let Some(refused) = lim.early(host.store(), r, &mut pending, address, now) {
             return Begun::Decided(self.conclude(host, r, refused));
         }

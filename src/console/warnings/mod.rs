@@ -188,7 +188,7 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
             let Some(cost) = b
                 .cost
                 .as_ref()
-                .filter(|c| c.from_response() && c.reserve == 1)
+                .filter(|c| c.from_response() && c.from_request.is_none() && c.reserve == 1)
             else {
                 continue;
             };

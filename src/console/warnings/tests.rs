@@ -51,6 +51,8 @@ fn route(bounds: Vec<Bound>) -> Route {
         service_bounds: Vec::new(),
         named_costs: Vec::new(),
         plain_answers: false,
+        reads_request: None,
+        asks_usage: None,
         account: None,
     }
 }
@@ -539,13 +541,20 @@ fn a_response_cost_reserving_one_is_warned_of() {
             {{"per":"address","limit":1000,"window":"PT1M","cost":{cost}}}]}}]}}"#
         )
     };
-    let ws = from_json(&json(r#"{"response_json":"/usage/total_tokens"}"#), None);
-    assert_eq!(codes(&ws, Code::CostReserve), ["$.routes[0].bounds[0]"]);
-    assert!(ws
-        .iter()
-        .any(|w| w.message.contains("k requests in flight")));
+    for one in [
+        r#"{"response_header":"x-tokens"}"#,
+        r#"{"response_json":"/usage/total_tokens","reserve":1}"#,
+    ] {
+        let ws = from_json(&json(one), None);
+        assert_eq!(codes(&ws, Code::CostReserve), ["$.routes[0].bounds[0]"]);
+        assert!(ws
+            .iter()
+            .any(|w| w.message.contains("k requests in flight")));
+    }
     for fine in [
         r#"{"response_json":"/usage/total_tokens","reserve":300}"#,
+        // Reserving what each request allows itself.
+        r#"{"response_json":"/usage/total_tokens"}"#,
         r#"{"request_header":"x-cost"}"#,
     ] {
         assert!(

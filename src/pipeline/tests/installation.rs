@@ -445,6 +445,20 @@ fn the_body_is_held_while_the_request_waits() {
     );
 }
 
+/// Envoy's own answer (a direct response) before the body: the body never
+/// comes to the filter, so nothing waits for it (else the answer would hang).
+#[test]
+fn envoys_own_answer_before_the_body_is_not_held() {
+    let mut host = sign_in(r#"{"username":"alice"}"#);
+    let f = Filter::new(&host.store, &json_login()).unwrap();
+    let w = f.worker();
+    let mut ex = Exchange::default();
+    assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Continue);
+    assert_eq!(w.on_response(&mut host, &mut ex), Step::Continue);
+    assert!(matches!(ex.stage(), Stage::Going));
+    assert!(host.service_calls.is_empty());
+}
+
 #[test]
 fn an_upstream_answer_before_the_decision_waits_for_it() {
     for (answer_code, held_status) in [(1, None), (2, Some(429))] {
@@ -454,6 +468,8 @@ fn an_upstream_answer_before_the_decision_waits_for_it() {
         let mut ex = Exchange::default();
         assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Continue);
         // The upstream answers from the headers alone, before the body.
+        host.properties
+            .insert("upstream.address".into(), b"10.9.9.9:80".to_vec());
         assert_eq!(w.on_response(&mut host, &mut ex), Step::Pause);
         assert_eq!(w.on_request_body(&mut host, &mut ex, 20, true), Step::Pause);
         host.service_answer = Some((0, answer(&[(answer_code, 4)])));

@@ -16,6 +16,7 @@ mod host_calls;
 mod shown;
 
 mod caller_choices;
+mod request_body;
 
 use super::mock::{Filter, MockHost};
 use super::*;

@@ -1,0 +1,168 @@
+//! Issue 37: a route whose cost its answer names reads the request body
+//! before admission. Every shape a caller might send to move its request
+//! off its counter: a field named twice, a body that is not JSON, too
+//! large, compressed, or in UTF-16 is refused with why and counts nothing;
+//! a stream that did not ask for its usage is made to, and does not see it.
+#![cfg(all(test, not(target_arch = "wasm32")))]
+#![allow(clippy::indexing_slicing)]
+
+use crate::pipeline::mock::{Filter, MockHost};
+use crate::pipeline::{RequestStat, Step};
+
+const T0: u64 = 600_000;
+
+fn config(extra: &str) -> String {
+    format!(
+        r#"{{{extra}"routes":[{{"name":"llm","bounds":[
+        {{"name":"tokens","per":"address","limit":1000,"window":"PT1H",
+         "cost":{{"response_json":"/usage/total_tokens","max_request_bytes":2048}}}}]}}]}}"#
+    )
+}
+
+fn host(body: &[u8]) -> MockHost {
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    host.request_body = Some(body.to_vec());
+    host.request_headers
+        .insert("content-length".into(), body.len().to_string());
+    host
+}
+
+#[test]
+fn a_body_that_cannot_be_read_with_certainty_is_refused_and_counts_nothing() {
+    let utf16: Vec<u8> = r#"{"stream":true}"#.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    let mut big = br#"{"messages":""#.to_vec();
+    big.extend(vec![b'x'; 3000]);
+    big.extend(br#""}"#);
+    for (body, encoding, status, reason) in [
+        (
+            br#"{"stream":false,"stream":true}"#.to_vec(),
+            None,
+            400,
+            "ambiguous",
+        ),
+        (
+            br#"{"max_tokens":1,"max_tokens":900}"#.to_vec(),
+            None,
+            400,
+            "ambiguous",
+        ),
+        (br#"{"stream":true,"#.to_vec(), None, 400, "not_json"),
+        (utf16, None, 415, "not_utf8"),
+        (big, None, 413, "too_large"),
+        (br#"{"stream":true}"#.to_vec(), Some("gzip"), 415, "encoded"),
+    ] {
+        let f = Filter::new(&MockHost::new(T0).store, &config("")).unwrap();
+        let mut host = host(&body);
+        if let Some(e) = encoding {
+            host.request_headers
+                .insert("content-encoding".into(), e.into());
+        }
+        f.request(&mut host);
+        let reply = host.replies.last().expect("a reply");
+        assert_eq!(reply.status, status, "{reason}");
+        assert!(
+            reply.body.contains(&format!(r#""reason":"{reason}""#)),
+            "{}",
+            reply.body
+        );
+        assert_eq!(host.counted(RequestStat::RequestUnclear), 1);
+        assert!(host.events.is_empty(), "{reason}: no bound counted");
+    }
+}
+
+#[test]
+fn a_stream_is_made_to_ask_for_its_usage_and_its_caller_does_not_see_it() {
+    let f = Filter::new(&MockHost::new(T0).store, &config("")).unwrap();
+    let body = br#"{"model":"m","stream":true,"stream_options":{"include_usage":false}}"#;
+    let mut host = host(body);
+    host.upstream_headers
+        .insert("content-type".into(), "text/event-stream".into());
+    host.upstream_headers
+        .insert("content-length".into(), "999".into());
+    let content =
+        b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n";
+    let usage = b"data: {\"choices\":[],\"usage\":{\"total_tokens\":42}}\n\n";
+    host.upstream_body = vec![content.to_vec(), usage[..20].to_vec(), usage[20..].to_vec()];
+    host.upstream_body.push(b"data: [DONE]\n\n".to_vec());
+    let (first, last) = f.request(&mut host);
+    assert_eq!((first, last), (Step::Continue, Some(Step::Continue)));
+    // The upstream was asked; the length sent on with the headers was taken
+    // off (the body it named changed).
+    let sent: serde_json::Value =
+        serde_json::from_slice(host.request_body.as_deref().unwrap()).unwrap();
+    assert_eq!(sent["stream_options"]["include_usage"], true);
+    assert_eq!(host.request_headers_removed, ["content-length"]);
+    assert_eq!(host.counted(RequestStat::UsageAsked), 1);
+    // The caller's stream, without the usage event; the charge is its 42.
+    let seen = String::from_utf8(host.client_body.clone()).unwrap();
+    assert_eq!(
+        seen,
+        format!("{}data: [DONE]\n\n", String::from_utf8_lossy(content))
+    );
+    assert_eq!(host.response_headers_removed, ["content-length"]);
+    assert_eq!(host.counted(RequestStat::CostUnknown), 0);
+    let lim = &f.limiter;
+    let caller = crate::pipeline::limiter::Caller {
+        address: "10.0.0.1",
+        identity: None,
+    };
+    let key = lim.caller_key(crate::config::Per::Address, &caller);
+    let lane = lim
+        .lane(
+            crate::config::plan::RouteId(0),
+            crate::config::plan::BoundId(0),
+        )
+        .unwrap();
+    let count = crate::count::node_lane::peek(&host.store, lane, key).unwrap();
+    assert_eq!(count.map(|c| c.cur), Some(42));
+}
+
+#[test]
+fn a_caller_that_asked_or_does_not_stream_gets_its_body_and_stream_unchanged() {
+    for body in [
+        &br#"{"stream":true,"stream_options":{"include_usage":true}}"#[..],
+        br#"{"stream":false}"#,
+        b"prompt=hello&stream=true",
+    ] {
+        let f = Filter::new(&MockHost::new(T0).store, &config("")).unwrap();
+        let mut host = host(body);
+        host.upstream_headers
+            .insert("content-type".into(), "text/event-stream".into());
+        let usage = b"data: {\"choices\":[],\"usage\":{\"total_tokens\":42}}\n\n".to_vec();
+        host.upstream_body = vec![usage.clone()];
+        f.request(&mut host);
+        assert_eq!(host.request_body_set, 0);
+        assert_eq!(host.request_body.as_deref(), Some(body));
+        assert_eq!(host.client_body, usage);
+        assert_eq!(host.counted(RequestStat::UsageAsked), 0);
+    }
+}
+
+#[test]
+fn held_headers_wait_for_the_body_and_get_its_new_length() {
+    let f = Filter::new(
+        &MockHost::new(T0).store,
+        &config(r#""hold_sign_in_headers":true,"#),
+    )
+    .unwrap();
+    let body = br#"{"stream":true}"#;
+    let mut host = host(body);
+    let (first, last) = f.request(&mut host);
+    assert_eq!((first, last), (Step::Pause, Some(Step::Continue)));
+    let len = host.request_body.as_ref().map(Vec::len).unwrap();
+    assert!(len > body.len());
+    assert!(host.request_headers_removed.is_empty());
+    assert!(host
+        .request_headers_set
+        .contains(&("content-length".to_string(), len.to_string())));
+}
+
+#[test]
+fn a_request_without_a_body_is_decided_at_its_headers() {
+    let f = Filter::new(&MockHost::new(T0).store, &config("")).unwrap();
+    let mut host = MockHost::new(T0).from_address("10.0.0.1");
+    let (first, last) = f.request(&mut host);
+    assert_eq!((first, last), (Step::Continue, None));
+    assert_eq!(host.body_reads_total(), 0);
+    assert!(host.request_headers_removed.is_empty());
+}
