@@ -420,3 +420,89 @@ fn cost_bounds_stay_within_their_budgets() {
         "a request was refused"
     );
 }
+
+/// Issue 37, outcome 6: what the largest answers cost the module, read as
+/// they pass: an event stream of 1,000 one-token events (an event a chunk,
+/// then the usage) and a 1.5 MB JSON answer (an answer inflated by its own
+/// `logprobs`, in 64 KiB chunks). Nothing of either is kept: the cost
+/// grows with the bytes scanned, not with what is held.
+#[test]
+fn the_largest_answers_stay_within_their_budgets() {
+    let usage = r#"{"response_json":"/usage/total_tokens","reserve":500,"unit":"tokens"}"#;
+    let mut stream = scenario(
+        "cost in an event stream (1,000 one-token events)",
+        cost("benchcostsse1k", usage),
+        1,
+        false,
+        5,
+    );
+    stream.response = vec![h("content-type", "text/event-stream")];
+    stream.body = (0..1000)
+        .map(|i| {
+            format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{}\"}}}}],\"usage\":null}}\n\n",
+                i % 10
+            )
+            .into_bytes()
+        })
+        .chain([
+            b"data: {\"choices\":[],\"usage\":{\"total_tokens\":1012}}\n\n".to_vec(),
+            b"data: [DONE]\n\n".to_vec(),
+        ])
+        .collect();
+    let entry = r#"{"token":"t","logprob":-0.01,"top_logprobs":[{"token":"t0","logprob":-1.0},{"token":"t1","logprob":-1.0},{"token":"t2","logprob":-1.0},{"token":"t3","logprob":-1.0},{"token":"t4","logprob":-1.0}]}"#;
+    let mut inflated = format!(
+        r#"{{"choices":[{{"index":0,"message":{{"role":"assistant","content":"{}"}},"logprobs":{{"content":["#,
+        "abcd".repeat(200)
+    );
+    while inflated.len() < 1_500_000 {
+        inflated.push_str(entry);
+        inflated.push(',');
+    }
+    inflated.push_str(entry);
+    inflated.push_str(r#"]}}],"usage":{"total_tokens":212}}"#);
+    let mut json = scenario(
+        "cost in a 1.5 MB JSON answer",
+        cost("benchcostjsonbig", usage),
+        1,
+        false,
+        3,
+    );
+    json.response = vec![h("content-type", "application/json")];
+    json.body = inflated
+        .as_bytes()
+        .chunks(64 * 1024)
+        .map(<[u8]>::to_vec)
+        .collect();
+    // About 43,000 fuel an event and 595 a byte of JSON: the scanner's
+    // cost per structural byte under wasmi, the subject of issue 41.
+    let calls = |chunks: f64| -> Vec<(&'static str, f64)> {
+        vec![
+            ("add_header_map_value[response]", 3.16),
+            ("get_buffer_bytes[1]", chunks),
+            ("get_current_time", 1.05),
+            ("get_header_map_value[response content-type]", 1.05),
+            ("get_property[source.address]", 1.05),
+            ("replace_header_map_value[request]", 1.05),
+            ("set_shared_data", 2.10),
+        ]
+    };
+    let stream_calls = calls(1052.11);
+    let json_calls = calls(24.15);
+    check(vec![
+        (
+            stream,
+            Budget {
+                fuel: 45_119_432,
+                calls: stream_calls.leak(),
+            },
+        ),
+        (
+            json,
+            Budget {
+                fuel: 936_626_278,
+                calls: json_calls.leak(),
+            },
+        ),
+    ]);
+}

@@ -54,7 +54,8 @@ pub struct Exchange {
     prompt_bytes: u64,
     /// The filter asked a stream for its usage, which its caller did not:
     /// the usage event is taken out of the stream it sees.
-    usage_events: Option<UsageEvents>,
+    /// Boxed: most requests have none, and carry a word, not two scanners.
+    usage_events: Option<Box<UsageEvents>>,
     /// The request's headers wait for its body (`hold_sign_in_headers`).
     head_held: bool,
 }
@@ -375,7 +376,7 @@ impl<'p> Worker<'p> {
     /// then what comes next.
     fn read_request<H: Host>(&self, host: &mut H, ex: &mut Exchange, e: Box<Entry>) -> Step {
         let read = self.with_request(host, e, ex.body_size, ex.head_held);
-        ex.usage_events = read.usage_asked.map(UsageEvents::new);
+        ex.usage_events = read.usage_asked.map(|p| Box::new(UsageEvents::new(p)));
         self.drive(host, ex, read.next)
     }
 

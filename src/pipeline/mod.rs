@@ -607,6 +607,8 @@ impl<'p> Worker<'p> {
 
     /// Phase 1 on: the bounds that need no identity, then who is calling
     /// and the bounds that depend on it, then the installation bounds.
+    /// Inlined: `begin` pays no call (and no move of its `Pending`) for it.
+    #[inline(always)]
     fn admit<H: Host>(
         &self,
         host: &mut H,
