@@ -602,6 +602,20 @@ pub struct CostConfig {
     /// (`/usage/total_tokens`).
     #[cfg_attr(feature = "schema", schemars(pattern("^/")))]
     pub response_json: Option<String>,
+    /// With `output_json`, instead of `response_json`: JSON pointers to
+    /// the input (prompt) tokens and the output tokens of the response's
+    /// body, each the last event naming it (Anthropic's `message_start`
+    /// and `message_delta`), summed, or weighed by `prices`.
+    #[cfg_attr(feature = "schema", schemars(pattern("^/")))]
+    pub input_json: Option<String>,
+    #[cfg_attr(feature = "schema", schemars(pattern("^/")))]
+    pub output_json: Option<String>,
+    /// What a token in and a token out cost, in `unit`, by the request
+    /// body's `model` (`"*"`: any other model; without it, another model
+    /// is charged the table's highest prices): `{"gpt-4o": {"input": 2.5,
+    /// "output": 10}}` with `unit` "microdollars" makes a bound a budget in
+    /// money. Needs `input_json` and `output_json`.
+    pub prices: Option<std::collections::BTreeMap<String, PriceConfig>>,
     /// What the cost counts, said in `explain` and the console
     /// (`tokens`); `units` by default.
     pub unit: Option<String>,
@@ -643,6 +657,17 @@ pub struct CostConfig {
     /// configurations that give it stay valid.
     #[cfg_attr(feature = "schema", schemars(range(min = 64, max = 1_048_576)))]
     pub max_body_bytes: Option<usize>,
+}
+
+/// What one token costs, in a cost's unit: in (the prompt) and out.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PriceConfig {
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 1_000_000)))]
+    pub input: f64,
+    #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 1_000_000)))]
+    pub output: f64,
 }
 
 impl BoundConfig {

@@ -720,11 +720,9 @@ impl Plan {
                     })
                     .map(BoundId)
                     .collect();
-                let plain_answers = bounds.iter().any(|b| {
-                    b.cost.as_ref().is_some_and(|c| {
-                        matches!(c.source, crate::config::cost::CostSource::ResponseJson(_))
-                    })
-                });
+                let plain_answers = bounds
+                    .iter()
+                    .any(|b| b.cost.as_ref().is_some_and(|c| c.source.in_body()));
                 let reading = || bounds.iter().filter_map(|b| b.cost.as_ref());
                 let reads_request = reading()
                     .filter(|c| c.reads_request())
@@ -732,10 +730,7 @@ impl Plan {
                     .max();
                 let asks_usage = reading()
                     .filter(|c| c.ask_usage)
-                    .find_map(|c| match &c.source {
-                        crate::config::cost::CostSource::ResponseJson(p) => Some(p.clone()),
-                        _ => None,
-                    });
+                    .find_map(|c| c.source.usage_pointer().map(str::to_string));
                 let service_bounds = (0..bounds.len())
                     .filter(|&j| bounds.get(j).is_some_and(|b| !b.in_shared_data()))
                     .map(BoundId)

@@ -122,6 +122,32 @@ pub fn of_bound(b: &Bound) -> String {
     }
 }
 
+/// A price table in words: "priced by its request's `model`: gpt-4o at
+/// 2.5 microdollars a token in and 10 out; any other at 2.5 and 10".
+fn prices(p: &crate::config::cost::Prices, unit: &str) -> String {
+    let price = |m: u64| {
+        let whole = m as f64 / 1e6;
+        format!("{whole}")
+    };
+    let mut said: Vec<String> = p
+        .models
+        .iter()
+        .map(|(m, (i, o))| {
+            format!(
+                "{m} at {} {unit} a token in and {} out",
+                price(*i),
+                price(*o)
+            )
+        })
+        .collect();
+    said.push(format!(
+        "any other model at {} and {}",
+        price(p.other.0),
+        price(p.other.1)
+    ));
+    format!("priced by its request's `model`: {}", said.join("; "))
+}
+
 /// A cost bound's phrase: its number in its unit, and where each
 /// request's cost comes from ("1,000 tokens a minute per user: each
 /// request counts /usage/total_tokens of its response's JSON, 300
@@ -134,6 +160,16 @@ fn with_cost(phrase: String, c: &Cost) -> String {
         CostSource::ResponseHeader(h) => format!("the number in its response's `{h}` header"),
         CostSource::ResponseTrailer(h) => format!("the number in its response's `{h}` trailer"),
         CostSource::ResponseJson(p) => format!("`{p}` of its response's JSON (or event stream)"),
+        CostSource::ResponseParts { input, output } => {
+            let how = match &c.prices {
+                None => "summed".to_string(),
+                Some(p) => prices(p, &c.unit),
+            };
+            format!(
+                "`{input}` (tokens in) and `{output}` (tokens out) of its response's JSON \
+                 (or event stream), {how}"
+            )
+        }
     };
     let reserve = match c.from_request {
         Some(most) => {
@@ -384,6 +420,27 @@ mod tests {
             "at least 200 and at most 4,000",
             "nothing from an upstream that honours its request's ceiling, up to 4,000",
             "a stream that does not ask for its usage is made to",
+        ] {
+            assert!(said.contains(part), "{said}");
+        }
+    }
+
+    #[test]
+    fn a_price_table_is_said_in_the_unit_given() {
+        let plan = crate::config::plan::Plan::compile(
+            &crate::config::parse(
+                br#"{"routes":[{"name":"llm","bounds":[
+                {"per":"address","limit":50000000,"window":"P1D","cost":{"input_json":"/usage/prompt_tokens",
+                 "output_json":"/usage/completion_tokens","unit":"microdollars",
+                 "prices":{"gpt-4o":{"input":2.5,"output":10}}}}]}]}"#,
+            )
+            .unwrap(),
+        );
+        let said = of_bound(&plan.routes[0].bounds[0]);
+        for part in [
+            "50,000,000 microdollars a day per client address",
+            "`/usage/prompt_tokens` (tokens in) and `/usage/completion_tokens` (tokens out)",
+            "priced by its request's `model`: gpt-4o at 2.5 microdollars a token in and 10 out",
         ] {
             assert!(said.contains(part), "{said}");
         }

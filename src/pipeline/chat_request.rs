@@ -106,6 +106,8 @@ struct Member {
 #[derive(Debug, Clone)]
 pub struct Read {
     pub asked: Asked,
+    /// The `model` asked for (a price table's key), when it is a string.
+    pub model: Option<String>,
     members: Vec<Member>,
     /// The `stream_options` object's own members, if it is one.
     options: Vec<Member>,
@@ -156,7 +158,13 @@ pub fn read(body: &[u8]) -> Result<Option<Read>, Unclear> {
             ceiling = Some(ceiling.map_or(n, |c: u32| c.max(n)));
         }
     }
+    let model = one("model")?
+        .map(|m| value(m))
+        .filter(|v| v.first() == Some(&b'"'))
+        .and_then(unquoted)
+        .and_then(|v| String::from_utf8(v).ok());
     Ok(Some(Read {
+        model,
         asked: Asked {
             stream,
             usage_asked,

@@ -43,7 +43,7 @@ pub struct Exchange {
     /// Reservations waiting for the response's cost: until its headers
     /// (`charges`), then until its body ends (`scans`).
     charges: Option<Charges>,
-    scans: Vec<(BoundId, Receipt, CostScan)>,
+    scans: Vec<Scan>,
     /// Reservations waiting for the response's trailers.
     trailers: Vec<(BoundId, Receipt)>,
     /// The route and the time of the admission those wait on.
@@ -58,6 +58,17 @@ pub struct Exchange {
     usage_events: Option<Box<UsageEvents>>,
     /// The request's headers wait for its body (`hold_sign_in_headers`).
     head_held: bool,
+    /// The request body's `model`, which a price table reads.
+    model: Option<String>,
+}
+
+/// A cost read in the response's body, for a bound's reservation: one
+/// scan (its total), or two (its tokens in, then out).
+struct Scan {
+    bound: BoundId,
+    receipt: Receipt,
+    first: CostScan,
+    output: Option<CostScan>,
 }
 
 /// A gRPC caller, by its content type.
@@ -377,6 +388,7 @@ impl<'p> Worker<'p> {
     fn read_request<H: Host>(&self, host: &mut H, ex: &mut Exchange, e: Box<Entry>) -> Step {
         let read = self.with_request(host, e, ex.body_size, ex.head_held);
         ex.usage_events = read.usage_asked.map(|p| Box::new(UsageEvents::new(p)));
+        ex.model = read.model;
         self.drive(host, ex, read.next)
     }
 
@@ -532,13 +544,24 @@ impl<'p> Worker<'p> {
                     }
                     None => ex.trailers.push((b, receipt)),
                 },
-                CostSource::ResponseJson(pointer) => {
+                CostSource::ResponseJson(_) | CostSource::ResponseParts { .. } => {
                     let body = *body.get_or_insert_with(|| {
                         host.response_header("content-type")
                             .map_or(Body::Json, |t| Body::of(&t))
                     });
-                    let scan = CostScan::new(pointer, body);
-                    ex.scans.push((b, receipt, scan));
+                    let (first, output) = match &cost.source {
+                        CostSource::ResponseParts { input, output } => {
+                            (input, Some(CostScan::new(output, body)))
+                        }
+                        CostSource::ResponseJson(pointer) => (pointer, None),
+                        _ => continue,
+                    };
+                    ex.scans.push(Scan {
+                        bound: b,
+                        receipt,
+                        first: CostScan::new(first, body),
+                        output,
+                    });
                 }
                 CostSource::RequestHeader(_) => {}
             }
@@ -617,8 +640,11 @@ impl<'p> Worker<'p> {
             0 => Vec::new(),
             _ => host.response_body(size).unwrap_or_default(),
         };
-        for (_, _, scan) in &mut ex.scans {
-            scan.feed(&chunk);
+        for scan in &mut ex.scans {
+            scan.first.feed(&chunk);
+            if let Some(out) = &mut scan.output {
+                out.feed(&chunk);
+            }
         }
         if let Some(events) = &mut ex.usage_events {
             if let Some(seen) = events.pass(&chunk, end_of_stream) {
@@ -626,8 +652,8 @@ impl<'p> Worker<'p> {
             }
         }
         if end_of_stream {
-            for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
-                self.settle(host, ex, (b, receipt), scan, true);
+            for scan in std::mem::take(&mut ex.scans) {
+                self.settle(host, ex, scan, true);
             }
         }
         Step::Continue
@@ -638,17 +664,37 @@ impl<'p> Worker<'p> {
     /// text and its prompt) where that is more than its reservation, and
     /// counted as unknown. No caller's choice — a stream that names no
     /// usage, a hang-up before it — moves what passed off the counter.
-    fn settle<H: Host>(
-        &self,
-        host: &mut H,
-        ex: &Exchange,
-        (b, receipt): (BoundId, Receipt),
-        scan: CostScan,
-        ended: bool,
-    ) {
+    fn settle<H: Host>(&self, host: &mut H, ex: &Exchange, scan: Scan, ended: bool) {
         let (route, at_ms) = ex.admitted;
-        let estimate = scan.estimate().saturating_add(tokens_in(ex.prompt_bytes));
-        let cost = if ended { scan.finish() } else { None };
+        let Scan {
+            bound: b,
+            receipt,
+            first,
+            output,
+        } = scan;
+        let prompt = tokens_in(ex.prompt_bytes);
+        let (estimate, cost) = match output {
+            None => (
+                first.estimate().saturating_add(prompt),
+                ended.then(|| first.finish()).flatten(),
+            ),
+            Some(out) => {
+                // Tokens in and out, priced by the request's model.
+                let cost = self
+                    .limiter
+                    .plan
+                    .route(route)
+                    .and_then(|r| r.bound(b)?.cost.as_ref());
+                let model = ex.model.as_deref();
+                let units = |i, o| cost.map_or(0, |c| c.units(i, o, model));
+                let estimate = units(prompt, out.estimate());
+                let named = match (ended, first.finish(), out.finish()) {
+                    (true, Some(i), Some(o)) => Some(units(i, o)),
+                    _ => None,
+                };
+                (estimate, named)
+            }
+        };
         let units = match cost {
             Some(c) => c,
             None => {
@@ -699,8 +745,8 @@ impl<'p> Worker<'p> {
         for _ in 0..waiting {
             host.count(RequestStat::CostUnknown);
         }
-        for (b, receipt, scan) in std::mem::take(&mut ex.scans) {
-            self.settle(host, ex, (b, receipt), scan, false);
+        for scan in std::mem::take(&mut ex.scans) {
+            self.settle(host, ex, scan, false);
         }
     }
 

@@ -161,7 +161,7 @@ impl Pending {
     }
 
     /// The request's body is `bytes` long and allows `ceiling` output
-    /// tokens: each bound of `route` (or of its operation `op`) whose cost
+    /// tokens of `model`: each bound of `route` (or of its operation `op`) whose cost
     /// the response's body names reserves what [`Cost::reservation`] says
     /// of them, at most its limit (a cut answer's estimate counts the
     /// prompt too: [`Counted::prompt_bytes`]).
@@ -172,7 +172,7 @@ impl Pending {
         route: &Route,
         op: Option<OpId>,
         bytes: u64,
-        ceiling: Option<u32>,
+        (ceiling, model): (Option<u32>, Option<&str>),
     ) {
         self.prompt_bytes = bytes;
         let tokens = super::cost_scan::tokens_in(bytes);
@@ -183,11 +183,10 @@ impl Pending {
             let Some(cost) = bound.cost.as_ref() else {
                 continue;
             };
-            let body = matches!(
-                cost.source,
-                crate::config::cost::CostSource::ResponseJson(_)
-            );
-            let units = cost.reservation(ceiling, tokens).min(bound.rate.limit);
+            let body = cost.source.in_body();
+            let units = cost
+                .reservation(ceiling, tokens, model)
+                .min(bound.rate.limit);
             if body && units != cost.reserve {
                 self.costs.push((BoundId(j), units));
             }

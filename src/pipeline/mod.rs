@@ -600,7 +600,7 @@ impl<'p> Worker<'p> {
                 .request_header("content-length")
                 .and_then(|n| n.trim().parse().ok())
                 .unwrap_or(0);
-            pending.reserve_prompt(route, op, bytes, None);
+            pending.reserve_prompt(route, op, bytes, (None, None));
         }
         self.admit(host, r, pending, address, now)
     }

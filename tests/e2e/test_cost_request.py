@@ -202,3 +202,39 @@ def test_envoys_own_answer_before_the_body_is_not_held(envoy):
         assert (resp.status, resp.read()) == (200, b"ok")
     finally:
         conn.close()
+
+
+def test_a_budget_in_money_prices_tokens_in_and_out_by_model(envoy, api):
+    """Issue 37, outcome 5: "$0.05 an hour per address" as one bound. Tokens
+    in and out are read apart from the usage and priced by the request's
+    model; each request reserves its ceiling and prompt at its model's
+    prices, and is charged what its usage says at them."""
+    prices = {"big": {"input": 2, "output": 10}, "small": {"input": 0.5, "output": 1}}
+    e = envoy({"instance": "llm", "routes": [{"name": "chat", "bounds": [
+        {"name": "money", "per": "address", "limit": 50000, "window": "PT1H",
+         "cost": {"input_json": "/usage/prompt_tokens", "output_json": "/usage/completion_tokens",
+                  "prices": prices, "unit": "microdollars"}}]}]}, upstream_port=api.port)
+    ensure_room(3600, 30)
+    src = addr(760)
+    spent = 0
+    for model, stream in [("big", False), ("small", True), ("big", True)]:
+        body = {"model": model, "messages": MESSAGES, "max_tokens": 300, "stream": stream}
+        status, _, answer = post(e.port, src, body, tokens=100)
+        assert status == 200, answer
+        seen = api.seen[-1]
+        assert b"completion_tokens" not in answer or not stream  # the asked usage is hidden
+        p = prices[model]
+        spent += -(-(len(seen.body) // 4 * p["input"] + 100 * p["output"]) // 1)
+        # The next request reserves its prompt and 300 out at its prices.
+        probe = {"model": "small", "messages": MESSAGES, "max_tokens": 1}
+        status, h, _ = post(e.port, src, probe, tokens=0)
+        assert status == 200
+        probe_body = api.seen[-1].body
+        reserve = -(-(-(-len(probe_body) // 4) * 0.5 + 1 * 1) // 1)
+        probe_cost = -(-(len(probe_body) // 4 * 0.5) // 1)
+        assert int(h["ratelimit-remaining"]) == 50000 - spent - reserve, (model, h)
+        spent += probe_cost
+    # A request whose ceiling at "big" prices is over what is left: refused
+    # with the wait until it fits.
+    status, h, _ = post(e.port, src, {"model": "big", "messages": MESSAGES, "max_tokens": 4900})
+    assert status == 429 and int(h["retry-after"]) > 0, h

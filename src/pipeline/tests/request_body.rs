@@ -166,3 +166,68 @@ fn a_request_without_a_body_is_decided_at_its_headers() {
     assert_eq!(host.body_reads_total(), 0);
     assert!(host.request_headers_removed.is_empty());
 }
+
+/// Issue 37, outcome 5: a cost in money. Tokens in and out are read apart
+/// (Anthropic's stream names them in two events) and priced by the
+/// request's model; its reservation is its ceiling and prompt at those
+/// prices.
+#[test]
+fn tokens_in_and_out_are_priced_by_the_requests_model() {
+    let config = r#"{"routes":[{"name":"llm","bounds":[
+        {"name":"budget","per":"address","limit":1000000,"window":"P1D",
+         "cost":{"input_json":"/message/usage/input_tokens","output_json":"/usage/output_tokens",
+                 "ask_usage":false,"unit":"microdollars",
+                 "prices":{"big":{"input":3,"output":15},"small":{"input":0.25,"output":1.25}}}}]}]}"#;
+    let stream = |input: u32, output: u32| -> Vec<Vec<u8>> {
+        vec![
+            format!("event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"usage\":{{\"input_tokens\":{input},\"output_tokens\":1}}}}}}\n\n").into_bytes(),
+            b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello\"}}\n\n".to_vec(),
+            format!("event: message_delta\ndata: {{\"type\":\"message_delta\",\"usage\":{{\"output_tokens\":{output}}}}}\n\n").into_bytes(),
+            b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".to_vec(),
+        ]
+    };
+    for (model, want) in [
+        // 1,000 in at 3, 500 out at 15.
+        ("big", 1000 * 3 + 500 * 15),
+        ("small", 250 + 625),
+        // Another model: the table's highest prices.
+        ("other", 1000 * 3 + 500 * 15),
+    ] {
+        let f = Filter::new(&MockHost::new(T0).store, config).unwrap();
+        let body = format!(r#"{{"model":"{model}","max_tokens":2000,"stream":true}}"#);
+        let mut host = host(body.as_bytes());
+        host.upstream_headers
+            .insert("content-type".into(), "text/event-stream".into());
+        host.upstream_body = stream(1000, 500);
+        f.request(&mut host);
+        // Not rewritten: ask_usage is off for Anthropic's API.
+        assert_eq!(host.request_body_set, 0);
+        let lim = &f.limiter;
+        let caller = crate::pipeline::limiter::Caller {
+            address: "10.0.0.1",
+            identity: None,
+        };
+        let key = lim.caller_key(crate::config::Per::Address, &caller);
+        let lane = lim
+            .lane(
+                crate::config::plan::RouteId(0),
+                crate::config::plan::BoundId(0),
+            )
+            .unwrap();
+        let count = crate::count::node_lane::peek(&host.store, lane, key).unwrap();
+        assert_eq!(count.map(|c| c.cur), Some(want), "{model}");
+    }
+    // The reservation: the ceiling out and the prompt in, at the model's
+    // prices (2,000 × 15 + 12 × 3 for "big").
+    let f = Filter::new(&MockHost::new(T0).store, config).unwrap();
+    let w = f.worker();
+    let body = br#"{"model":"big","max_tokens":2000}"#;
+    let mut host = host(body);
+    let mut ex = crate::pipeline::Exchange::default();
+    w.on_request(&mut host, &mut ex, false);
+    assert_eq!(
+        w.on_request_body(&mut host, &mut ex, body.len(), true),
+        Step::Continue
+    );
+    assert_eq!(ex.reserved(), 2000 * 15 + body.len().div_ceil(4) as u32 * 3);
+}
