@@ -159,7 +159,7 @@ pub fn read(body: &[u8]) -> Result<Option<Read>, Unclear> {
         }
     }
     let model = one("model")?
-        .map(|m| value(m))
+        .map(value)
         .filter(|v| v.first() == Some(&b'"'))
         .and_then(unquoted)
         .and_then(|v| String::from_utf8(v).ok());
