@@ -69,6 +69,7 @@ fn core(c: &mut Criterion) {
     let caller = Caller {
         address: "10.1.2.3",
         identity: None,
+        model: None,
     };
     let mut now = 1_000_000u64;
     c.bench_function("check + record, 2 bounds (in-memory store)", |b| {

@@ -51,6 +51,7 @@ fn decide(body: Vec<u8>) -> Value {
             let caller = ratebound::pipeline::limiter::Caller {
                 address: "10.0.0.1",
                 identity: None,
+                model: None,
             };
             let key = f
                 .limiter

@@ -264,7 +264,7 @@ proptest! {
             now += dt;
             let address = format!("10.0.0.{who}");
             let before = store.snapshot();
-            let d = decide(&lim, &store, RouteId(0), None, &Caller { address: &address, identity: None }, now);
+            let d = decide(&lim, &store, RouteId(0), None, &Caller { address: &address, identity: None, model: None }, now);
             prop_assert!(d.errors.is_empty());
             if d.refused.is_some() {
                 refused += 1;
@@ -327,7 +327,7 @@ proptest! {
             })
             .collect();
         let addresses: Vec<String> = (0..4).map(|i| format!("10.1.0.{i}")).collect();
-        let caller = |c: u8| Caller { address: &addresses[c as usize], identity: None };
+        let caller = |c: u8| Caller { address: &addresses[c as usize], identity: None, model: None };
         let counter = |c: u8| if per_route { 0 } else { c as usize };
         let now = 3_600_000 * 500 + 17;
         let mut parked: Vec<Option<(u8, ratebound::pipeline::limiter::Pending)>> = vec![None, None, None];

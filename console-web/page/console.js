@@ -5,7 +5,7 @@
 
 const token = new URLSearchParams(location.search).get("token") || "";
 const $ = (id) => document.getElementById(id);
-const PER = ["route", "address", "user", "token", "org", "account"];
+const PER = ["route", "address", "user", "token", "org", "account", "model"];
 const SCOPE = ["", "node", "installation", "fleet"];
 const FIELDS = ["name", "per", "applies_to", "limit", "window", "scope"];
 

@@ -574,6 +574,12 @@ pub enum Per {
     /// One counter per account a sign-in request tries (the route's
     /// `account`); installation bounds only.
     Account,
+    /// One counter per model a request's JSON body asks for (its `model`,
+    /// read once, as a cost's request is read: one reading or a refusal);
+    /// on a route whose cost its answer names (`response_json`, or
+    /// `input_json` and `output_json`). A request naming no model is
+    /// counted per address.
+    Model,
 }
 
 /// Exactly the windows [`window_ms`] accepts.
@@ -692,6 +698,7 @@ impl Per {
             Per::Token => "token",
             Per::Org => "org",
             Per::Account => "account",
+            Per::Model => "model",
         }
     }
 }

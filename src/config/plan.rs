@@ -724,8 +724,10 @@ impl Plan {
                     .iter()
                     .any(|b| b.cost.as_ref().is_some_and(|c| c.source.in_body()));
                 let reading = || bounds.iter().filter_map(|b| b.cost.as_ref());
+                // A bound per model reads the body's `model` too.
+                let per_model = bounds.iter().any(|b| b.per == Per::Model);
                 let reads_request = reading()
-                    .filter(|c| c.reads_request())
+                    .filter(|c| c.reads_request() || (per_model && c.source.in_body()))
                     .map(|c| c.max_request_bytes)
                     .max();
                 let asks_usage = reading()

@@ -205,7 +205,26 @@ fn validate_bounds(
         validate_identity_needs(c.identity.as_ref(), b, &bt, errors);
         validate_enforcement(b.enforce_percent, b.shadow, &bt, errors);
         super::cost::validate(b, &bt, errors);
+        if b.per == crate::config::Per::Model && !reads_its_answers_json(route) {
+            errors.push(err(
+                format!("{bt}.per"),
+                "\"model\" is read from the request body of a route whose cost its answer's JSON \
+                 names: give a bound of the route \"cost\": {\"response_json\": \
+                 \"/usage/total_tokens\"} (or \"input_json\" and \"output_json\")",
+            ));
+        }
     }
+}
+
+/// A bound of `route` (or of its operations) reads its cost in the
+/// answer's JSON: its requests' bodies are read first.
+fn reads_its_answers_json(route: &RouteConfig) -> bool {
+    route
+        .bounds
+        .iter()
+        .chain(route.operations.iter().flat_map(|o| o.bounds.iter()))
+        .filter_map(|b| b.cost.as_ref())
+        .any(|c| c.response_json.is_some() || c.output_json.is_some())
 }
 
 /// `enforce_percent` (of the configuration or a bound at `at`): a share,

@@ -54,6 +54,7 @@ pub fn per(per: Per) -> &'static str {
         Per::Token => "per API token",
         Per::Org => "per organisation",
         Per::Account => "per account tried",
+        Per::Model => "per model asked for",
     }
 }
 

@@ -828,6 +828,7 @@ fn a_call_of_two_lanes_puts_each_keys_count_back_to_it() {
             let caller = crate::pipeline::limiter::Caller {
                 address: c,
                 identity: None,
+                model: None,
             };
             let key = active
                 .limiter

@@ -23,12 +23,17 @@ pub enum Named {
 /// The value a bound keyed `per` reads from the caller's identity; `None`:
 /// the network names the caller. Accounts are read from the request, not
 /// from an identity (installation bounds: the caller gives its own).
-pub fn value_of(per: Per, identity: Option<&Identity>) -> Option<&str> {
+pub fn value_of<'a>(
+    per: Per,
+    identity: Option<&'a Identity>,
+    model: Option<&'a str>,
+) -> Option<&'a str> {
     match per {
         Per::Route | Per::Address | Per::Account => None,
         Per::User => identity.and_then(|i| i.user.as_deref()),
         Per::Org => identity.and_then(|i| i.org.as_deref()),
         Per::Token => identity.and_then(|i| i.token.as_deref()),
+        Per::Model => model,
     }
 }
 
@@ -148,12 +153,12 @@ mod tests {
             token: Some("t".into()),
             ..Identity::default()
         };
-        assert_eq!(value_of(Per::User, Some(&id)), Some("u"));
-        assert_eq!(value_of(Per::Org, Some(&id)), Some("o"));
-        assert_eq!(value_of(Per::Token, Some(&id)), Some("t"));
+        assert_eq!(value_of(Per::User, Some(&id), None), Some("u"));
+        assert_eq!(value_of(Per::Org, Some(&id), None), Some("o"));
+        assert_eq!(value_of(Per::Token, Some(&id), None), Some("t"));
         for per in [Per::Route, Per::Address, Per::Account] {
-            assert_eq!(value_of(per, Some(&id)), None);
+            assert_eq!(value_of(per, Some(&id), None), None);
         }
-        assert_eq!(value_of(Per::User, None), None);
+        assert_eq!(value_of(Per::User, None, None), None);
     }
 }

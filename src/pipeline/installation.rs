@@ -182,7 +182,7 @@ impl<'p> Worker<'p> {
                 let value = match b.per {
                     Per::Route => return None,
                     Per::Account => ready.account.as_deref(),
-                    per => caller_key::value_of(per, id),
+                    per => caller_key::value_of(per, id, ready.pending.model()),
                 };
                 Some(caller_value(
                     lim.service_keys,

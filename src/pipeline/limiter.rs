@@ -76,6 +76,8 @@ pub struct Caller<'a> {
     pub address: &'a str,
     /// Resolved only for routes whose bounds need it.
     pub identity: Option<&'a Identity>,
+    /// The model its request body asks for (`per: model`), when read.
+    pub model: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +177,7 @@ impl Pending {
         (ceiling, model): (Option<u32>, Option<&str>),
     ) {
         self.prompt_bytes = bytes;
+        self.model = model.map(str::to_string);
         let tokens = super::cost_scan::tokens_in(bytes);
         for (j, bound) in route.bounds.iter().enumerate() {
             if bound.written.operation.is_some() && bound.written.operation != op.map(OpId::index) {
@@ -204,6 +207,11 @@ impl Pending {
     pub fn op(&self) -> Option<OpId> {
         self.op
     }
+
+    /// The model its body asks for, once read.
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
 }
 
 /// How recording one bound ended.
@@ -230,12 +238,14 @@ pub struct Pending {
     costs: SmallVec<[(BoundId, u32); 1]>,
     /// The request body's size, for a cost its response's body names.
     prompt_bytes: u64,
+    /// The model its body asks for (`per: model`, a price table's key).
+    model: Option<String>,
     errors: Vec<StoreError>,
 }
 
 /// A caller's key for a bound keyed `per`, hashed with `seed`.
 fn key_with(seed: [u64; 2], prefixes: Prefixes, per: Per, caller: &Caller) -> u64 {
-    let value = caller_key::value_of(per, caller.identity);
+    let value = caller_key::value_of(per, caller.identity, caller.model);
     caller_key::key64(seed, per, value, caller.address, prefixes)
 }
 
@@ -439,6 +449,7 @@ impl Limiter {
             shadowed: Vec::new(),
             costs: SmallVec::new(),
             prompt_bytes: 0,
+            model: None,
             errors: Vec::new(),
         }
     }
@@ -754,9 +765,12 @@ impl Limiter {
         address: &str,
         now_ms: u64,
     ) -> Option<Counted> {
+        // Owned apart from `pending`, which `prepare` writes to.
+        let model = pending.model.clone();
         let anonymous = Caller {
             address,
             identity: None,
+            model: model.as_deref(),
         };
         let early = r.route.early_bounds(pending.op);
         self.prepare(store, r, pending, &early, &anonymous, now_ms)
@@ -852,6 +866,7 @@ mod tests {
         let at = |id| Caller {
             address: "10.0.0.1",
             identity: Some(id),
+            model: None,
         };
         assert_eq!(admitted(&lim, &s, &at(&alice), 10), 5);
         assert_eq!(admitted(&lim, &s, &at(&bob), 10), 2);
@@ -873,6 +888,7 @@ mod tests {
         let anon = |a| Caller {
             address: a,
             identity: None,
+            model: None,
         };
         assert_eq!(admitted(&lim, &s, &anon("10.0.0.1"), 5), 2);
         assert_eq!(admitted(&lim, &s, &anon("10.0.0.2"), 5), 2);
@@ -881,6 +897,7 @@ mod tests {
         let as_user = Caller {
             address: "10.0.0.1",
             identity: Some(&named),
+            model: None,
         };
         assert_eq!(admitted(&lim, &s, &as_user, 5), 2);
         assert_ne!(
@@ -898,6 +915,7 @@ mod tests {
             &Caller {
                 address,
                 identity: None,
+                model: None,
             },
         )
     }
@@ -922,6 +940,7 @@ mod tests {
         let anon = |a| Caller {
             address: a,
             identity: None,
+            model: None,
         };
         assert_eq!(admitted(&lim, &s, &anon("2001:db8:1:2::a"), 1), 1);
         assert_eq!(admitted(&lim, &s, &anon("2001:db8:1:2::b"), 5), 1);
@@ -951,6 +970,7 @@ mod tests {
         let anon = |a| Caller {
             address: a,
             identity: None,
+            model: None,
         };
         assert_eq!(
             lim.caller_key(Per::User, &anon("2001:db8:1:2::1")),
@@ -980,6 +1000,7 @@ mod tests {
         let anon = Caller {
             address: "/run/envoy.sock",
             identity: None,
+            model: None,
         };
         assert_eq!(admitted(&lim, &s, &anon, 5), 2);
     }
@@ -1002,6 +1023,7 @@ mod tests {
         let c = Caller {
             address: "10.0.0.9",
             identity: Some(&id),
+            model: None,
         };
         assert!(decide(&lim, &s, RouteId(0), None, &c, 1_000)
             .refused
@@ -1027,6 +1049,7 @@ mod tests {
         let c = Caller {
             address: "10.0.0.1",
             identity: None,
+            model: None,
         };
         let decisions: Vec<Counted> = (0..5)
             .map(|i| decide(&lim, &s, RouteId(0), None, &c, 60_000 + i))
@@ -1063,6 +1086,7 @@ mod tests {
         let c = Caller {
             address: "10.0.0.7",
             identity: None,
+            model: None,
         };
         assert_eq!(admitted(&lim, &s, &c, 2), 2);
         let first = decide(&lim, &s, RouteId(0), None, &c, 130_000)
@@ -1090,6 +1114,7 @@ mod tests {
         let other = Caller {
             address: "10.0.0.8",
             identity: None,
+            model: None,
         };
         s.fail_next(1);
         assert_eq!(
@@ -1109,6 +1134,7 @@ mod tests {
             let c = Caller {
                 address: a,
                 identity: None,
+                model: None,
             };
             decide(&lim, &s, RouteId(0), None, &c, now)
                 .refused
@@ -1129,6 +1155,7 @@ mod tests {
             &Caller {
                 address: x,
                 identity: None,
+                model: None,
             },
             179_002,
         );
@@ -1151,6 +1178,7 @@ mod tests {
             let c = Caller {
                 address: a,
                 identity: None,
+                model: None,
             };
             decide(&lim, &s, RouteId(0), None, &c, now)
         };
@@ -1179,6 +1207,7 @@ mod tests {
             let c = Caller {
                 address: "10.0.0.7",
                 identity: None,
+                model: None,
             };
             let check = |t: u64| decide(&lim, &s, RouteId(0), None, &c, t).refused.is_none();
             assert!(check(120_000) && check(120_001));

@@ -323,9 +323,11 @@ impl<'p> Worker<'p> {
         id: Identity,
         now: u64,
     ) -> Begun<'p> {
+        let model = pending.model().map(str::to_string);
         let caller = Caller {
             address,
             identity: Some(&id),
+            model: model.as_deref(),
         };
         if let Some(refused) = self
             .limiter

@@ -271,6 +271,7 @@ fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -
     let a = Caller {
         address: "10.0.0.1",
         identity: None,
+        model: None,
     };
     let t = 60_000 * 1_000;
     for _ in 0..2 {
@@ -292,6 +293,7 @@ fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -
             &Caller {
                 address: "10.0.0.2",
                 identity: None,
+                model: None,
             },
             t
         )

@@ -238,3 +238,20 @@ def test_a_budget_in_money_prices_tokens_in_and_out_by_model(envoy, api):
     # with the wait until it fits.
     status, h, _ = post(e.port, src, {"model": "big", "messages": MESSAGES, "max_tokens": 4900})
     assert status == 429 and int(h["retry-after"]) > 0, h
+
+
+def test_a_bound_per_model_counts_each_model_apart_whoever_asks(envoy, api):
+    """Issue 37, outcome 5: `per: model` keys a bound by the request body's
+    `model`, read once; a body naming it twice is refused before the
+    upstream reads it."""
+    e = envoy({"instance": "llm", "routes": [{"name": "chat", "bounds": [
+        {"name": "tokens", "per": "address", "limit": 100000, "window": "PT1H",
+         "cost": {"response_json": "/usage/total_tokens"}},
+        {"name": "calls", "per": "model", "limit": 2, "window": "PT1H"}]}]},
+        upstream_port=api.port)
+    ensure_room(3600, 30)
+    statuses = [post(e.port, addr(770 + i), {"model": m, "messages": MESSAGES})[0]
+                for i, m in enumerate(["a", "a", "a", "b"])]
+    assert statuses == [200, 200, 429, 200]
+    status, _, answer = post(e.port, addr(780), b'{"model":"b","model":"c"}')
+    assert status == 400 and json.loads(answer)["reason"] == "ambiguous"

@@ -340,6 +340,7 @@ fn count_of(f: &Filter, host: &MockHost, address: &str) -> Option<u32> {
     let caller = crate::pipeline::limiter::Caller {
         address,
         identity: None,
+        model: None,
     };
     let key = lim.caller_key(crate::config::Per::Address, &caller);
     let lane = lim

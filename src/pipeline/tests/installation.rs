@@ -77,6 +77,7 @@ fn node_count(f: &Filter, host: &MockHost) -> Option<u32> {
     let caller = Caller {
         address: "10.0.0.1",
         identity: None,
+        model: None,
     };
     let key = lim.caller_key(crate::config::Per::Address, &caller);
     crate::count::node_lane::peek(&host.store, lim.lane(RouteId(0), BoundId(0)).unwrap(), key)

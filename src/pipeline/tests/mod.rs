@@ -43,6 +43,7 @@ fn anon(address: &str) -> Caller<'_> {
     Caller {
         address,
         identity: None,
+        model: None,
     }
 }
 
@@ -222,6 +223,7 @@ fn the_session_service_is_asked_with_the_cookie_and_its_user_is_counted() {
     let as_alice = Caller {
         address: "10.0.0.1",
         identity: Some(&alice),
+        model: None,
     };
     assert_eq!(count(&f, &host, 1, &as_alice), Some(1));
     // Remembered: the next request asks nobody, and alice is refused.
@@ -483,6 +485,7 @@ fn claims_jwt_authn_verified_name_the_user() {
     let who = Caller {
         address: "10.0.0.1",
         identity: Some(&alice),
+        model: None,
     };
     assert_eq!(count(&f, &host, 0, &who), Some(1));
 }

@@ -105,6 +105,7 @@ fn a_stream_is_made_to_ask_for_its_usage_and_its_caller_does_not_see_it() {
     let caller = crate::pipeline::limiter::Caller {
         address: "10.0.0.1",
         identity: None,
+        model: None,
     };
     let key = lim.caller_key(crate::config::Per::Address, &caller);
     let lane = lim
@@ -206,6 +207,7 @@ fn tokens_in_and_out_are_priced_by_the_requests_model() {
         let caller = crate::pipeline::limiter::Caller {
             address: "10.0.0.1",
             identity: None,
+            model: None,
         };
         let key = lim.caller_key(crate::config::Per::Address, &caller);
         let lane = lim
@@ -230,4 +232,57 @@ fn tokens_in_and_out_are_priced_by_the_requests_model() {
         Step::Continue
     );
     assert_eq!(ex.reserved(), 2000 * 15 + body.len().div_ceil(4) as u32 * 3);
+}
+
+/// Issue 37, outcome 5: a bound per model, its key the request body's
+/// `model`, read once: a model named twice or in another case is refused,
+/// and one request's model never counts another's.
+#[test]
+fn a_bound_per_model_counts_each_model_apart() {
+    let config = r#"{"routes":[{"name":"llm","bounds":[
+        {"name":"tokens","per":"address","limit":1000000,"window":"PT1H",
+         "cost":{"response_json":"/usage/total_tokens","reserve":1}},
+        {"name":"calls","per":"model","limit":2,"window":"PT1H"}]}]}"#;
+    let mut host = MockHost::new(T0);
+    let f = Filter::new(&host.store, config).unwrap();
+    let mut statuses = Vec::new();
+    for (i, body) in [
+        r#"{"model":"a"}"#,
+        r#"{"model":"a"}"#,
+        r#"{"model":"a"}"#,
+        r#"{"model":"b"}"#,
+        r#"{"model":"a","model":"b"}"#,
+        r#"{"Model":"b"}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        // Each from another address: only the model is shared.
+        host.now += 1;
+        host.properties.insert(
+            "source.address".into(),
+            format!("10.0.1.{i}:41000").into_bytes(),
+        );
+        host.request_body = Some(body.as_bytes().to_vec());
+        host.replies.clear();
+        f.request(&mut host);
+        statuses.push(host.replies.first().map_or(200, |r| r.status));
+    }
+    assert_eq!(statuses, [200, 200, 429, 200, 400, 400]);
+}
+
+#[test]
+fn a_bound_per_model_needs_a_route_that_reads_its_requests() {
+    let json = r#"{"routes":[{"name":"r","bounds":[
+        {"per":"model","limit":2,"window":"PT1H"}]}]}"#;
+    let errors = match crate::config::parse(json.as_bytes()) {
+        Ok(_) => vec![],
+        Err(e) => e.iter().map(|e| e.to_string()).collect(),
+    };
+    assert!(
+        errors.iter().any(
+            |e| e.starts_with("$.routes[0].bounds[0].per: ") && e.contains("\"model\" is read")
+        ),
+        "{errors:?}"
+    );
 }
