@@ -425,10 +425,15 @@ def _wasm_in_listeners(proxy: GatewayProxy) -> list[str]:
             if n in dump]
 
 
-def start_world(tmp: Path, envs: list, line: str, *, translated: bool = True):
+def start_world(tmp: Path, envs: list, line: str, *, translated: bool = True,
+                extra_stat_tags: list[str] | None = None, override_yaml: str | None = None,
+                with_prometheus_port: bool = False, extra_files: tuple[Path, ...] = ()):
     """istiod over the folder (chart + its translation + routing), the
     upstream, and the gateway proxy; returns (istiod, proxy, gateway_port,
-    config_dir, upstream)."""
+    config_dir, upstream), and the proxy's Prometheus port (Istio's 15090)
+    last if with_prometheus_port. extra_stat_tags go to the mesh config's
+    defaultConfig; override_yaml to Envoy as istio-agent passes the file
+    ISTIO_BOOTSTRAP_OVERRIDE names."""
     envoy = LINES[line]
     _require(envoy, "run envoy-demo/setup.sh (1.40) or scripts/install-envoy-lines.sh (1.36)")
     out = subprocess.run([str(envoy), "--version"], capture_output=True, text=True,
@@ -445,18 +450,22 @@ def start_world(tmp: Path, envs: list, line: str, *, translated: bool = True):
     upstream = Upstream()
     gateway_port = free_port()
     (config_dir / "routing.yaml").write_text(routing(gateway_port, upstream.port))
+    for f in extra_files:
+        (config_dir / f.name).write_text(f.read_text())
 
     istiod = Istiod(tmp, config_dir)
     admin_port, status_port, prom_port, envoy_status = (free_port() for _ in range(4))
-    write_mesh(istiod, admin_port, status_port)
+    write_mesh(istiod, admin_port, status_port, extra_stat_tags)
     envs.append(istiod)
     istiod.wait_ready()
 
     boot = istio_bootstrap(tmp, istiod, prom_port, envoy_status)
-    proxy = GatewayProxy(tmp, envoy, boot, admin_port)
+    proxy = GatewayProxy(tmp, envoy, boot, admin_port, override_yaml)
     envs.append(proxy)
     _wait("the gateway listener accepts", lambda: _listening(proxy, gateway_port), 60,
           procs=[istiod, proxy])
+    if with_prometheus_port:
+        return istiod, proxy, gateway_port, config_dir, upstream, prom_port
     return istiod, proxy, gateway_port, config_dir, upstream
 
 
@@ -605,3 +614,104 @@ def test_pilot_discovery_without_kubernetes_crashes_at_start(tmp_path, envs):
     assert code is not None and code != 0, f"pilot-discovery kept running (exit {code})"
     assert "nil pointer dereference" in log, log[-3000:]
     assert "serviceentry.newController" in log and "ConfigCluster" in log, log[-3000:]
+
+
+# --- outcome 3: ratebound's stats as Prometheus labels on Istio ---------------
+
+LABELS = ("ratebound_instance", "ratebound_route", "ratebound_bound")
+
+
+def _bootstrap_tags(proxy: GatewayProxy) -> list[dict]:
+    dump = json.loads(proxy.admin("/config_dump"))
+    boot = next(c["bootstrap"] for c in dump["configs"]
+                if c["@type"].endswith("BootstrapConfigDump"))
+    return boot["stats_config"]["stats_tags"]
+
+
+def _refuse_once(port: int) -> None:
+    ensure_room(60, 10)
+    statuses = [_get_through(port, "/hello")[0] for _ in range(6)]
+    assert statuses == [200] * 5 + [429], statuses
+
+
+def _scrape(prom_port: int) -> str:
+    """What Prometheus scrapes from the proxy: Istio's bootstrap serves
+    /stats/prometheus on ENVOY_PROMETHEUS_PORT (15090 on a cluster)."""
+    code, body = _get(f"http://127.0.0.1:{prom_port}/stats/prometheus", timeout=5)
+    assert code == 200, (code, body[:300])
+    return body
+
+
+def _samples(text: str, metric: str) -> list[str]:
+    return [line for line in text.splitlines()
+            if line.startswith(metric + "{") or line.startswith(metric + " ")]
+
+
+@pytest.mark.parametrize("line", ["1.40", "1.36"])
+def test_the_charts_bootstrap_override_labels_ratebounds_stats(line, tmp_path, envs):
+    """The chart's <name>-bootstrap ConfigMap, handed to Envoy the way
+    istio-agent hands the file ISTIO_BOOTSTRAP_OVERRIDE names (the
+    sidecar.istio.io/bootstrapOverride annotation mounts the ConfigMap and
+    sets it; pkg/envoy/proxy.go reads it, YAML to JSON, and passes
+    --config-yaml): its stats_tags are added after the tags of the bootstrap
+    Istio generated, and the scrape shows instance, route and bound as
+    labels."""
+    docs = [d for d in yaml.safe_load_all(render_chart(tmp_path, CONFIG)) if d]
+    cm = next(d for d in docs if d["metadata"]["name"] == "ratebound-bootstrap")
+    assert cm["kind"] == "ConfigMap" and cm["metadata"]["namespace"] == NAMESPACE
+    override = json.dumps(json.loads(cm["data"]["custom_bootstrap.json"]))
+    assert not [d for d in docs if d["kind"] == "EnvoyFilter"], "no BOOTSTRAP EnvoyFilter any more"
+    *_, proxy, port, _, upstream, prom_port = start_world(
+        tmp_path, envs, line, override_yaml=override, with_prometheus_port=True)
+    try:
+        names = [t["tag_name"] for t in _bootstrap_tags(proxy)]
+        assert names[-3:] == list(LABELS) and "cluster_name" in names, names
+        _refuse_once(port)
+        want = 'ratebound_refused{ratebound_instance="istiod",ratebound_route="hello",' \
+               'ratebound_bound="per_address"} 1'
+        text = _wait("the labelled refusal in the scrape",
+                     lambda: (t := _scrape(prom_port)) and want in t and t, 15, procs=envs)
+        lines = [ln for ln in text.splitlines() if "ratebound_instance=" in ln]
+        assert not [ln for ln in text.splitlines() if ln.startswith("ratebound_istiod_")], \
+            "a ratebound stat without its labels"
+        (tmp_path / "prometheus.txt").write_text(text)
+        print(f"\nEnvoy {line}: /stats/prometheus (port {prom_port}), ratebound lines:\n"
+              + "\n".join(lines[:40]))
+    finally:
+        upstream.close()
+
+
+def test_neither_extra_stat_tags_nor_a_bootstrap_envoyfilter_label_ratebounds_stats(
+        tmp_path, envs):
+    """Why the chart does neither:
+    - ProxyConfig extraStatTags: Istio's bootstrap turns each into the regex
+      `(<tag>=\\.=(.*?);\\.;)`, which reads only Istio's own
+      `<tag>=.=<value>;.;` encoding inside a stat name; ratebound's names
+      (wasmcustom.ratebound.<instance>.<route>.<bound>.<stat>) have none;
+    - an EnvoyFilter `applyTo: BOOTSTRAP` (the chart's former one, still in
+      envoy-demo/istio/metrics.yaml): istiod reads it and nothing applies it
+      (the bootstrap is the agent's, istiod serves none).
+    So the scrape shows ratebound's stats unlabelled."""
+    metrics = ROOT / "envoy-demo" / "istio" / "metrics.yaml"
+    istiod, proxy, port, _, upstream, prom_port = start_world(
+        tmp_path, envs, "1.40", extra_stat_tags=list(LABELS), with_prometheus_port=True,
+        extra_files=(metrics,))
+    configz = json.loads(istiod.debug("configz"))
+    assert ("EnvoyFilter", "ratebound-stats-tags") in {
+        (c.get("kind"), c.get("metadata", {}).get("name")) for c in configz}
+    try:
+        tags = {t["tag_name"]: t["regex"] for t in _bootstrap_tags(proxy)}
+        for name in LABELS:
+            assert tags[name] == f"({name}=\\.=(.*?);\\.;)", tags
+        _refuse_once(port)
+        want = "ratebound_istiod_hello_per_address_refused{} 1"
+        try:
+            text = _wait("the refusal in the scrape",
+                         lambda: (t := _scrape(prom_port)) and want in t and t, 15, procs=envs)
+        except AssertionError:
+            rb = [ln for ln in _scrape(prom_port).splitlines() if "ratebound" in ln]
+            raise AssertionError(f"{want!r} not in the scrape; its ratebound lines: {rb}")
+        assert "ratebound_instance=" not in text
+        assert _samples(text, "ratebound_refused") == []
+    finally:
+        upstream.close()
