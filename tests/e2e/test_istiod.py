@@ -1,38 +1,42 @@
-"""istiod renders what we ship (issue 40, outcome 1).
+"""istiod renders what we ship (issue 40, outcomes 1 and 3; docs/istio.md,
+"istiod renders what we ship").
 
 Istio's own code, built from one pinned istio.io/istio module version by
 scripts/install-istiod.sh, against the Helm chart's output:
 
-  - **istiod** (`pilot-discovery discovery`) with `--configDir` and no
-    service registry (`--registries ""`: no Kubernetes), reading a folder
-    that holds what `helm template` renders for the classic ingress gateway
-    (selector `istio: ingressgateway`), the module given as a `file://` url
-    (dist/ratebound.wasm, its sha256), plus an Istio Gateway, VirtualService
-    and ServiceEntry that route to a local upstream;
-  - **the bootstrap Istio's agent writes** for a gateway proxy
+  - **istiod**: the server `pilot-discovery discovery` runs
+    (pilot/pkg/bootstrap.NewServer), started by `istio-helper istiod` over a
+    config folder (the --configDir file store), no service registry, no
+    Kubernetes. The folder holds what `helm template` renders for the
+    classic ingress gateway (selector `istio: ingressgateway`), the module
+    given as a `file://` url (dist/ratebound.wasm, its sha256), plus an
+    Istio Gateway, VirtualService and ServiceEntry routing to a local
+    upstream;
+  - **the bootstrap istio-agent writes** for a gateway proxy
     (`istio-helper bootstrap`: pkg/bootstrap with Istio's template, the node
     id `router~...`, the node metadata from ISTIO_META_* as pilot-agent
     passes them, the proxy config from the mesh config), with one edit: the
     xds-grpc cluster points at istiod's plain-text gRPC port instead of the
-    agent's Unix socket (no agent runs; with a file:// url the agent has
-    nothing to fetch, istiod sends a local data source);
-  - **Envoy** started with the arguments pilot-agent gives it
-    (pkg/envoy/proxy.go), Envoy 1.40 and Envoy 1.36.
+    agent's Unix socket (no agent runs; for a file:// url istiod sends a
+    local data source, so there is nothing for the agent to fetch);
+  - **Envoy** 1.40 and 1.36, started with the arguments pilot-agent gives it
+    (pkg/envoy/proxy.go).
 
-What failed first: this Istio (main, 2026-08) translates a WasmPlugin into a
-TrafficExtension, and everything downstream (ECDS included) only reads
-TrafficExtensions; the translation controller is registered beside the
-Kubernetes config store only, so from `--configDir` the chart's WasmPlugin is
-parsed and validated, then ignored: no Wasm filter reaches the gateway
-(`test_a_wasmplugin_from_files_alone_reaches_no_proxy` keeps that visible).
-`istio-helper translate` runs Istio's own translation on the rendered files
-and the folder gets its output beside the chart's; that is the only
-Istio-side step this test runs outside istiod.
+What failed first, each kept as a test that fails when Istio changes:
+pilot-discovery itself dies at start without Kubernetes (so istio-helper
+runs the same server with Istio's in-memory Kubernetes client in place of a
+real one); a WasmPlugin read from files reaches no proxy (this Istio
+translates WasmPlugins into TrafficExtensions beside its Kubernetes store
+only: `istio-helper translate` runs that translation and the folder gets
+its output beside the chart's); and stock Envoy refuses the extensions of
+Istio's own proxy build, which istiod is told not to send.
 
 Then: the filter loads from what istiod sends over ECDS (pluginConfig as
 Istio converts it to JSON), the 6th request of a 5-per-window bound is
 refused with 429 and RateLimit headers, and a pluginConfig changed in the
-folder reaches Envoy (a new ECDS version, a new bound enforced).
+folder reaches Envoy (a new ECDS resource, a new bound enforced). Outcome 3:
+the chart's custom bootstrap labels ratebound's stats in the proxy's
+Prometheus scrape; extraStatTags and a BOOTSTRAP EnvoyFilter do not.
 
 Every process is started here and stopped by its PID; every wait is bounded;
 all traffic goes to 127.0.0.1.
@@ -419,6 +423,18 @@ def envs(request, tmp_path):
                   + "\n".join(lines[-150:]) + "\n===== end =====", flush=True)
 
 
+def _http_filters(listeners_dump: dict) -> list[dict]:
+    """Every HTTP filter of every HTTP connection manager in a
+    dynamic_listeners config dump."""
+    found = []
+    for entry in listeners_dump.get("configs", []):
+        listener = (entry.get("active_state") or {}).get("listener", {})
+        for chain in listener.get("filter_chains", []):
+            for f in chain.get("filters", []):
+                found += f.get("typed_config", {}).get("http_filters", [])
+    return found
+
+
 def _wasm_in_listeners(proxy: GatewayProxy) -> list[str]:
     dump = proxy.admin("/config_dump?resource=dynamic_listeners")
     return [n for n in ("envoy.filters.http.wasm", "extensions.istio.io/", "ratebound")
@@ -507,6 +523,20 @@ def test_istiod_serves_the_chart_over_ecds(line, tmp_path, envs):
         # file:// becomes a local data source: Envoy read the built module.
         assert plugin["vm_config"]["code"]["local"]["filename"] == str(WASM), plugin["vm_config"]
         assert plugin.get("failure_policy") == "FAIL_RELOAD", plugin
+        # ...which the listener names: the filter in the gateway's HTTP chain
+        # is a config_discovery reference to it, over ADS.
+        listeners = json.loads(proxy.admin("/config_dump?resource=dynamic_listeners"))
+        refs = [f for f in _http_filters(listeners) if f.get("name") == ECDS_NAME]
+        assert len(refs) == 1, [f.get("name") for f in _http_filters(listeners)]
+        discovery = refs[0]["config_discovery"]
+        assert "ads" in discovery["config_source"], discovery
+        # Wasm, or the RBAC filter istio-agent sends in its place when a
+        # module cannot be fetched (deny-all; allow-all under FAIL_OPEN:
+        # pkg/wasm/convert.go).
+        assert discovery["type_urls"] == [
+            "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+            "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC"], discovery
+        print(f"\nEnvoy {line}: the gateway listener's filter: {json.dumps(refs[0])}")
         excerpt = json.dumps(configs[0], indent=1)
         (tmp_path / "ecds.json").write_text(excerpt)
         print(f"\nEnvoy {line}: the ECDS resource istiod sent ({ECDS_NAME}):\n{excerpt[:3000]}")
