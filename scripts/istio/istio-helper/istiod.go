@@ -1,8 +1,10 @@
 package main
 
 // `istio-helper istiod`: istiod (pilot/pkg/bootstrap, the code
-// pilot-discovery runs) reading its configuration from --configDir, for a
-// machine without Kubernetes.
+// pilot-discovery runs) for a machine without Kubernetes, reading its
+// configuration from a folder: -configDir (its --configDir file store) or
+// -kubeDir (its Kubernetes config store, kept equal to the folder:
+// kubestore.go).
 //
 // pilot-discovery itself cannot start there at this Istio version:
 // with --configDir and --registries "" (any other value than Kubernetes is
@@ -12,9 +14,10 @@ package main
 // SIGSEGV at start. So this runs the same bootstrap.NewServer with the flags
 // it needs here, and hands it Istio's own in-memory Kubernetes client
 // (pkg/kube.NewFakeClient, the one Istio's tests use) where the real one
-// would be: nothing reads from it but the (empty) namespace and secret
-// informers. Everything else — the file config store, the push context,
-// the listeners, ECDS — is istiod's code unchanged.
+// would be. With -configDir nothing is read from it but (empty) namespace
+// and secret informers; with -kubeDir it holds the folder's objects.
+// Everything else (config stores, push context, listeners, ECDS) is
+// istiod's code unchanged.
 
 import (
 	"flag"
@@ -32,6 +35,8 @@ import (
 func istiodCmd(args []string) error {
 	fs := flag.NewFlagSet("istiod", flag.ExitOnError)
 	configDir := fs.String("configDir", "", "the folder of Istio resources (pilot-discovery --configDir)")
+	kubeDir := fs.String("kubeDir", "", "the folder of resources to keep applied to the in-memory Kubernetes client, "+
+		"read by istiod's Kubernetes config store (instead of -configDir)")
 	meshConfig := fs.String("meshConfig", "", "the mesh config file")
 	networks := fs.String("networksConfig", "", "the mesh networks file (may be absent)")
 	httpAddr := fs.String("httpAddr", "127.0.0.1:8080", "debug and readiness HTTP address")
@@ -41,8 +46,8 @@ func istiodCmd(args []string) error {
 	domain := fs.String("domain", "cluster.local", "DNS domain suffix")
 	shutdown := fs.Duration("shutdownDuration", time.Second, "shutdown duration")
 	_ = fs.Parse(args)
-	if *configDir == "" || *meshConfig == "" {
-		return fmt.Errorf("istiod: -configDir and -meshConfig are required")
+	if (*configDir == "") == (*kubeDir == "") || *meshConfig == "" {
+		return fmt.Errorf("istiod: -meshConfig and one of -configDir, -kubeDir are required")
 	}
 
 	// As pilot-discovery's addFlags and flag defaults make them.
@@ -73,6 +78,13 @@ func istiodCmd(args []string) error {
 
 	stop := make(chan struct{})
 	fake := kubelib.NewFakeClient()
+	var store *kubeStore
+	if *kubeDir != "" {
+		var err error
+		if store, err = newKubeStore(fake, *kubeDir); err != nil {
+			return fmt.Errorf("istiod: %w", err)
+		}
+	}
 	s, err := bootstrap.NewServer(serverArgs, func(s *bootstrap.Server) {
 		// Server.kubeClient is unexported; NewServer's initKubeClient keeps a
 		// client that is already set ("Already initialized by startup
@@ -85,6 +97,9 @@ func istiodCmd(args []string) error {
 	}
 	if err := s.Start(stop); err != nil {
 		return fmt.Errorf("istiod: start: %w", err)
+	}
+	if store != nil {
+		go store.run(stop)
 	}
 	cmd.WaitSignal(stop)
 	s.WaitUntilCompletion()
