@@ -60,11 +60,16 @@ else
   echo "$ISTIO_VERSION" > "$TOOLS/istio/VERSION"
 fi
 
-# The helper's source is in this repository: `go build` every time (it only
-# recompiles what changed; seconds once the Istio packages are cached).
-helper=$(date +%s)
-(cd "$MOD" && nice -n 19 go build -o "$TOOLS/bin/istio-helper" ./istio-helper)
-echo "install-istiod: istio-helper built in $(( $(date +%s) - helper ))s"
+# The helper's source is in this repository: rebuilt when a file of
+# scripts/istio/ is newer than the binary (10-20 s once Istio's packages are
+# in the build cache, most of it linking).
+if [[ -x "$TOOLS/bin/istio-helper" && -z "$(find "$MOD" -newer "$TOOLS/bin/istio-helper" -type f -print -quit)" ]]; then
+  echo "install-istiod: istio-helper up to date"
+else
+  helper=$(date +%s)
+  (cd "$MOD" && nice -n 19 go build -o "$TOOLS/bin/istio-helper" ./istio-helper)
+  echo "install-istiod: istio-helper built in $(( $(date +%s) - helper ))s"
+fi
 echo "install-istiod: pilot-discovery: $TOOLS/bin/pilot-discovery"
 echo "install-istiod: istio-helper: $TOOLS/bin/istio-helper"
 echo "install-istiod: template: $TOOLS/istio/envoy_bootstrap.json"

