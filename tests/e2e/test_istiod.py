@@ -755,11 +755,20 @@ def test_neither_extra_stat_tags_nor_a_bootstrap_envoyfilter_label_ratebounds_st
       `(<tag>=\\.=(.*?);\\.;)`, which reads only Istio's own
       `<tag>=.=<value>;.;` encoding inside a stat name; ratebound's names
       (wasmcustom.ratebound.<instance>.<route>.<bound>.<stat>) have none;
-    - an EnvoyFilter `applyTo: BOOTSTRAP` (the chart's former one, still in
-      envoy-demo/istio/metrics.yaml): istiod reads it and nothing applies it
-      (the bootstrap is the agent's, istiod serves none).
+    - an EnvoyFilter `applyTo: BOOTSTRAP` (what the chart and
+      envoy-demo/istio/metrics.yaml shipped until issue 40): istiod reads it
+      and nothing applies it (the bootstrap is the agent's, istiod serves
+      none).
     So the scrape shows ratebound's stats unlabelled."""
-    metrics = ROOT / "envoy-demo" / "istio" / "metrics.yaml"
+    metrics = tmp_path / "stats-tags-envoyfilter.yaml"
+    metrics.write_text(yaml.safe_dump({
+        "apiVersion": "networking.istio.io/v1alpha3", "kind": "EnvoyFilter",
+        "metadata": {"name": "ratebound-stats-tags", "namespace": NAMESPACE},
+        "spec": {"workloadSelector": {"labels": GATEWAY_LABELS},
+                 "configPatches": [{"applyTo": "BOOTSTRAP", "patch": {
+                     "operation": "MERGE",
+                     "value": yaml.safe_load((ROOT / "envoy-demo" / "stats-tags.yaml").read_text()),
+                 }}]}}))
     istiod, proxy, port, _, upstream, prom_port = start_world(
         tmp_path, envs, "1.40", extra_stat_tags=list(LABELS), with_prometheus_port=True,
         extra_files=(metrics,))
