@@ -1,8 +1,9 @@
 //! The Istio side of ratebound's metrics (envoy-demo/istio/metrics.yaml,
-//! metrics-meshconfig.yaml): the EnvoyFilter merges into the gateway's
-//! bootstrap exactly the stats tags of envoy-demo/stats-tags.yaml (which
-//! tests/e2e/test_prometheus.py runs in a real Envoy), on the workloads the
-//! WasmPlugin runs on, and the proxies keep `wasmcustom.ratebound.` stats.
+//! metrics-meshconfig.yaml): the custom bootstrap ConfigMap carries exactly
+//! the stats tags of envoy-demo/stats-tags.yaml (which
+//! tests/e2e/test_prometheus.py runs in a real Envoy, and
+//! tests/e2e/test_istiod.py on the bootstrap Istio generates), beside the
+//! WasmPlugin, and the proxies keep `wasmcustom.ratebound.` stats.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::Value;
@@ -13,24 +14,22 @@ fn load(rel: &str) -> Value {
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-fn bootstrap_patch() -> Value {
+/// The custom bootstrap istio-agent hands to Envoy (the pod annotation
+/// sidecar.istio.io/bootstrapOverride names the ConfigMap).
+fn custom_bootstrap() -> Value {
     let doc = load("envoy-demo/istio/metrics.yaml");
-    assert_eq!(doc["kind"], "EnvoyFilter");
-    let patches = doc["spec"]["configPatches"].as_array().unwrap();
-    assert_eq!(patches.len(), 1, "{patches:?}");
-    let p = &patches[0];
-    assert_eq!(p["applyTo"], "BOOTSTRAP");
-    assert_eq!(
-        p["patch"]["operation"], "MERGE",
-        "merged into Istio's bootstrap"
-    );
-    p["patch"]["value"].clone()
+    assert_eq!(doc["kind"], "ConfigMap");
+    assert_eq!(doc["metadata"]["name"], "ratebound-bootstrap");
+    let text = doc["data"]["custom_bootstrap.json"]
+        .as_str()
+        .expect("data.custom_bootstrap.json");
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("custom_bootstrap.json: {e}"))
 }
 
 #[test]
-fn the_envoy_filter_carries_the_stats_tags_of_stats_tags_yaml() {
+fn the_custom_bootstrap_carries_the_stats_tags_of_stats_tags_yaml() {
     let tags = load("envoy-demo/stats-tags.yaml")["stats_config"]["stats_tags"].clone();
-    let patched = bootstrap_patch()["stats_config"]["stats_tags"].clone();
+    let patched = custom_bootstrap()["stats_config"]["stats_tags"].clone();
     assert_eq!(
         patched, tags,
         "metrics.yaml and stats-tags.yaml drifted apart"
@@ -57,16 +56,23 @@ fn the_envoy_filter_carries_the_stats_tags_of_stats_tags_yaml() {
 }
 
 #[test]
-fn the_envoy_filter_applies_where_the_wasm_plugin_runs() {
-    let filter = load("envoy-demo/istio/metrics.yaml");
+fn the_custom_bootstrap_is_beside_the_wasm_plugin() {
+    // The annotation names a ConfigMap of the pod's own namespace: the
+    // gateway's, which is the WasmPlugin's.
+    let map = load("envoy-demo/istio/metrics.yaml");
     let plugin = load("envoy-demo/istio/wasmplugin.yaml");
     assert_eq!(
-        filter["spec"]["workloadSelector"]["labels"],
-        plugin["spec"]["selector"]["matchLabels"]
+        map["metadata"]["namespace"],
+        plugin["metadata"]["namespace"]
     );
     assert_eq!(
-        filter["metadata"]["namespace"],
-        plugin["metadata"]["namespace"]
+        custom_bootstrap()
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["stats_config"],
+        "only the stats tags: nothing else of Istio's bootstrap is overridden"
     );
 }
 

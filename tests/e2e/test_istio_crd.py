@@ -195,9 +195,15 @@ def documents(path: Path) -> list[dict]:
 
 
 def shipped() -> list[tuple[str, dict]]:
+    """Every Istio object of the manifests. Kubernetes' own kinds (apiVersion
+    `v1`: metrics.yaml's ConfigMap) have no CRD to check against; what that
+    ConfigMap carries is checked by tests/istio_metrics.rs and run by
+    tests/e2e/test_istiod.py."""
     out = []
     for path in manifest_files():
         for i, doc in enumerate(documents(path)):
+            if doc.get("apiVersion") == "v1":
+                continue
             out.append((f"{path.relative_to(ROOT)}#{i}", doc))
     return out
 
