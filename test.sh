@@ -28,6 +28,9 @@ step "setup (.tools: Envoy 1.36, the older Envoy line; helm)"
 ENVOY_136="$(scripts/install-envoy-lines.sh | tail -n1)"
 scripts/install-helm.sh
 
+step "setup (.tools: istiod and Istio's bootstrap code, istio.io/istio main of 2026-08-27; about 7 min the first time)"
+scripts/install-istiod.sh
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
