@@ -41,24 +41,7 @@ fn decide(body: Vec<u8>) -> Value {
         return json!({"refused": reason, "status": r.status});
     }
     let sent = host.request_body.clone().unwrap_or_default();
-    let count = f
-        .limiter
-        .lane(
-            ratebound::config::plan::RouteId(0),
-            ratebound::config::plan::BoundId(0),
-        )
-        .and_then(|lane| {
-            let caller = ratebound::pipeline::limiter::Caller {
-                address: "10.0.0.1",
-                identity: None,
-                model: None,
-            };
-            let key = f
-                .limiter
-                .caller_key(ratebound::config::Per::Address, &caller);
-            ratebound::count::node_lane::peek(&host.store, lane, key).ok()?
-        })
-        .map_or(0, |c| c.cur);
+    let count = f.count_of(&host.store, "10.0.0.1").unwrap_or(0);
     json!({
         "sent_b64": base64::engine::general_purpose::STANDARD.encode(sent),
         "reserved": count,

@@ -414,6 +414,27 @@ impl Filter {
         self.memories.worker(&self.limiter)
     }
 
+    /// What the first route's first bound (per address) counts for
+    /// `address` in `store`, if anything.
+    pub fn count_of(&self, store: &MemStore, address: &str) -> Option<u32> {
+        let caller = crate::pipeline::limiter::Caller {
+            address,
+            identity: None,
+            model: None,
+        };
+        let key = self
+            .limiter
+            .caller_key(crate::config::Per::Address, &caller);
+        let lane = self.limiter.lane(
+            crate::config::plan::RouteId(0),
+            crate::config::plan::BoundId(0),
+        )?;
+        crate::count::node_lane::peek(store, lane, key)
+            .ok()
+            .flatten()
+            .map(|c| c.cur)
+    }
+
     /// One whole request as Envoy drives it: its headers, the session
     /// answer if it asked for one, its body in one piece, the rate-limit
     /// service's answer if it called, its response headers (a local

@@ -5,7 +5,7 @@ Go's encoding/json (case-insensitive field names, as Ollama's server reads
 them), JavaScript's JSON.parse with truthiness (Express' json()). The
 readers, not our reading of them, say what the upstream reads.
 
-For every body of tests/oracle/chat/corpus.py the filter either refuses it,
+For every body of tests/oracle/chat/chat_corpus.py the filter either refuses it,
 or sends on a body (rewritten to ask for the usage when it streams) of
 which every reader that accepted the caller's body reads:
 - that it streams exactly when it read so in the caller's body;
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE / "chat"))
-from corpus import bodies  # noqa: E402
+from chat_corpus import bodies  # noqa: E402
 
 LIMIT = 4_000_000_000  # examples/chat_oracle.rs
 

@@ -331,27 +331,7 @@ fn a_usage_less_answer_is_charged_its_prompt_too() {
     host.upstream_body = answer(&b, b"{}").into_iter().map(|(c, _)| c).collect();
     f.request(&mut host);
     // Three one-token events, and 2,000 bytes of prompt: 500 tokens.
-    assert_eq!(count_of(&f, &host, "10.0.0.1"), Some(503));
-}
-
-/// The count of `address` at the route's bound.
-fn count_of(f: &Filter, host: &MockHost, address: &str) -> Option<u32> {
-    let lim = &f.limiter;
-    let caller = crate::pipeline::limiter::Caller {
-        address,
-        identity: None,
-        model: None,
-    };
-    let key = lim.caller_key(crate::config::Per::Address, &caller);
-    let lane = lim
-        .lane(
-            crate::config::plan::RouteId(0),
-            crate::config::plan::BoundId(0),
-        )
-        .unwrap();
-    crate::count::node_lane::peek(&host.store, lane, key)
-        .unwrap()
-        .map(|c| c.cur)
+    assert_eq!(f.count_of(&host.store, "10.0.0.1"), Some(503));
 }
 
 /// Requests with `body`, each admitted or not, one after the other (none

@@ -101,21 +101,7 @@ fn a_stream_is_made_to_ask_for_its_usage_and_its_caller_does_not_see_it() {
     );
     assert_eq!(host.response_headers_removed, ["content-length"]);
     assert_eq!(host.counted(RequestStat::CostUnknown), 0);
-    let lim = &f.limiter;
-    let caller = crate::pipeline::limiter::Caller {
-        address: "10.0.0.1",
-        identity: None,
-        model: None,
-    };
-    let key = lim.caller_key(crate::config::Per::Address, &caller);
-    let lane = lim
-        .lane(
-            crate::config::plan::RouteId(0),
-            crate::config::plan::BoundId(0),
-        )
-        .unwrap();
-    let count = crate::count::node_lane::peek(&host.store, lane, key).unwrap();
-    assert_eq!(count.map(|c| c.cur), Some(42));
+    assert_eq!(f.count_of(&host.store, "10.0.0.1"), Some(42));
 }
 
 #[test]
@@ -203,21 +189,7 @@ fn tokens_in_and_out_are_priced_by_the_requests_model() {
         f.request(&mut host);
         // Not rewritten: ask_usage is off for Anthropic's API.
         assert_eq!(host.request_body_set, 0);
-        let lim = &f.limiter;
-        let caller = crate::pipeline::limiter::Caller {
-            address: "10.0.0.1",
-            identity: None,
-            model: None,
-        };
-        let key = lim.caller_key(crate::config::Per::Address, &caller);
-        let lane = lim
-            .lane(
-                crate::config::plan::RouteId(0),
-                crate::config::plan::BoundId(0),
-            )
-            .unwrap();
-        let count = crate::count::node_lane::peek(&host.store, lane, key).unwrap();
-        assert_eq!(count.map(|c| c.cur), Some(want), "{model}");
+        assert_eq!(f.count_of(&host.store, "10.0.0.1"), Some(want), "{model}");
     }
     // The reservation: the ceiling out and the prompt in, at the model's
     // prices (2,000 × 15 + 12 × 3 for "big").
