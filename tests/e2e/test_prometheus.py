@@ -190,7 +190,8 @@ def test_prometheus_labels_for_instance_route_and_bound(envoy, upstream, tmp_pat
                     "accounts_unreadable", "rls_calls_saved", "rls_no_limit",
                     "rls_latency_ms_bucket", "rls_latency_ms_count", "rls_latency_ms_sum",
                     "fleet_sync_calls", "fleet_sync_keys", "fleet_sync_errors", "fleet_alone",
-                    "fleet_nodes", "costs_unknown", "costs_unsent"}
+                    "fleet_nodes", "costs_unknown", "costs_unsent", "requests_unclear",
+                    "usage_asked"}
     for name, labels in series:
         if not name.startswith("ratebound_"):
             continue
