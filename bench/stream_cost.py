@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
-    RATEBOUND_WASM, bench_envoy, cpu_seconds, describe_module, start_run, wait_ready,
+    CLK_TCK, RATEBOUND_WASM, bench_envoy, cpu_seconds, describe_module, start_run, wait_ready,
     wasm_filter,
 )
 
@@ -181,7 +181,9 @@ def main() -> int:
         lines = [f"# Event streams through Envoy, with and without ratebound ({stamp})", "",
                  f"Module: {describe_module()}. {args.events} one-token events a stream, one "
                  f"every {PACE_MS} ms, {args.streams} streams a variant a round, {args.rounds} "
-                 "rounds alternating; Envoy on one worker pinned to CPU 0.", "",
+                 "rounds alternating; Envoy on one worker pinned to CPU 0. CPU is read in "
+                 f"clock ticks: {1e6 / CLK_TCK / (args.events * args.streams):.1f} µs an event "
+                 "is one tick.", "",
                  "| variant | Envoy CPU per event (µs, median of rounds) | over the baseline "
                  "| delay per event, median (µs) | p90 | p99 |", "|---|---|---|---|---|---|"]
         for name in envoys:
