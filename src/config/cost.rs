@@ -218,17 +218,6 @@ pub fn validate(b: &BoundConfig, at: &str, errors: &mut Vec<ConfigError>) {
              \"output_json\" (pointers to the input and output tokens, summed or priced)",
         ));
     }
-    for (field, p) in [
-        ("input_json", &c.input_json),
-        ("output_json", &c.output_json),
-    ] {
-        if let Some(p) = p.as_deref().filter(|p| !p.starts_with('/')) {
-            errors.push(err(
-                format!("{at}.{field}"),
-                format!("{p:?} is not a JSON pointer: it starts with '/', e.g. \"/usage/prompt_tokens\""),
-            ));
-        }
-    }
     if let Some(table) = &c.prices {
         if !parts {
             errors.push(err(
@@ -266,13 +255,17 @@ pub fn validate(b: &BoundConfig, at: &str, errors: &mut Vec<ConfigError>) {
             ));
         }
     }
-    if let Some(p) = c.response_json.as_deref().filter(|p| !p.starts_with('/')) {
-        errors.push(err(
-            format!("{at}.response_json"),
-            format!(
-                "{p:?} is not a JSON pointer: it starts with '/', e.g. \"/usage/total_tokens\""
-            ),
-        ));
+    for (field, p, e) in [
+        ("response_json", &c.response_json, "/usage/total_tokens"),
+        ("input_json", &c.input_json, "/usage/prompt_tokens"),
+        ("output_json", &c.output_json, "/usage/completion_tokens"),
+    ] {
+        if let Some(p) = p.as_deref().filter(|p| !p.starts_with('/')) {
+            errors.push(err(
+                format!("{at}.{field}"),
+                format!("{p:?} is not a JSON pointer: it starts with '/', e.g. \"{e}\""),
+            ));
+        }
     }
     if let Some(r) = c.reserve {
         if c.request_header.is_some() {

@@ -48,18 +48,14 @@ pub struct Exchange {
     trailers: Vec<(BoundId, Receipt)>,
     /// The route and the time of the admission those wait on.
     admitted: (RouteId, u64),
-    /// The request body's size (its `content-length`), read at admission
-    /// for a cost in the response's body: a cut answer's estimate counts
-    /// its prompt too ([`Charges::prompt_bytes`]).
-    prompt_bytes: u64,
+    /// What the request's body said ([`Charges::prompt`]).
+    prompt: super::limiter::Prompt,
     /// The filter asked a stream for its usage, which its caller did not:
     /// the usage event is taken out of the stream it sees.
     /// Boxed: most requests have none, and carry a word, not two scanners.
     usage_events: Option<Box<UsageEvents>>,
     /// The request's headers wait for its body (`hold_sign_in_headers`).
     head_held: bool,
-    /// The request body's `model`, which a price table reads.
-    model: Option<String>,
 }
 
 /// A cost read in the response's body, for a bound's reservation: one
@@ -203,9 +199,9 @@ impl<'p> Worker<'p> {
                 ex.success = shown.as_ref().map(Figures::of);
                 return Step::Continue;
             }
-            Decision::Charging(shown, charges) => {
+            Decision::Charging(shown, mut charges) => {
                 ex.success = shown.as_ref().map(Figures::of);
-                ex.prompt_bytes = charges.prompt_bytes;
+                ex.prompt = std::mem::take(&mut charges.prompt);
                 ex.charges = Some(charges);
                 return Step::Continue;
             }
@@ -388,7 +384,6 @@ impl<'p> Worker<'p> {
     fn read_request<H: Host>(&self, host: &mut H, ex: &mut Exchange, e: Box<Entry>) -> Step {
         let read = self.with_request(host, e, ex.body_size, ex.head_held);
         ex.usage_events = read.usage_asked.map(|p| Box::new(UsageEvents::new(p)));
-        ex.model = read.model;
         self.drive(host, ex, read.next)
     }
 
@@ -672,7 +667,7 @@ impl<'p> Worker<'p> {
             first,
             output,
         } = scan;
-        let prompt = tokens_in(ex.prompt_bytes);
+        let prompt = tokens_in(ex.prompt.bytes);
         let (estimate, cost) = match output {
             None => (
                 first.estimate().saturating_add(prompt),
@@ -685,7 +680,7 @@ impl<'p> Worker<'p> {
                     .plan
                     .route(route)
                     .and_then(|r| r.bound(b)?.cost.as_ref());
-                let model = ex.model.as_deref();
+                let model = ex.prompt.model.as_deref();
                 let units = |i, o| cost.map_or(0, |c| c.units(i, o, model));
                 let estimate = units(prompt, out.estimate());
                 let named = match (ended, first.finish(), out.finish()) {

@@ -117,9 +117,17 @@ pub struct Counted {
     pub receipts: Receipts,
     /// When it was counted.
     pub at_ms: u64,
-    /// The request body's size, when a cost its response's body names is
-    /// to be trued up.
-    pub prompt_bytes: u64,
+    /// What its body said, for a cost its response's body names.
+    pub prompt: Prompt,
+}
+
+/// What a request's body said that its charge needs, from admission to
+/// its answer: its size (a cut answer's estimate counts the prompt) and
+/// the model it asks for (`per: model`, a price table's key).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prompt {
+    pub bytes: u64,
+    pub model: Option<String>,
 }
 
 /// Reservations to true up: a few per request at most.
@@ -149,7 +157,7 @@ impl Pending {
             errors: std::mem::take(&mut self.errors),
             receipts: Receipts::new(),
             at_ms: 0,
-            prompt_bytes: 0,
+            prompt: Prompt::default(),
         }
     }
 
@@ -162,23 +170,21 @@ impl Pending {
         self.costs.push((b, units));
     }
 
-    /// The request's body is `bytes` long and allows `ceiling` output
-    /// tokens of `model`: each bound of `route` (or of its operation `op`) whose cost
+    /// The request's body said `prompt` and allows `ceiling` output
+    /// tokens: each bound of `route` (or of its operation `op`) whose cost
     /// the response's body names reserves what [`Cost::reservation`] says
     /// of them, at most its limit (a cut answer's estimate counts the
-    /// prompt too: [`Counted::prompt_bytes`]).
+    /// prompt too: [`Counted::prompt`]).
     ///
     /// [`Cost::reservation`]: crate::config::cost::Cost::reservation
     pub fn reserve_prompt(
         &mut self,
         route: &Route,
         op: Option<OpId>,
-        bytes: u64,
-        (ceiling, model): (Option<u32>, Option<&str>),
+        prompt: Prompt,
+        ceiling: Option<u32>,
     ) {
-        self.prompt_bytes = bytes;
-        self.model = model.map(str::to_string);
-        let tokens = super::cost_scan::tokens_in(bytes);
+        let tokens = super::cost_scan::tokens_in(prompt.bytes);
         for (j, bound) in route.bounds.iter().enumerate() {
             if bound.written.operation.is_some() && bound.written.operation != op.map(OpId::index) {
                 continue;
@@ -186,14 +192,14 @@ impl Pending {
             let Some(cost) = bound.cost.as_ref() else {
                 continue;
             };
-            let body = cost.source.in_body();
             let units = cost
-                .reservation(ceiling, tokens, model)
+                .reservation(ceiling, tokens, prompt.model.as_deref())
                 .min(bound.rate.limit);
-            if body && units != cost.reserve {
+            if cost.source.in_body() && units != cost.reserve {
                 self.costs.push((BoundId(j), units));
             }
         }
+        self.prompt = prompt;
     }
 
     /// The units the request takes at `bound` (`b`) on admission: the cost
@@ -210,7 +216,7 @@ impl Pending {
 
     /// The model its body asks for, once read.
     pub fn model(&self) -> Option<&str> {
-        self.model.as_deref()
+        self.prompt.model.as_deref()
     }
 }
 
@@ -236,10 +242,8 @@ pub struct Pending {
     /// Costs the request named up front (`cost.request_header`), and
     /// reservations of its prompt, by bound.
     costs: SmallVec<[(BoundId, u32); 1]>,
-    /// The request body's size, for a cost its response's body names.
-    prompt_bytes: u64,
-    /// The model its body asks for (`per: model`, a price table's key).
-    model: Option<String>,
+    /// What its body said, once read.
+    prompt: Prompt,
     errors: Vec<StoreError>,
 }
 
@@ -448,8 +452,7 @@ impl Limiter {
             prepared: SmallVec::new(),
             shadowed: Vec::new(),
             costs: SmallVec::new(),
-            prompt_bytes: 0,
-            model: None,
+            prompt: Prompt::default(),
             errors: Vec::new(),
         }
     }
@@ -536,7 +539,28 @@ impl Limiter {
 
     /// Reads and decides `bounds` in order, stopping at the first that
     /// refuses: then the refusal is returned and nothing has been written.
+    /// The caller is counted with the model the request's body asks for.
     pub fn prepare<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        r: RouteLanes,
+        pending: &mut Pending,
+        bounds: &[BoundId],
+        caller: &Caller,
+        now_ms: u64,
+    ) -> Option<Counted> {
+        // Lent out of `pending` while it is written to, not copied.
+        let model = pending.prompt.model.take();
+        let caller = Caller {
+            model: model.as_deref(),
+            ..*caller
+        };
+        let d = self.prepare_as(store, r, pending, bounds, &caller, now_ms);
+        pending.prompt.model = model;
+        d
+    }
+
+    fn prepare_as<S: Store + ?Sized>(
         &self,
         store: &S,
         r: RouteLanes,
@@ -608,7 +632,7 @@ impl Limiter {
         let mut d = Counted {
             errors: pending.errors,
             at_ms: now_ms,
-            prompt_bytes: pending.prompt_bytes,
+            prompt: pending.prompt,
             ..Counted::default()
         };
         let mut shadowed = pending.shadowed;
@@ -765,12 +789,10 @@ impl Limiter {
         address: &str,
         now_ms: u64,
     ) -> Option<Counted> {
-        // Owned apart from `pending`, which `prepare` writes to.
-        let model = pending.model.clone();
         let anonymous = Caller {
             address,
             identity: None,
-            model: model.as_deref(),
+            model: None,
         };
         let early = r.route.early_bounds(pending.op);
         self.prepare(store, r, pending, &early, &anonymous, now_ms)

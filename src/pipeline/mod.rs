@@ -58,7 +58,9 @@ use crate::identity::account::{self, Place, Seen, Unreadable};
 use crate::identity::address::strip_port;
 use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::{self as id_decode, Identity, SessionError};
-use crate::pipeline::limiter::{BoundEvent, Caller, Counted, Event, Limiter, Pending, RouteLanes};
+use crate::pipeline::limiter::{
+    BoundEvent, Caller, Counted, Event, Limiter, Pending, Prompt, RouteLanes,
+};
 use crate::reply::{Refusal, Shown};
 pub use exchange::{Exchange, Stage};
 pub use host::{
@@ -149,8 +151,9 @@ pub struct Charges {
     pub receipts: crate::pipeline::limiter::Receipts,
     /// When the request was admitted.
     pub at_ms: u64,
-    /// The request body's size (a cut answer's estimate counts its prompt).
-    pub prompt_bytes: u64,
+    /// What the request's body said (a cut answer's estimate counts its
+    /// prompt; a price table reads its model).
+    pub prompt: Prompt,
 }
 
 /// A request paused for its session resolve: early bounds already read.
@@ -307,7 +310,7 @@ impl<'p> Worker<'p> {
                 route: r.id,
                 receipts: d.receipts,
                 at_ms: d.at_ms,
-                prompt_bytes: d.prompt_bytes,
+                prompt: d.prompt,
             },
         )
     }
@@ -323,11 +326,10 @@ impl<'p> Worker<'p> {
         id: Identity,
         now: u64,
     ) -> Begun<'p> {
-        let model = pending.model().map(str::to_string);
         let caller = Caller {
             address,
             identity: Some(&id),
-            model: model.as_deref(),
+            model: None,
         };
         if let Some(refused) = self
             .limiter
@@ -602,7 +604,8 @@ impl<'p> Worker<'p> {
                 .request_header("content-length")
                 .and_then(|n| n.trim().parse().ok())
                 .unwrap_or(0);
-            pending.reserve_prompt(route, op, bytes, (None, None));
+            let prompt = Prompt { bytes, model: None };
+            pending.reserve_prompt(route, op, prompt, None);
         }
         self.admit(host, r, pending, address, now)
     }

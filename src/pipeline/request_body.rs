@@ -36,8 +36,6 @@ pub struct Read<'p> {
     /// The body was rewritten to ask for the usage (at this pointer): the
     /// caller did not, so the usage event is taken out of its stream.
     pub usage_asked: Option<&'p str>,
-    /// The `model` it asks for (a price table's key).
-    pub model: Option<String>,
 }
 
 impl<'p> Worker<'p> {
@@ -87,7 +85,6 @@ impl<'p> Worker<'p> {
         let decided = |d| Read {
             next: Begun::Decided(d),
             usage_asked: None,
-            model: None,
         };
         let Some(r) = self.route(pending.route()) else {
             return decided(Decision::Pass(None));
@@ -126,14 +123,15 @@ impl<'p> Worker<'p> {
             host.set_request_header("content-length", &length.to_string());
         }
         let ceiling = read.as_ref().and_then(|r| r.asked.ceiling);
-        let model = read.and_then(|r| r.model);
+        let prompt = super::limiter::Prompt {
+            bytes: body.len() as u64,
+            model: read.and_then(|r| r.model),
+        };
         let op = pending.op();
-        let asks = (ceiling, model.as_deref());
-        pending.reserve_prompt(route, op, body.len() as u64, asks);
+        pending.reserve_prompt(route, op, prompt, ceiling);
         Read {
             next: self.admit(host, r, pending, &address, now),
             usage_asked,
-            model,
         }
     }
 }

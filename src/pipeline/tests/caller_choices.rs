@@ -58,6 +58,19 @@ struct Behaviour {
 }
 
 impl Behaviour {
+    /// A stream of `tokens` one-token events that asks for nothing.
+    fn stream_of(tokens: u32) -> Behaviour {
+        Behaviour {
+            tokens,
+            stream: true,
+            usage: false,
+            hang_up_at: None,
+            inflated: false,
+            max_tokens: None,
+            max_completion_tokens: None,
+        }
+    }
+
     /// The request's body, as the caller writes it.
     fn body(&self) -> Vec<u8> {
         let mut fields = vec![
@@ -268,15 +281,7 @@ proptest! {
 /// past the body cap, 10,000.
 #[test]
 fn issue_37s_rows_each_stay_within_one_answer() {
-    let plain = Behaviour {
-        tokens: 200,
-        stream: true,
-        usage: false,
-        hang_up_at: None,
-        inflated: false,
-        max_tokens: None,
-        max_completion_tokens: None,
-    };
+    let plain = Behaviour::stream_of(200);
     let rows = [
         (1, plain.clone()),
         (100, plain.clone()),
@@ -319,15 +324,7 @@ fn a_usage_less_answer_is_charged_its_prompt_too() {
     let f = Filter::new(&host.store, &config(1)).unwrap();
     host.upstream_headers
         .insert("content-type".into(), "text/event-stream".into());
-    let b = Behaviour {
-        tokens: 3,
-        stream: true,
-        usage: false,
-        hang_up_at: None,
-        inflated: false,
-        max_tokens: None,
-        max_completion_tokens: None,
-    };
+    let b = Behaviour::stream_of(3);
     host.upstream_body = answer(&b, b"{}").into_iter().map(|(c, _)| c).collect();
     f.request(&mut host);
     // Three one-token events, and 2,000 bytes of prompt: 500 tokens.
