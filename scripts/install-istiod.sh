@@ -5,8 +5,9 @@
 # Go tools):
 #   .tools/bin/pilot-discovery   istiod itself (istio.io/istio/pilot/cmd/pilot-discovery)
 #   .tools/bin/istio-helper      scripts/istio/istio-helper: runs Istio's
-#                                bootstrap generation (pkg/bootstrap) and its
+#                                bootstrap generation (pkg/bootstrap), its
 #                                WasmPlugin -> TrafficExtension translation
+#                                and istio-agent's Wasm fetch (pkg/wasm)
 #   .tools/istio/envoy_bootstrap.json   Istio's bootstrap template (from the module)
 # Both binaries are built from scripts/istio/go.mod, whose only direct
 # requirement is istio.io/istio (its versions of every dependency; the

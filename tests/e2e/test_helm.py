@@ -123,6 +123,14 @@ def test_a_chart_without_a_digest_is_refused(tmp_path):
     assert proc.returncode != 0 and "image.sha256 is required" in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("spelling", ["sha256:" + "0" * 64, "0" * 63, "A" * 64])
+def test_a_digest_spelled_otherwise_than_istio_compares_is_refused(spelling, tmp_path):
+    """istio-agent compares the bare lower-case hex; any other spelling makes
+    it serve its deny-all filter (tests/e2e/test_istio_agent_wasm.py)."""
+    proc = helm("template", "rb", str(CHART), "--set", f"image.sha256={spelling}", check=False)
+    assert proc.returncode != 0 and "64 lower-case hex digits" in proc.stderr, proc.stderr
+
+
 def test_a_service_target_needs_the_waypoint_for_the_cluster(tmp_path):
     proc = helm("template", "rb", str(CHART), values={
         "image": {"sha256": DIGEST}, "targetRefs": SERVICE,
@@ -145,6 +153,11 @@ def test_the_dashboard_rules_and_stats_tags_are_the_repository_files(tmp_path):
     # sidecar.istio.io/bootstrapOverride names it), no EnvoyFilter BOOTSTRAP
     # patch, which Istio no longer applies (tests/e2e/test_istiod.py runs it).
     boot = json.loads(maps["ratebound-bootstrap"]["data"]["custom_bootstrap.json"])
+    # ...plus the stats of Istio's fallback filters, which Istio's stats
+    # matcher drops (tests/e2e/test_istio_agent_wasm.py scrapes them).
+    matcher = boot["stats_config"].pop("stats_matcher")
+    assert matcher == {"inclusion_list": {"patterns": [
+        {"suffix": "rbac.wasm-default-deny.denied"}, {"suffix": "rbac.wasm-default-allow.allowed"}]}}
     assert boot == yaml.safe_load((ROOT / "envoy-demo" / "stats-tags.yaml").read_text())
     assert not [d for d in docs if d["kind"] == "EnvoyFilter"]
     hosted = render(tmp_path, {"rules": {"runbookBase": "https://wiki.example/ratebound"}})

@@ -102,6 +102,9 @@ NODE_ID = f"router~127.0.0.1~ingressgateway-0.{NAMESPACE}~{NAMESPACE}.svc.cluste
 ECDS_NAME = (f"extensions.istio.io/trafficextension/{NAMESPACE}."
              "ratebound~istio-translated-wasmplugin")
 
+# Where Istio's bootstrap has Envoy reach the agent (the proxy config's
+# configPath + /XDS), relative to Envoy's working folder.
+AGENT_SOCKET = "./etc/istio/proxy/XDS"
 READY_S = 60.0  # istiod's first start reads and indexes everything
 STOP_S = 10.0
 
@@ -321,6 +324,7 @@ class Istiod(Proc):
         self.http_port = free_port()
         self.monitoring_port = free_port()
         self.mesh = tmp / "mesh.yaml"
+        self.config_dir = config_dir
         work = tmp / "istiod"
         work.mkdir()
         networks = tmp / "mesh-networks.yaml"
@@ -340,6 +344,12 @@ class Istiod(Proc):
     def wait_ready(self) -> None:
         _wait("istiod /ready", lambda: _get(f"http://127.0.0.1:{self.http_port}/ready")[0] == 200,
               READY_S, procs=[self])
+
+    def metrics(self) -> str:
+        """istiod's own Prometheus metrics (its monitoring port)."""
+        code, body = _get(f"http://127.0.0.1:{self.monitoring_port}/metrics", timeout=5)
+        assert code == 200, (code, body[:300])
+        return body
 
     def debug(self, what: str) -> str:
         code, body = _get(f"http://127.0.0.1:{self.http_port}/debug/{what}", timeout=10)
@@ -370,9 +380,11 @@ def write_mesh(istiod: Istiod, admin_port: int, status_port: int,
 
 def istio_bootstrap(tmp: Path, istiod: Istiod, prometheus_port: int,
                     status_port: int, *, labels: dict = GATEWAY_LABELS,
-                    node_id: str = NODE_ID, namespace: str = NAMESPACE) -> dict:
+                    node_id: str = NODE_ID, namespace: str = NAMESPACE,
+                    via_agent: bool = False) -> dict:
     """The bootstrap Istio's code generates for our gateway proxy, with the
-    xds-grpc cluster's Unix socket (the agent's) replaced by istiod's port."""
+    xds-grpc cluster's Unix socket (the agent's) replaced by istiod's port,
+    or as it is when the agent's Wasm fetch runs on that socket (via_agent)."""
     _require(HELPER, f"run {INSTALL}")
     _require(TEMPLATE, f"run {INSTALL}")
     out = tmp / "envoy-rev.json"
@@ -393,10 +405,38 @@ def istio_bootstrap(tmp: Path, istiod: Istiod, prometheus_port: int,
     xds = [c for c in boot["static_resources"]["clusters"] if c["name"] == "xds-grpc"]
     assert len(xds) == 1, [c["name"] for c in boot["static_resources"]["clusters"]]
     endpoint = xds[0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
-    assert "pipe" in endpoint["address"], endpoint  # the agent's socket
+    assert endpoint["address"]["pipe"]["path"] == AGENT_SOCKET, endpoint  # the agent's
+    if via_agent:
+        return boot
     endpoint["address"] = {"socket_address": {"address": "127.0.0.1",
                                               "port_value": istiod.grpc_port}}
     return boot
+
+
+class AgentWasm(Proc):
+    """istio-agent's Wasm module fetch (`istio-helper agent-wasm`: pkg/wasm
+    as the agent's xDS proxy calls it) on the agent's socket, relative to
+    the proxy's working folder `tmp`, relaying to istiod; its cache in
+    tmp/wasm-cache, its metrics (the agent's, istio_agent_ prefix) on a
+    free port."""
+
+    def __init__(self, tmp: Path, istiod: Istiod, env: dict) -> None:
+        _require(HELPER, f"run {INSTALL}")
+        self.cache = tmp / "wasm-cache"
+        self.cache.mkdir()
+        (tmp / AGENT_SOCKET).parent.mkdir(parents=True, exist_ok=True)
+        self.metrics_port = free_port()
+        super().__init__("istio-agent (wasm)", [
+            str(HELPER), "agent-wasm", "-listen", "unix:" + AGENT_SOCKET,
+            "-istiod", f"127.0.0.1:{istiod.grpc_port}", "-cache", str(self.cache),
+            "-metrics", f"127.0.0.1:{self.metrics_port}"],
+            tmp / "agent.log", env={**os.environ, **env}, cwd=tmp)
+        _wait("the agent's socket", lambda: (tmp / AGENT_SOCKET).is_socket(), 30, procs=[self])
+
+    def metrics(self) -> str:
+        code, body = _get(f"http://127.0.0.1:{self.metrics_port}/metrics")
+        assert code == 200, (code, body[:300])
+        return body
 
 
 class GatewayProxy(Proc):
@@ -473,13 +513,16 @@ def start_world(tmp: Path, envs: list, line: str, *, translated: bool = True,
                 with_prometheus_port: bool = False, extra_files: tuple[Path, ...] = (),
                 store: str = "files", routing_fn=None, namespace: str = NAMESPACE,
                 chart_values: dict | None = None, labels: dict | None = None,
-                node_id: str = NODE_ID):
+                node_id: str = NODE_ID, agent_env: dict | None = None):
     """istiod over the folder (chart + its translation + routing), the
     upstream, and the gateway proxy; returns (istiod, proxy, gateway_port,
     config_dir, upstream), and the proxy's Prometheus port (Istio's 15090)
     last if with_prometheus_port. extra_stat_tags go to the mesh config's
     defaultConfig; override_yaml to Envoy as istio-agent passes the file
-    ISTIO_BOOTSTRAP_OVERRIDE names."""
+    ISTIO_BOOTSTRAP_OVERRIDE names. With agent_env, istio-agent's Wasm
+    fetch (`istio-helper agent-wasm`, that environment added) runs on the
+    agent's socket between Envoy and istiod, and the proxy's bootstrap is
+    Istio's unedited; the agent is then envs[1]."""
     envoy = LINES[line]
     _require(envoy, "run envoy-demo/setup.sh (1.40) or scripts/install-envoy-lines.sh (1.36)")
     out = subprocess.run([str(envoy), "--version"], capture_output=True, text=True,
@@ -507,7 +550,10 @@ def start_world(tmp: Path, envs: list, line: str, *, translated: bool = True,
     istiod.wait_ready()
 
     boot = istio_bootstrap(tmp, istiod, prom_port, envoy_status, labels=labels or GATEWAY_LABELS,
-                           node_id=node_id, namespace=namespace)
+                           node_id=node_id, namespace=namespace,
+                           via_agent=agent_env is not None)
+    if agent_env is not None:
+        envs.append(AgentWasm(tmp, istiod, agent_env))
     proxy = GatewayProxy(tmp, envoy, boot, admin_port, override_yaml)
     envs.append(proxy)
     _wait("the gateway listener accepts", lambda: _listening(proxy, gateway_port), 60,
@@ -701,6 +747,14 @@ def _refuse_once(port: int) -> None:
     assert statuses == [200] * 5 + [429], statuses
 
 
+def bootstrap_override(docs: list[dict]) -> str:
+    """The chart's <name>-bootstrap ConfigMap, as istio-agent hands it to
+    Envoy (--config-yaml) when the pod has the bootstrapOverride annotation."""
+    cm = next(d for d in docs if d["metadata"]["name"] == "ratebound-bootstrap")
+    assert cm["kind"] == "ConfigMap" and cm["metadata"]["namespace"] == NAMESPACE
+    return json.dumps(json.loads(cm["data"]["custom_bootstrap.json"]))
+
+
 def _scrape(prom_port: int) -> str:
     """What Prometheus scrapes from the proxy: Istio's bootstrap serves
     /stats/prometheus on ENVOY_PROMETHEUS_PORT (15090 on a cluster)."""
@@ -724,9 +778,7 @@ def test_the_charts_bootstrap_override_labels_ratebounds_stats(line, tmp_path, e
     Istio generated, and the scrape shows instance, route and bound as
     labels."""
     docs = [d for d in yaml.safe_load_all(render_chart(tmp_path, CONFIG)) if d]
-    cm = next(d for d in docs if d["metadata"]["name"] == "ratebound-bootstrap")
-    assert cm["kind"] == "ConfigMap" and cm["metadata"]["namespace"] == NAMESPACE
-    override = json.dumps(json.loads(cm["data"]["custom_bootstrap.json"]))
+    override = bootstrap_override(docs)
     assert not [d for d in docs if d["kind"] == "EnvoyFilter"], "no BOOTSTRAP EnvoyFilter any more"
     *_, proxy, port, _, upstream, prom_port = start_world(
         tmp_path, envs, line, override_yaml=override, with_prometheus_port=True)

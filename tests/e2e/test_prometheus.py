@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -292,7 +293,8 @@ def test_the_rules_timing_passes_promtools_unit_tests(promtool):
     tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
     assert {"RateboundModuleFetchFailing", "RateboundVmReloaded", "RateboundVmReloadFailing",
             "RateboundFilterSilent", "RateboundStoreErrors", "RateboundFleetSyncFailing",
-            "RateboundFleetDecidingAlone", "RateboundCostsUnsent"} <= tested, tested
+            "RateboundFleetDecidingAlone", "RateboundCostsUnsent", "RateboundServingDenyAll",
+            "RateboundServingAllowAll", "RateboundPushRejected"} <= tested, tested
 
 
 def test_every_dashboard_query_parses(promtool, tmp_path):
@@ -362,20 +364,34 @@ def test_the_demo_bootstraps_have_the_stats_tags(script, args, tmp_path):
 # A real Prometheus scraping a real Envoy: the dashboard's queries return
 # the series, and the alert rules load and fire
 # --------------------------------------------------------------------------
+def impatient_rules(tmp_path) -> Path:
+    """The rules as shipped but for `for:` (minutes, a page's patience; the
+    promtool unit tests check it): 1 s, so that they fire within a test."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(re.sub(r"(?m)^(\s+for:) \d+m$", r"\1 1s", RULES.read_text()))
+    assert rules.read_text().count("for: 1s") == len(alert_rules())
+    return rules
+
+
 class Prometheus:
     """Debian's Prometheus server (the package that brings promtool), on a
     free port, scraping `targets` every second and evaluating `rules`."""
 
-    def __init__(self, tmp_path, targets: list[str], rules) -> None:
+    def __init__(self, tmp_path, targets: list[str], rules,
+                 others: dict[str, list[str]] | None = None) -> None:
+        """others: more jobs by name, their targets serving /metrics (the
+        way istio-agent and istiod serve theirs)."""
         self.port = free_port()
         cfg = tmp_path / "prometheus.yml"
+        jobs = [("envoy", "/stats/prometheus", targets)] + \
+            [(name, "/metrics", t) for name, t in (others or {}).items()]
         cfg.write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
             f"rule_files: [{json.dumps(str(rules))}]\n"
-            "scrape_configs:\n"
-            "- job_name: envoy\n"
-            "  metrics_path: /stats/prometheus\n"
-            f"  static_configs: [{{targets: {json.dumps(targets)}}}]\n")
+            "scrape_configs:\n" + "".join(
+                f"- job_name: {name}\n"
+                f"  metrics_path: {path}\n"
+                f"  static_configs: [{{targets: {json.dumps(t)}}}]\n" for name, path, t in jobs))
         self.log = open(tmp_path / "prometheus.log", "wb")
         server = shutil.which("prometheus")
         assert server, "prometheus is missing: run scripts/install-promtool.sh (test.sh does)"
@@ -410,6 +426,10 @@ class Prometheus:
             time.sleep(0.25)
         raise AssertionError(f"prometheus: {what}: last {last!r}")
 
+    def firing(self) -> set[str]:
+        return {a["labels"]["alertname"] for a in self.api("alerts")["alerts"]
+                if a["state"] == "firing"}
+
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -424,11 +444,7 @@ def test_a_real_prometheus_runs_the_dashboard_and_fires_the_rules(envoy, upstrea
     dead = free_port()  # the rate-limit service: nobody listens there
     e = envoy(CFG, upstream_port=upstream.port, clusters=[grpc_cluster("rls", dead)],
               config_yaml=STATS_TAGS.read_text())
-    # The rules as shipped but for `for:` (minutes, a page's patience; the
-    # promtool unit tests check it): 1 s, so that they fire within the test.
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(re.sub(r"(?m)^(\s+for:) \d+m$", r"\1 1s", RULES.read_text()))
-    assert rules.read_text().count("for: 1s") == len(alert_rules())
+    rules = impatient_rules(tmp_path)
     prom = Prometheus(tmp_path, [f"127.0.0.1:{e.admin_port}"], rules)
     try:
         # A scrape before the traffic, so that rate() has two samples.

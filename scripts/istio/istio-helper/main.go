@@ -7,6 +7,9 @@
 //	    (pkg/bootstrap), without running the agent;
 //	istio-helper istiod -configDir DIR | -kubeDir DIR ...
 //	    istiod's server without Kubernetes (istiod.go, kubestore.go);
+//	istio-helper agent-wasm -listen unix:PATH -istiod HOST:PORT -cache DIR
+//	    istio-agent's Wasm module fetch between Envoy and istiod
+//	    (pkg/wasm, as pkg/istio-agent/xds_proxy.go calls it: agentwasm.go);
 //	istio-helper translate DIR
 //	    prints, as YAML, the TrafficExtension objects Istio's WasmPlugin
 //	    translation controller (pilot/pkg/config/kube/extensions) makes of the
@@ -52,6 +55,8 @@ func main() {
 		err = translateCmd(os.Args[2:])
 	case "istiod":
 		err = istiodCmd(os.Args[2:])
+	case "agent-wasm":
+		err = agentWasmCmd(os.Args[2:])
 	case "version":
 		err = versionCmd()
 	default:
@@ -64,6 +69,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: istio-helper bootstrap|translate|istiod|version ...")
+	fmt.Fprintln(os.Stderr, "usage: istio-helper bootstrap|translate|istiod|agent-wasm|version ...")
 	os.Exit(2)
 }
