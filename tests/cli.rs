@@ -1618,3 +1618,76 @@ fn top_quits_on_q_and_puts_the_terminal_back() {
         "the terminal is not put back"
     );
 }
+
+const KEYED_PLUGIN: &str = r#"apiVersion: extensions.istio.io/v1alpha1
+kind: WasmPlugin
+metadata: {name: rb, namespace: istio-system}
+spec:
+  url: oci://registry.example.com/ratebound:0.1.0
+  sha256: SHA
+  ENV
+  pluginConfig:
+    instance: shop
+    rate_limit_service: {cluster: rls, domain: shop, key_secret: {env: RB_KEY}}
+    routes:
+    - name: api
+      bounds:
+      - {name: per_address, per: address, limit: 5, window: PT1M}
+      - {name: shared, per: address, scope: installation, limit: 50, window: PT1M}
+"#;
+
+fn keyed_plugin(sha: &str, env: &str) -> String {
+    KEYED_PLUGIN.replace("SHA", sha).replace("ENV", env)
+}
+
+#[test]
+fn check_refuses_a_wasmplugin_whose_vm_lacks_the_key_secrets_variable() {
+    let bad = file("no-env.yaml", keyed_plugin("a", "").as_bytes());
+    let r = run(&["check", &bad], None);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(
+        r.out.contains("$.rate_limit_service.key_secret.env: the WasmPlugin's spec.vmConfig.env has no \"RB_KEY\""),
+        "{}",
+        r.out
+    );
+    let good = file(
+        "host-env.yaml",
+        keyed_plugin("a", "vmConfig: {env: [{name: RB_KEY, valueFrom: HOST}]}").as_bytes(),
+    );
+    let r = run(&["check", &good], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+}
+
+#[test]
+fn diff_says_a_new_prefix_resets_and_a_new_module_is_said() {
+    let env = "vmConfig: {env: [{name: RB_KEY, valueFrom: HOST}]}";
+    let old = file("diff-old.yaml", keyed_plugin("aaa", env).as_bytes());
+    // Only the module: nothing lost, but said.
+    let new = file("diff-module.yaml", keyed_plugin("bbb", env).as_bytes());
+    let r = run(&["diff", &old, &new], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert!(
+        r.out
+            .contains("module: the module changes (sha256 aaa → bbb)"),
+        "{}",
+        r.out
+    );
+    let r = run(&["diff", &old, &new, "--format", "json"], None);
+    let v: Value = serde_json::from_str(&r.out).unwrap();
+    assert_eq!(v["module"]["new_sha256"], "bbb");
+    // A new prefix: every address caller restarts, exit 1.
+    let prefix = keyed_plugin("aaa", env).replace(
+        "    instance: shop\n",
+        "    instance: shop\n    client_address: {ipv4_prefix: 24}\n",
+    );
+    let new = file("diff-prefix.yaml", prefix.as_bytes());
+    let r = run(&["diff", &old, &new], None);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(r.out.contains("resets api/per_address"), "{}", r.out);
+    assert!(
+        r.out.contains("client_address.ipv4_prefix 32 → 24"),
+        "{}",
+        r.out
+    );
+    assert!(!r.out.contains("module:"), "{}", r.out);
+}

@@ -16,9 +16,22 @@
 //! then applies to it), anything else starts a new one. Their keys are
 //! hashed with the key secret, which a diff cannot see: a new secret resets
 //! them all (said in a note when the secret's source changed).
+//!
+//! Within a lane or at the service, a caller is found by its key
+//! (`pipeline::caller_key`): the value it is counted under (a user, org,
+//! token, model or account) or, without one, its network, hashed with the
+//! prefix length. So a bound that keeps its lane still counts every caller
+//! afresh when what makes the key changes: the client-address prefixes
+//! (every caller counted by address) or the identity sources that give the
+//! value (every user, org or token the new source names otherwise).
+//! [`rekeyed`] reads both from the compiled plans.
+//!
+//! A new module (a WasmPlugin's `url` or `sha256`) is said apart from the
+//! bounds: [`module_change`].
 
-use crate::config::plan::{Bound, BoundScope, Plan, Route};
-use crate::config::Per;
+use crate::config::plan::{Bound, BoundScope, Plan, Prefixes, Route};
+use crate::config::{IdentityConfig, Per, SessionSource};
+use crate::console::stream::PluginVm;
 use serde::Serialize;
 
 /// What a push does to one bound's counters.
@@ -64,6 +77,19 @@ pub struct Diff {
     pub new_instance: String,
     pub changes: Vec<Change>,
     pub notes: Vec<String>,
+    /// Both inputs are WasmPlugins whose module differs.
+    pub module: Option<ModuleChange>,
+}
+
+/// A WasmPlugin's module, before and after, and what that does to counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModuleChange {
+    pub old_url: Option<String>,
+    pub new_url: Option<String>,
+    pub old_sha256: Option<String>,
+    pub new_sha256: Option<String>,
+    /// In plain words.
+    pub words: String,
 }
 
 impl Diff {
@@ -203,6 +229,196 @@ fn same_key(a: &Bound, b: &Bound) -> bool {
         && a.cost == b.cost
 }
 
+/// The identity sources that give a bound keyed `per` its value, in the
+/// order they are consulted (`pipeline::sources`), each with every setting
+/// that changes the value it reads; empty where no identity gives it.
+fn value_sources(id: Option<&IdentityConfig>, per: Per) -> Vec<String> {
+    let Some(id) = id else {
+        return Vec::new();
+    };
+    let mut v = Vec::new();
+    if let Some(j) = &id.jwt {
+        let claim = match per {
+            Per::User => Some(&j.user_claim),
+            Per::Org => j.org_claim.as_ref(),
+            Per::Token => j.token_claim.as_ref(),
+            _ => None,
+        };
+        if let Some(c) = claim {
+            v.push(format!(
+                "JWT claim {c} (jwt_authn metadata {})",
+                j.metadata_key
+            ));
+        }
+    }
+    if let Some(m) = &id.mtls {
+        match per {
+            Per::User => v.push("the mTLS peer's URI SAN".to_string()),
+            Per::Org if m.org_from_namespace => {
+                v.push("the mTLS peer's namespace".to_string());
+            }
+            _ => {}
+        }
+    }
+    if let Some(h) = &id.header {
+        let name = match per {
+            Per::User => h.user.as_ref(),
+            Per::Org => h.org.as_ref(),
+            Per::Token => h.token.as_ref(),
+            _ => None,
+        };
+        if let Some(n) = name {
+            v.push(format!("header {n}"));
+        }
+    }
+    if let Some(s) = &id.session {
+        if per.needs_identity() {
+            v.push(session_words(s));
+        }
+    }
+    v
+}
+
+/// The session service as far as the identity it answers goes (its
+/// timeouts and caches change no value).
+fn session_words(s: &SessionSource) -> String {
+    let mut w = format!(
+        "the session service (cluster {}, path {}",
+        s.cluster, s.path
+    );
+    if let Some(a) = &s.authority {
+        w.push_str(&format!(", authority {a}"));
+    }
+    if let Some(c) = &s.cookie {
+        w.push_str(&format!(", cookie {c}"));
+    }
+    if s.authorization {
+        w.push_str(", authorization header");
+    }
+    w.push(')');
+    w
+}
+
+fn sources_text(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.join(", then ")
+    }
+}
+
+/// What the value of a bound keyed `per` is called in plain words.
+fn value_word(per: Per) -> &'static str {
+    match per {
+        Per::User => "user",
+        Per::Org => "org",
+        Per::Token => "token",
+        Per::Model => "model",
+        Per::Account => "account",
+        Per::Route | Per::Address => "value",
+    }
+}
+
+fn with_article(per: Per) -> String {
+    let w = value_word(per);
+    match per {
+        Per::Org | Per::Account => format!("an {w}"),
+        _ => format!("a {w}"),
+    }
+}
+
+/// Why every caller of a bound keyed `per` that keeps its lane (or its
+/// descriptor at the service) is still counted under a new key after the
+/// push: the caller keys of `pipeline::caller_key`, read from both plans.
+/// Empty when each caller keeps its key.
+pub fn rekeyed(old: &Plan, new: &Plan, per: Per) -> Vec<String> {
+    let mut why = Vec::new();
+    if per == Per::Route {
+        // One counter for the route: no caller key.
+        return why;
+    }
+    // Who is counted by network: everybody (per address), or the callers
+    // without a value.
+    let who = |family: &str| {
+        if per == Per::Address {
+            format!("every {family} caller's count restarts")
+        } else {
+            format!(
+                "callers counted by their {family} network (those without {}) restart",
+                with_article(per)
+            )
+        }
+    };
+    let (o, n): (Prefixes, Prefixes) = (old.client_address, new.client_address);
+    if o.ipv4 != n.ipv4 {
+        why.push(format!(
+            "client_address.ipv4_prefix {} → {}: {} (the prefix length is in the key)",
+            o.ipv4,
+            n.ipv4,
+            who("IPv4")
+        ));
+    }
+    if o.ipv6 != n.ipv6 {
+        why.push(format!(
+            "client_address.ipv6_prefix {} → {}: {} (the prefix length is in the key)",
+            o.ipv6,
+            n.ipv6,
+            who("IPv6")
+        ));
+    }
+    if per.needs_identity() {
+        let (os, ns) = (
+            value_sources(old.identity.as_ref(), per),
+            value_sources(new.identity.as_ref(), per),
+        );
+        if os != ns {
+            why.push(format!(
+                "the {w} now comes from {} (was {}): each {w} counts from zero unless \
+                 the new source names it with the same text, and a caller who gains or \
+                 loses {a} moves between that {w}'s count and its network's",
+                sources_text(&ns),
+                sources_text(&os),
+                w = value_word(per),
+                a = with_article(per)
+            ));
+        }
+    }
+    why
+}
+
+/// What a new module does to counts, when the two WasmPlugins load
+/// different ones (a `url` or `sha256` that differs). Counters live in
+/// shared data, which Envoy keeps per `vm_id` while any VM of it is alive;
+/// the VM of the old module serves until the new one has taken over
+/// (docs/envoy-host.md, "Configurations and root contexts"), so the counts
+/// are there for the new module, and carry over when it keys them as the
+/// old one did.
+pub fn module_change(old: &PluginVm, new: &PluginVm) -> Option<ModuleChange> {
+    if old.url == new.url && old.sha256 == new.sha256 {
+        return None;
+    }
+    let shown = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_string());
+    let what = if old.sha256 != new.sha256 {
+        format!("sha256 {} → {}", shown(&old.sha256), shown(&new.sha256))
+    } else {
+        format!("url {} → {}", shown(&old.url), shown(&new.url))
+    };
+    Some(ModuleChange {
+        old_url: old.url.clone(),
+        new_url: new.url.clone(),
+        old_sha256: old.sha256.clone(),
+        new_sha256: new.sha256.clone(),
+        words: format!(
+            "the module changes ({what}): Envoy loads it in a new VM. Counters are in \
+             shared data, which outlives the old VM (the same vm_id), so each bound above \
+             keeps or restarts as said only if the new module keys counters as the old \
+             one: a release that changes how counters are keyed says \"resets counts\" \
+             in its CHANGELOG, and then every count restarts. Installation bounds count \
+             in the rate-limit service and are not touched by the VM"
+        ),
+    })
+}
+
 fn find_route<'a>(p: &'a Plan, name: &str) -> Option<&'a Route> {
     p.routes.iter().find(|r| r.name == name)
 }
@@ -226,13 +442,25 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
         for b in shared(r) {
             let namesake = find_route(old, &r.name)
                 .and_then(|or| shared(or).find(|x| x.name == b.name).map(|x| (or, x)));
-            let (verdict, why) = if old_fps.contains(&b.fingerprint) {
+            let (verdict, mut why) = if old_fps.contains(&b.fingerprint) {
                 (Verdict::Keeps, Vec::new())
             } else if let Some((or, ob)) = namesake {
                 (Verdict::Resets, why_reset(or, ob, r, b, instance_changed))
             } else {
                 (Verdict::Adds, Vec::new())
             };
+            // The lane kept, its callers may still be counted under new keys.
+            let rekey = if instance_changed || verdict == Verdict::Adds {
+                Vec::new()
+            } else {
+                rekeyed(old, new, b.per)
+            };
+            let verdict = if rekey.is_empty() {
+                verdict
+            } else {
+                Verdict::Resets
+            };
+            why.extend(rekey);
             changes.push(Change {
                 route: r.name.clone(),
                 bound: b.name.clone(),
@@ -298,6 +526,8 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
                             ob.written.window, b.written.window
                         ));
                     }
+                    // The descriptor's value is the caller's key.
+                    why.extend(rekeyed(old, new, b.per));
                     if why.is_empty() {
                         (Verdict::Keeps, why)
                     } else {
@@ -346,7 +576,9 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
     if instance_changed {
         notes.push(format!(
             "the instance changed ({} → {}): stats move to the new name, and node and fleet \
-             counters start afresh",
+             counters start afresh (their lanes belong to the instance); installation \
+             bounds keep their counts (the service keys them by domain and descriptor, \
+             not by instance)",
             old.instance, new.instance
         ));
     }
@@ -355,6 +587,7 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
         new_instance: new.instance.clone(),
         changes,
         notes,
+        module: None,
     }
 }
 
@@ -387,6 +620,9 @@ pub fn text(d: &Diff) -> String {
     }
     for n in &d.notes {
         s.push_str(&format!("note: {n}\n"));
+    }
+    if let Some(m) = &d.module {
+        s.push_str(&format!("module: {}\n", m.words));
     }
     s.push_str(&format!(
         "{} reset, {} dropped, {} added, {} kept\n",
@@ -533,5 +769,172 @@ mod tests {
             &plan(&SIGNIN.replace(r#""domain":"signin""#, r#""domain":"login""#)),
         );
         assert_eq!(d.changes[0].why, vec!["domain signin → login".to_string()]);
+    }
+    const KEYED: &str = r#"{"instance":"shop","identity":{"header":{"user":"x-user","org":"x-org"}},"routes":[
+        {"name":"api","match":{"path_prefix":"/api"},"bounds":[
+            {"name":"per_address","per":"address","limit":100,"window":"PT1M"}]},
+        {"name":"user","match":{"path_prefix":"/user"},"bounds":[
+            {"name":"per_user","per":"user","limit":10,"window":"PT1M"}]},
+        {"name":"org","match":{"path_prefix":"/org"},"bounds":[
+            {"name":"per_org","per":"org","limit":10,"window":"PT1M"}]},
+        {"name":"all","match":{"path_prefix":"/all"},"bounds":[
+            {"name":"b","per":"route","limit":5,"window":"PT1M"}]}]}"#;
+
+    fn verdict_of<'a>(d: &'a Diff, route: &str) -> &'a Change {
+        d.changes.iter().find(|c| c.route == route).unwrap()
+    }
+
+    /// The bug: a new prefix re-keys every caller, yet the lanes (and so
+    /// the fingerprints) stay; it used to say "0 reset".
+    #[test]
+    fn a_new_ipv4_prefix_restarts_every_address_caller_but_not_a_route_count() {
+        let new = KEYED.replace(
+            r#""instance":"shop","#,
+            r#""instance":"shop","client_address":{"ipv4_prefix":24},"#,
+        );
+        let d = diff(&plan(KEYED), &plan(&new));
+        let a = verdict_of(&d, "api");
+        assert_eq!(a.verdict, Verdict::Resets);
+        assert_eq!(
+            a.why,
+            vec![
+                "client_address.ipv4_prefix 32 → 24: every IPv4 caller's count restarts \
+                  (the prefix length is in the key)"
+                    .to_string()
+            ]
+        );
+        // A user bound counts its anonymous callers by network.
+        let u = verdict_of(&d, "user");
+        assert_eq!(u.verdict, Verdict::Resets);
+        assert!(
+            u.why[0].contains("callers counted by their IPv4 network (those without a user)"),
+            "{:?}",
+            u.why
+        );
+        assert_eq!(verdict_of(&d, "all").verdict, Verdict::Keeps);
+        assert!(d.loses_counts());
+        assert!(
+            text(&d).ends_with("3 reset, 0 dropped, 0 added, 1 kept\n"),
+            "{}",
+            text(&d)
+        );
+    }
+
+    #[test]
+    fn a_new_ipv6_prefix_says_ipv6_callers_restart() {
+        let new = KEYED.replace(
+            r#""instance":"shop","#,
+            r#""instance":"shop","client_address":{"ipv6_prefix":48},"#,
+        );
+        let d = diff(&plan(KEYED), &plan(&new));
+        let a = verdict_of(&d, "api");
+        assert_eq!(a.verdict, Verdict::Resets);
+        assert!(a.why[0].starts_with("client_address.ipv6_prefix 64 → 48: every IPv6 caller"));
+        // The same prefixes written out are no change.
+        let same = KEYED.replace(
+            r#""instance":"shop","#,
+            r#""instance":"shop","client_address":{"ipv4_prefix":32,"ipv6_prefix":64},"#,
+        );
+        assert!(!diff(&plan(KEYED), &plan(&same)).loses_counts());
+    }
+
+    #[test]
+    fn a_new_identity_source_restarts_the_bounds_keyed_on_what_it_gives() {
+        let new = KEYED.replace(r#""user":"x-user""#, r#""user":"x-account""#);
+        let d = diff(&plan(KEYED), &plan(&new));
+        let u = verdict_of(&d, "user");
+        assert_eq!(u.verdict, Verdict::Resets);
+        assert!(
+            u.why[0].starts_with("the user now comes from header x-account (was header x-user)"),
+            "{:?}",
+            u.why
+        );
+        // Address, org (the same org header) and route bounds keep.
+        for r in ["api", "org", "all"] {
+            assert_eq!(verdict_of(&d, r).verdict, Verdict::Keeps, "{r}");
+        }
+        // A JWT claim replacing the header: the user resets, and roles
+        // (which decide whom a bound applies to, never its key) do not.
+        let jwt = KEYED.replace(
+            r#""header":{"user":"x-user","org":"x-org"}"#,
+            r#""header":{"user":"x-user","org":"x-org"},"jwt":{"user_claim":"email"}"#,
+        );
+        let d = diff(&plan(KEYED), &plan(&jwt));
+        assert!(verdict_of(&d, "user").why[0].starts_with(
+            "the user now comes from JWT claim email (jwt_authn metadata payload), then header x-user (was header x-user)"
+        ));
+        let roles = jwt.replace(
+            r#""user_claim":"email""#,
+            r#""user_claim":"email","roles_claim":"r""#,
+        );
+        assert!(!diff(&plan(&jwt), &plan(&roles)).loses_counts());
+        // Another org header: org bounds reset, user bounds keep.
+        let org = KEYED.replace(r#""org":"x-org""#, r#""org":"x-tenant""#);
+        let d = diff(&plan(KEYED), &plan(&org));
+        assert_eq!(verdict_of(&d, "org").verdict, Verdict::Resets);
+        assert_eq!(verdict_of(&d, "user").verdict, Verdict::Keeps);
+    }
+
+    #[test]
+    fn the_session_service_rekeys_only_by_what_changes_its_answer() {
+        let with = |timeout: u32, path: &str| {
+            KEYED.replace(
+                r#""header":{"user":"x-user","org":"x-org"}"#,
+                &format!(
+                    r#""header":{{"user":"x-user","org":"x-org"}},"session":{{"cluster":"auth","path":"{path}","timeout_ms":{timeout}}}"#
+                ),
+            )
+        };
+        let base = with(100, "/session");
+        assert!(!diff(&plan(&base), &plan(&with(200, "/session"))).loses_counts());
+        let d = diff(&plan(&base), &plan(&with(100, "/whoami")));
+        assert_eq!(verdict_of(&d, "user").verdict, Verdict::Resets);
+        assert!(verdict_of(&d, "user").why[0].contains("path /whoami"));
+    }
+
+    #[test]
+    fn installation_bounds_are_rekeyed_by_a_prefix_and_keep_under_a_new_instance() {
+        let d = diff(
+            &plan(SIGNIN),
+            &plan(&SIGNIN.replace(
+                r#""instance":"signin","#,
+                r#""instance":"signin","client_address":{"ipv4_prefix":16},"#,
+            )),
+        );
+        assert_eq!(d.changes[0].verdict, Verdict::Resets);
+        assert!(
+            d.changes[0].why[0].contains("(those without an account)"),
+            "{:?}",
+            d.changes[0].why
+        );
+        let d = diff(
+            &plan(SIGNIN),
+            &plan(&SIGNIN.replace(r#""instance":"signin""#, r#""instance":"login""#)),
+        );
+        assert_eq!(d.changes[0].verdict, Verdict::Keeps);
+        assert!(d
+            .notes
+            .iter()
+            .any(|n| n.contains("installation bounds keep")));
+    }
+
+    #[test]
+    fn a_new_module_is_said_with_what_it_does_to_counts() {
+        let vm = |sha: &str| PluginVm {
+            url: Some("oci://r/ratebound:1".into()),
+            sha256: Some(sha.into()),
+            env: Vec::new(),
+        };
+        assert_eq!(module_change(&vm("a"), &vm("a")), None);
+        let m = module_change(&vm("a"), &vm("b")).unwrap();
+        assert!(m
+            .words
+            .starts_with("the module changes (sha256 a → b): Envoy loads it in a new VM"));
+        assert!(m.words.contains("resets counts"));
+        let mut d = diff(&plan(OLD), &plan(OLD));
+        d.module = Some(m);
+        assert!(text(&d).contains("\nmodule: the module changes (sha256 a → b)"));
+        // Said, not counted as lost: the counts are in shared data.
+        assert!(!d.loses_counts());
     }
 }

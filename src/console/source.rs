@@ -19,7 +19,7 @@
 
 use crate::config::{ConfigError, MAX_CONFIG_BYTES};
 use crate::console::input::Format;
-use crate::console::stream::{EnvoyFilter, Workloads};
+use crate::console::stream::{EnvoyFilter, PluginVm, Workloads};
 use crate::console::yaml11::{self, Flag};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -85,6 +85,8 @@ pub struct Document {
     pub locations: Locations,
     /// A WasmPlugin's workloads (for the checks across a run).
     pub workloads: Option<Workloads>,
+    /// A WasmPlugin's module and VM environment.
+    pub vm: Option<PluginVm>,
     /// Scalars of the configuration kubectl (YAML 1.1) reads otherwise than
     /// YAML 1.2, at their paths in the configuration.
     pub yaml11: Vec<Flag>,
@@ -195,6 +197,7 @@ fn select(
             json: b"{}".to_vec(),
             locations: Locations::default(),
             workloads: None,
+            vm: None,
             yaml11: Vec::new(),
         });
         return Ok(found);
@@ -232,6 +235,7 @@ fn select(
                         json,
                         locations: locations.clone(),
                         workloads: None,
+                        vm: None,
                         yaml11: under("$", &flags),
                     });
                 }
@@ -268,6 +272,7 @@ fn select(
                         json: serde_json::to_vec(&config).unwrap_or_default(),
                         locations: locations.clone(),
                         workloads: Some(Workloads::of(&value)),
+                        vm: Some(PluginVm::of(&value)),
                     });
                 }
                 Some(m) => {

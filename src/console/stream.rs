@@ -9,7 +9,7 @@
 //!   bounds call `rate_limit_service.cluster` while the EnvoyFilters read in
 //!   the same run add clusters of other names, or none.
 
-use crate::config::{Config, Scope};
+use crate::config::{Config, ConfigError, Scope, MIN_SECRET_BYTES};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -93,6 +93,114 @@ impl Workloads {
             // A selector and a target: which pods a Gateway runs on is not
             // in the manifests.
             _ => false,
+        }
+    }
+}
+
+/// How a WasmPlugin gives its VM an environment variable
+/// (`spec.vmConfig.env[].valueFrom`; Istio's default is `INLINE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvFrom {
+    /// The value written in the WasmPlugin (`value`).
+    Inline(String),
+    /// The proxy's own environment, which the manifests do not show.
+    Host,
+}
+
+/// One entry of a WasmPlugin's `spec.vmConfig.env`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmEnv {
+    pub name: String,
+    pub from: EnvFrom,
+}
+
+/// What a WasmPlugin says of the VM it runs: the module and the
+/// environment variables it is given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginVm {
+    /// `spec.url`.
+    pub url: Option<String>,
+    /// `spec.sha256`.
+    pub sha256: Option<String>,
+    /// `spec.vmConfig.env`.
+    pub env: Vec<VmEnv>,
+}
+
+impl PluginVm {
+    /// Of a WasmPlugin manifest (as JSON).
+    pub fn of(manifest: &Value) -> PluginVm {
+        let spec = manifest.get("spec");
+        let text = |k: &str| {
+            spec.and_then(|s| s.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let env = spec
+            .and_then(|s| s.get("vmConfig"))
+            .and_then(|v| v.get("env"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.get("name")?.as_str()?.to_string();
+                let from = match e.get("valueFrom").and_then(Value::as_str) {
+                    Some("HOST") => EnvFrom::Host,
+                    _ => EnvFrom::Inline(
+                        e.get("value")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                    ),
+                };
+                Some(VmEnv { name, from })
+            })
+            .collect();
+        PluginVm {
+            url: text("url"),
+            sha256: text("sha256"),
+            env,
+        }
+    }
+
+    /// What the filter would refuse in `config` for want of this VM
+    /// environment: the key secret's variable missing from
+    /// `spec.vmConfig.env`, or written there too short. (A `HOST` variable's
+    /// value is in the proxy's environment, which no manifest shows.)
+    pub fn key_secret_errors(&self, config: &Config) -> Vec<ConfigError> {
+        const PATH: &str = "$.rate_limit_service.key_secret.env";
+        let Some(name) = config
+            .rate_limit_service
+            .as_ref()
+            .and_then(|s| s.key_secret.as_ref())
+            .and_then(|k| k.env.as_ref())
+        else {
+            return Vec::new();
+        };
+        match self.env.iter().rev().find(|e| &e.name == name) {
+            None => vec![ConfigError {
+                path: PATH.into(),
+                message: format!(
+                    "the WasmPlugin's spec.vmConfig.env has no {name:?}, so the filter would \
+                     refuse this configuration (the variable is not set in the VM): add \
+                     `{{name: {name}, valueFrom: HOST}}` to spec.vmConfig.env and set {name} in \
+                     the proxy's environment from a Secret (docs/istio.md, \"The key \
+                     secret\"); the Helm chart derives spec.vmConfig.env from this field"
+                ),
+            }],
+            Some(VmEnv {
+                from: EnvFrom::Inline(v),
+                ..
+            }) if v.len() < MIN_SECRET_BYTES => vec![ConfigError {
+                path: PATH.into(),
+                message: format!(
+                    "the WasmPlugin's spec.vmConfig.env gives {name:?} inline with {} bytes, \
+                     fewer than {MIN_SECRET_BYTES}, so the filter would refuse this \
+                     configuration: use `valueFrom: HOST` and set {name} in the proxy's \
+                     environment from a Secret (docs/istio.md, \"The key secret\")",
+                    v.len()
+                ),
+            }],
+            Some(_) => Vec::new(),
         }
     }
 }
@@ -445,5 +553,77 @@ mod tests {
             {"applyTo": "BOOTSTRAP", "patch": {"operation": "MERGE", "value": {
                 "static_resources": {"clusters": [{"name": "rls"}]}}}}]}});
         assert_eq!(EnvoyFilter::of("f".into(), &bootstrap).clusters, ["rls"]);
+    }
+    fn with_secret(env: &str) -> Config {
+        let c = json!({"instance": "i",
+            "rate_limit_service": {"cluster": "rls", "domain": "d", "key_secret": {"env": env}},
+            "routes": [{"name": "a", "bounds": [
+                {"per": "address", "scope": "installation", "limit": 5, "window": "PT1M"}]}]});
+        crate::config::parse(c.to_string().as_bytes()).unwrap()
+    }
+
+    fn vm(env: Value) -> PluginVm {
+        PluginVm::of(&json!({"spec": {"url": "oci://r/rb:1", "sha256": "abc",
+            "vmConfig": {"env": env}}}))
+    }
+
+    #[test]
+    fn a_wasmplugin_says_its_module_and_vm_environment() {
+        let v = vm(json!([{"name": "K", "valueFrom": "HOST"}, {"name": "I", "value": "x"}]));
+        assert_eq!(v.url.as_deref(), Some("oci://r/rb:1"));
+        assert_eq!(v.sha256.as_deref(), Some("abc"));
+        assert_eq!(
+            v.env,
+            vec![
+                VmEnv {
+                    name: "K".into(),
+                    from: EnvFrom::Host
+                },
+                // INLINE is Istio's default.
+                VmEnv {
+                    name: "I".into(),
+                    from: EnvFrom::Inline("x".into())
+                },
+            ]
+        );
+        assert_eq!(PluginVm::of(&json!({"spec": {}})), PluginVm::default());
+    }
+
+    #[test]
+    fn the_key_secrets_variable_must_be_in_the_vm_environment() {
+        let c = with_secret("RB_KEY");
+        // Missing: the error names the path and the fix.
+        let e = vm(json!([{"name": "OTHER", "valueFrom": "HOST"}])).key_secret_errors(&c);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].path, "$.rate_limit_service.key_secret.env");
+        assert!(e[0]
+            .message
+            .starts_with("the WasmPlugin's spec.vmConfig.env has no \"RB_KEY\""));
+        assert!(
+            e[0].message.contains("`{name: RB_KEY, valueFrom: HOST}`"),
+            "{}",
+            e[0].message
+        );
+        assert_eq!(PluginVm::default().key_secret_errors(&c).len(), 1);
+        // From the host: what it holds is not in the manifests.
+        assert!(vm(json!([{"name": "RB_KEY", "valueFrom": "HOST"}]))
+            .key_secret_errors(&c)
+            .is_empty());
+        // Inline: long enough, or the filter refuses it.
+        let long = "k".repeat(MIN_SECRET_BYTES);
+        assert!(vm(json!([{"name": "RB_KEY", "value": long}]))
+            .key_secret_errors(&c)
+            .is_empty());
+        let e = vm(json!([{"name": "RB_KEY", "valueFrom": "INLINE", "value": "short"}]))
+            .key_secret_errors(&c);
+        assert!(
+            e[0].message.contains("inline with 5 bytes"),
+            "{}",
+            e[0].message
+        );
+        // A configuration that reads no variable needs none.
+        assert!(PluginVm::default()
+            .key_secret_errors(&config("i", Some("rls")))
+            .is_empty());
     }
 }

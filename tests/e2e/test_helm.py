@@ -63,12 +63,13 @@ def render(tmp: Path, values: dict, namespace: str = "istio-system") -> list[dic
 
 PLACEMENTS = {
     "ingressgateway": {},
+    # The key secret's variable is named once, in the configuration: the
+    # chart derives the WasmPlugin's vmConfig.env from it.
     "ingressgateway-rls-plaintext": {"rateLimitService": {"enabled": True, "mtls": False},
-                                     "config": FLEET,
-                                     "keySecret": {"env": "RATEBOUND_KEY_SECRET"}},
+                                     "config": FLEET},
     "gateway-api-fleet": {"targetRefs": GATEWAY, "rateLimitService": {"enabled": True},
-                          "config": FLEET, "keySecret": {"env": "RATEBOUND_KEY_SECRET"},
-                          "priority": 10},
+                          "config": FLEET, "priority": 10},
+    # An older values file naming it again, the same: still accepted.
     "waypoint-service-fleet": {"targetRefs": SERVICE, "envoyFilterTargetRefs": WAYPOINT,
                                "rateLimitService": {"enabled": True},
                                "config": FLEET, "keySecret": {"env": "RATEBOUND_KEY_SECRET"}},
@@ -113,9 +114,53 @@ def test_the_plugin_config_passes_ratebound_check(placement, tmp_path):
     path.write_text(yaml.safe_dump(plugin))
     proc = subprocess.run([str(CLI), "check", str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    if "keySecret" in PLACEMENTS[placement]:
+    if PLACEMENTS[placement].get("config") is FLEET:
         assert plugin["spec"]["vmConfig"]["env"] == [{"name": "RATEBOUND_KEY_SECRET",
                                                       "valueFrom": "HOST"}]
+    else:
+        assert "vmConfig" not in plugin["spec"]
+
+
+def keyed(env: str) -> dict:
+    return {**FLEET, "rate_limit_service": {**FLEET["rate_limit_service"],
+                                            "key_secret": {"env": env}}}
+
+
+def test_the_vm_env_is_the_variable_the_configuration_names(tmp_path):
+    # Renamed in the configuration alone: the VM gets the new name.
+    docs = render(tmp_path, {"config": keyed("SHOP_KEY")})
+    plugin = next(d for d in docs if d["kind"] == "WasmPlugin")
+    assert plugin["spec"]["vmConfig"]["env"] == [{"name": "SHOP_KEY", "valueFrom": "HOST"}]
+    # Inline, for a test installation: the value is written into the plugin,
+    # and `ratebound check` reads it as the filter would.
+    docs = render(tmp_path, {"config": keyed("SHOP_KEY"),
+                             "keySecret": {"valueFrom": "INLINE", "value": "s" * 16}})
+    plugin = next(d for d in docs if d["kind"] == "WasmPlugin")
+    assert plugin["spec"]["vmConfig"]["env"] == [
+        {"name": "SHOP_KEY", "valueFrom": "INLINE", "value": "s" * 16}]
+    path = tmp_path / "inline.yaml"
+    path.write_text(yaml.safe_dump(plugin))
+    proc = subprocess.run([str(CLI), "check", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout
+    # Too short inline: check says the filter would refuse it.
+    plugin["spec"]["vmConfig"]["env"][0]["value"] = "short"
+    path.write_text(yaml.safe_dump(plugin))
+    proc = subprocess.run([str(CLI), "check", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "inline with 5 bytes" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("values, words", [
+    ({"config": FLEET, "keySecret": {"env": "OTHER"}},
+     'keySecret.env "OTHER" is not the variable the configuration reads'),
+    ({"config": FLEET, "keySecret": {"valueFrom": "INLINE"}},
+     "keySecret.value is required with keySecret.valueFrom INLINE"),
+    ({"config": FLEET, "keySecret": {"valueFrom": "SECRET"}},
+     'keySecret.valueFrom "SECRET": HOST'),
+])
+def test_a_second_name_or_no_source_for_the_key_secret_is_refused(values, words, tmp_path):
+    proc = helm("template", "rb", str(CHART), values={"image": {"sha256": DIGEST}, **values},
+                tmp=tmp_path, check=False)
+    assert proc.returncode != 0 and words in proc.stderr, proc.stderr
 
 
 def test_a_chart_without_a_digest_is_refused(tmp_path):

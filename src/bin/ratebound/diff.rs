@@ -7,9 +7,10 @@ use crate::output::{err, out, pretty, INVALID, USAGE, VALID};
 use ratebound::config::plan::Plan;
 use ratebound::config::Config;
 use ratebound::console::diff;
+use ratebound::console::source::Document;
 
 /// The one configuration of `file`, or the exit status (2) after saying why.
-fn one(file: &str, format: Format) -> Result<Config, u8> {
+fn one(file: &str, format: Format) -> Result<(Document, Config), u8> {
     // An invalid file is a usage error here: exit 1 means "counts lost".
     let loaded = load(file, format).map_err(|_| USAGE)?;
     let mut configs = loaded.configs;
@@ -20,10 +21,7 @@ fn one(file: &str, format: Format) -> Result<Config, u8> {
         ));
         return Err(USAGE);
     }
-    match configs.pop() {
-        Some((_, config)) => Ok(config),
-        None => Err(USAGE),
-    }
+    configs.pop().ok_or(USAGE)
 }
 
 pub fn run(d: &args::Diff) -> u8 {
@@ -35,7 +33,11 @@ pub fn run(d: &args::Diff) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let result = diff::diff(&Plan::compile(&old), &Plan::compile(&new));
+    let mut result = diff::diff(&Plan::compile(&old.1), &Plan::compile(&new.1));
+    // Two WasmPlugins: their modules too.
+    if let (Some(o), Some(n)) = (&old.0.vm, &new.0.vm) {
+        result.module = diff::module_change(o, n);
+    }
     match d.format {
         Format::Text => out(&diff::text(&result)),
         Format::Json => out(&pretty(&serde_json::to_value(&result).unwrap_or_default())),

@@ -48,6 +48,7 @@ pub fn parse_all(file: &str, bytes: &[u8]) -> (String, Parsed) {
                 // Every problem at once, in the configuration's words; the
                 // position of each is shown from the source.
                 let result = with_yaml11_errors(&doc, structure::parse(&doc.json));
+                let result = with_vm_errors(&doc, result);
                 Checked { doc, result }
             })
             .collect();
@@ -78,6 +79,29 @@ fn with_yaml11_errors(
             errors.extend(more);
             Err(errors)
         }
+    }
+}
+
+/// A WasmPlugin's configuration that its own VM environment would make the
+/// filter refuse (the key secret's variable) is invalid, as the filter
+/// would find it.
+fn with_vm_errors(
+    doc: &Document,
+    result: Result<Config, Vec<ConfigError>>,
+) -> Result<Config, Vec<ConfigError>> {
+    let Some(vm) = &doc.vm else {
+        return result;
+    };
+    match result {
+        Ok(config) => {
+            let errors = vm.key_secret_errors(&config);
+            if errors.is_empty() {
+                Ok(config)
+            } else {
+                Err(errors)
+            }
+        }
+        Err(e) => Err(e),
     }
 }
 
