@@ -246,24 +246,22 @@ fn select(
                         at_of(&base)
                     ));
                 }
-                Some(m) if m.is_wasm_plugin() => {
-                    let config = value
-                        .get("spec")
-                        .and_then(|s| s.get("pluginConfig"))
-                        .cloned()
-                        .unwrap_or_else(|| Value::Object(Map::new()));
-                    if value
-                        .get("spec")
-                        .and_then(|s| s.get("pluginConfig"))
-                        .is_none()
-                    {
+                Some(m) if m.plugin_config_at().is_some() => {
+                    let path = m.plugin_config_at().unwrap_or_default();
+                    let within = |keys: &[&str]| keys.iter().try_fold(&value, |v, key| v.get(key));
+                    let given = within(path);
+                    // The module's fields sit beside pluginConfig.
+                    let module = path.split_last().and_then(|(_, parent)| within(parent));
+                    let config = given.cloned().unwrap_or_else(|| Value::Object(Map::new()));
+                    let dotted = path.join(".");
+                    if given.is_none() {
                         found.notes.push(format!(
-                            "document {index}{}: {} has no spec.pluginConfig: checked as an empty configuration",
+                            "document {index}{}: {} has no {dotted}: checked as an empty configuration",
                             at_of(&base),
                             m.label()
                         ));
                     }
-                    let at = format!("{base}.spec.pluginConfig");
+                    let at = format!("{base}.{dotted}");
                     found.documents.push(Document {
                         index,
                         holder: Some(m.label()),
@@ -272,7 +270,7 @@ fn select(
                         json: serde_json::to_vec(&config).unwrap_or_default(),
                         locations: locations.clone(),
                         workloads: Some(Workloads::of(&value)),
-                        vm: Some(PluginVm::of(&value)),
+                        vm: Some(PluginVm::of(module)),
                     });
                 }
                 Some(m) => {
@@ -347,8 +345,19 @@ struct Manifest {
 }
 
 impl Manifest {
-    fn is_wasm_plugin(&self) -> bool {
-        self.kind == "WasmPlugin" && self.api_version.starts_with("extensions.istio.io/")
+    /// Where the object holds a ratebound configuration: a WasmPlugin's
+    /// `spec.pluginConfig`, or a TrafficExtension's `spec.wasm.pluginConfig`
+    /// (the API Istio's proto says supersedes WasmPlugin, and what istiod
+    /// translates each WasmPlugin into).
+    fn plugin_config_at(&self) -> Option<&'static [&'static str]> {
+        if !self.api_version.starts_with("extensions.istio.io/") {
+            return None;
+        }
+        match self.kind.as_str() {
+            "WasmPlugin" => Some(&["spec", "pluginConfig"]),
+            "TrafficExtension" => Some(&["spec", "wasm", "pluginConfig"]),
+            _ => None,
+        }
     }
 
     fn label(&self) -> String {
@@ -777,6 +786,32 @@ mod tests {
         let d = &f.documents[0];
         assert_eq!(d.position("$.routes[0].bounds[0].per", false), at(4, 14));
         assert_eq!(d.position("$.routes[0].bounds[0].limit", true), at(5, 9));
+    }
+
+    #[test]
+    fn a_traffic_extension_is_its_wasm_plugin_config() {
+        let yaml = "apiVersion: extensions.istio.io/v1alpha1\nkind: TrafficExtension\nmetadata: {name: rb, namespace: istio-system}\nspec:\n  selector: {matchLabels: {istio: ingressgateway}}\n  wasm:\n    url: oci://r/rb:1\n    pluginConfig:\n      routes:\n        - name: a\n          bounds: [{per: ip, limit: 1, window: PT1M}]\n---\napiVersion: extensions.istio.io/v1alpha1\nkind: TrafficExtension\nmetadata: {name: empty}\nspec: {wasm: {url: oci://r/x:1}}\n";
+        let f = find(yaml.as_bytes(), Format::Yaml).unwrap();
+        assert_eq!(f.documents.len(), 2);
+        let d = &f.documents[0];
+        assert_eq!(
+            d.holder.as_deref(),
+            Some("TrafficExtension istio-system/rb")
+        );
+        assert_eq!(d.at, "$.spec.wasm.pluginConfig");
+        assert_eq!(d.position("$.routes[0].bounds[0].per", false), at(11, 26));
+        let v: Value = serde_json::from_slice(&d.json).unwrap();
+        assert_eq!(v["routes"][0]["name"], "a");
+        assert!(d.workloads.is_some());
+        let vm = d.vm.as_ref().unwrap();
+        assert_eq!(vm.url.as_deref(), Some("oci://r/rb:1"));
+        assert!(
+            f.notes.iter().any(|n| n.contains(
+                "TrafficExtension empty has no spec.wasm.pluginConfig: checked as an empty configuration"
+            )),
+            "{:?}",
+            f.notes
+        );
     }
 
     #[test]

@@ -127,9 +127,9 @@ pub struct PluginVm {
 }
 
 impl PluginVm {
-    /// Of a WasmPlugin manifest (as JSON).
-    pub fn of(manifest: &Value) -> PluginVm {
-        let spec = manifest.get("spec");
+    /// Of the object that holds a plugin's module fields (as JSON): a
+    /// WasmPlugin's `spec`, a TrafficExtension's `spec.wasm`.
+    pub fn of(spec: Option<&Value>) -> PluginVm {
         let text = |k: &str| {
             spec.and_then(|s| s.get(k))
                 .and_then(Value::as_str)
@@ -563,8 +563,8 @@ mod tests {
     }
 
     fn vm(env: Value) -> PluginVm {
-        PluginVm::of(&json!({"spec": {"url": "oci://r/rb:1", "sha256": "abc",
-            "vmConfig": {"env": env}}}))
+        PluginVm::of(Some(&json!({"url": "oci://r/rb:1", "sha256": "abc",
+            "vmConfig": {"env": env}})))
     }
 
     #[test]
@@ -586,7 +586,8 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(PluginVm::of(&json!({"spec": {}})), PluginVm::default());
+        assert_eq!(PluginVm::of(Some(&json!({}))), PluginVm::default());
+        assert_eq!(PluginVm::of(None), PluginVm::default());
     }
 
     #[test]

@@ -262,3 +262,35 @@ def test_the_shipped_envoyfilter_adds_the_charts_cluster(tmp_path):
     assert value(shipped)["transport_socket"]["typed_config"]["common_tls_context"][
         "combined_validation_context"]["default_validation_context"]["match_typed_subject_alt_names"] == [
         {"san_type": "URI", "matcher": {"exact": "spiffe://cluster.local/ns/ratelimit/sa/ratelimit"}}]
+
+
+def test_match_is_server_on_sidecars_only_and_kept_as_given(tmp_path):
+    def spec(values):
+        return next(d for d in render(tmp_path, values) if d["kind"] == "WasmPlugin")["spec"]
+    assert "match" not in spec({})  # a gateway: every listener (Istio's are CLIENT)
+    assert spec({"sidecar": True})["match"] == [{"mode": "SERVER"}]
+    given = [{"mode": "SERVER", "ports": [{"number": 8080}]}]
+    assert spec({"sidecar": True, "match": given})["match"] == given
+    for version in SUPPORTED:
+        assert validate(version, {"apiVersion": "extensions.istio.io/v1alpha1",
+                                  "kind": "WasmPlugin", "metadata": {"name": "x"},
+                                  "spec": spec({"sidecar": True})}) == [], version
+
+
+def test_the_chart_renders_a_traffic_extension_with_the_module_under_wasm(tmp_path):
+    fleet = {"config": FLEET, "rateLimitService": {"enabled": True}}
+    plain = next(d for d in render(tmp_path, fleet) if d["kind"] == "WasmPlugin")["spec"]
+    docs = render(tmp_path, {"api": "TrafficExtension", **fleet})
+    te = next(d for d in docs if d["kind"] == "TrafficExtension")
+    assert te["apiVersion"] == "extensions.istio.io/v1alpha1"
+    assert not [d for d in docs if d["kind"] == "WasmPlugin"]
+    spec = te["spec"]
+    wasm = spec.pop("wasm")
+    # The same fields, only moved: placement, phase and priority in spec,
+    # the module, its VM and configuration under wasm.
+    assert {k: plain[k] for k in spec} == spec and set(spec) == {"selector", "phase"}
+    assert wasm == {k: v for k, v in plain.items() if k not in spec}
+    assert wasm["vmConfig"]["env"][0]["valueFrom"] == "HOST"
+    proc = helm("template", "rb", str(CHART), "--set", f"image.sha256={DIGEST}",
+                "--set", "api=EnvoyFilter", check=False)
+    assert proc.returncode != 0 and "WasmPlugin (every Istio line) or TrafficExtension" in proc.stderr

@@ -918,3 +918,43 @@ def test_gateway_api_gateway_takes_the_chart_by_target_refs(line, tmp_path, envs
         print(f"\nEnvoy {line}: Gateway API gateway, targetRefs: 6th request 429")
     finally:
         upstream.close()
+
+
+# --- outcome 7: the TrafficExtension API, and the chart's match ----------------
+
+def test_the_chart_as_a_traffic_extension_reaches_envoy_and_check_reads_it(tmp_path, envs):
+    """`api: TrafficExtension`: the chart renders the newer kind itself
+    (spec.wasm), istiod's Kubernetes store takes it as it is (no
+    translation), and Envoy refuses the 6th request; `ratebound check`
+    reads the configuration at spec.wasm.pluginConfig."""
+    values = {"api": "TrafficExtension"}
+    rendered = render_chart(tmp_path, CONFIG, extra=values)
+    (tmp_path / "chart.yaml").write_text(rendered)
+    out = subprocess.run([str(ROOT / "dist" / "ratebound"), "check", str(tmp_path / "chart.yaml")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "(TrafficExtension istio-system/ratebound, document 4): valid (1 route, 1 bound)" \
+        in out.stdout, out.stdout + out.stderr
+    istiod, proxy, port, _, upstream = start_world(tmp_path, envs, "1.40", store="kube",
+                                                   chart_values=values)
+    try:
+        configs = _wait("ECDS filter loaded", lambda: proxy.ecds(), 30, procs=[istiod, proxy])
+        assert [c["ecds_filter"]["name"] for c in configs] == [
+            f"extensions.istio.io/trafficextension/{NAMESPACE}.ratebound"], configs
+        ensure_room(60, 20)
+        assert [_get_through(port, "/hello")[0] for _ in range(6)] == [200] * 5 + [429]
+    finally:
+        upstream.close()
+
+
+def test_mode_server_on_a_gateway_attaches_the_plugin_nowhere(tmp_path, envs):
+    """Why the chart's match is SERVER only on sidecars (`sidecar: true`):
+    Istio counts a gateway's listeners as CLIENT traffic, so a gateway's
+    plugin with [{mode: SERVER}] is on no listener and nothing is limited."""
+    istiod, proxy, port, _, upstream = start_world(
+        tmp_path, envs, "1.40", store="kube", chart_values={"match": [{"mode": "SERVER"}]})
+    try:
+        assert [_get_through(port, "/hello")[0] for _ in range(7)] == [200] * 7
+        assert _wasm_in_listeners(proxy) == [] and proxy.ecds() == []
+    finally:
+        upstream.close()

@@ -33,3 +33,40 @@ gateway; ANY for targetRefs, where the target may be a gateway or a waypoint
 {{- define "ratebound.context" -}}
 {{- if or .Values.envoyFilterTargetRefs .Values.targetRefs }}ANY{{ else }}GATEWAY{{ end -}}
 {{- end }}
+
+
+{{/* The module and its configuration: a WasmPlugin's spec fields, a
+TrafficExtension's spec.wasm. */}}
+{{- define "ratebound.module" -}}
+url: {{ .Values.image.url | quote }}
+sha256: {{ .Values.image.sha256 | quote }}
+imagePullPolicy: {{ .Values.image.imagePullPolicy }}
+{{- with .Values.image.imagePullSecret }}
+imagePullSecret: {{ . | quote }}
+{{- end }}
+failStrategy: {{ .Values.failStrategy }}
+{{- /* The variable is named once, in the configuration; the VM is given
+exactly that one (a mismatch would pass `check` on the config alone and
+make the filter refuse it). */}}
+{{- $env := dig "rate_limit_service" "key_secret" "env" "" (.Values.config | default dict) }}
+{{- with .Values.keySecret.env }}
+{{- if ne . $env }}
+{{- fail (printf "keySecret.env %q is not the variable the configuration reads (config.rate_limit_service.key_secret.env %q): leave keySecret.env out, the chart takes the name from the configuration" . $env) }}
+{{- end }}
+{{- end }}
+{{- if $env }}
+vmConfig:
+  env:
+  - name: {{ $env }}
+    {{- if eq .Values.keySecret.valueFrom "HOST" }}
+    valueFrom: HOST
+    {{- else if eq .Values.keySecret.valueFrom "INLINE" }}
+    valueFrom: INLINE
+    value: {{ required "keySecret.value is required with keySecret.valueFrom INLINE" .Values.keySecret.value | quote }}
+    {{- else }}
+    {{- fail (printf "keySecret.valueFrom %q: HOST (the proxy's environment, e.g. from a Secret) or INLINE (keySecret.value, written into the WasmPlugin)" .Values.keySecret.valueFrom) }}
+    {{- end }}
+{{- end }}
+pluginConfig:
+  {{- toYaml .Values.config | nindent 2 }}
+{{- end }}
