@@ -42,10 +42,13 @@ const NOT_ON_THE_DASHBOARD: [(Stat, &str); 8] = [
 /// Rules on the host's metrics, not ratebound's: Envoy's VM reloads of the
 /// module and istio-agent's fetches of it (their unit tests:
 /// envoy-demo/prometheus/ratebound-rules.test.yaml).
-const ON_HOST_METRICS: [&str; 3] = [
+const ON_HOST_METRICS: [&str; 6] = [
     "RateboundVmReloaded",
     "RateboundVmReloadFailing",
     "RateboundModuleFetchFailing",
+    "RateboundServingDenyAll",
+    "RateboundServingAllowAll",
+    "RateboundPushRejected",
 ];
 
 fn read(rel: &str) -> String {

@@ -246,7 +246,27 @@ pub fn validate_service(c: &Config, errors: &mut Vec<ConfigError>) {
         ));
     }
     if let Some(k) = &s.key_secret {
-        validate_key_secret(k, &format!("{at}.key_secret"), errors);
+        let at = format!("{at}.key_secret");
+        validate_key_secret(k, &at, errors);
+        if let Some(other) = &k.also_read {
+            let at = format!("{at}.also_read");
+            validate_key_secret(other, &at, errors);
+            if other.also_read.is_some() {
+                errors.push(err(
+                    format!("{at}.also_read"),
+                    "a rotation reads one other secret: remove this one",
+                ));
+            }
+            let same = (other.env.is_some() && other.env == k.env)
+                || (other.value.is_some() && other.value == k.value);
+            if same {
+                errors.push(err(
+                    at,
+                    "is the secret itself: every count would be read twice; name the other \
+                     secret of the rotation (the old one, or the next one), or remove \"also_read\"",
+                ));
+            }
+        }
     }
     let used = c.routes.iter().any(|r| {
         r.bounds
@@ -309,6 +329,43 @@ pub fn resolve_key_secret(
     else {
         return Ok(None);
     };
+    resolve(k, "$.rate_limit_service.key_secret", &getenv)
+}
+
+/// The other secret of a rotation (`key_secret.also_read`), resolved as
+/// [`resolve_key_secret`] resolves the secret; refused when it holds the
+/// same bytes (every count would be read twice).
+pub fn resolve_also_read(
+    c: &Config,
+    getenv: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Secret>, ConfigError> {
+    let Some(k) = c
+        .rate_limit_service
+        .as_ref()
+        .and_then(|s| s.key_secret.as_ref())
+    else {
+        return Ok(None);
+    };
+    let Some(other) = &k.also_read else {
+        return Ok(None);
+    };
+    const AT: &str = "$.rate_limit_service.key_secret.also_read";
+    let resolved = resolve(other, AT, &getenv)?;
+    if resolved.is_some() && resolved == resolve(k, "$.rate_limit_service.key_secret", &getenv)? {
+        return Err(err(
+            AT,
+            "holds the same secret as key_secret: every count would be read twice; give it \
+             the other secret of the rotation",
+        ));
+    }
+    Ok(resolved)
+}
+
+fn resolve(
+    k: &KeySecretConfig,
+    at: &str,
+    getenv: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<Secret>, ConfigError> {
     if let Some(v) = &k.value {
         return Ok(Some(Secret(v.as_bytes().to_vec())));
     }
@@ -318,7 +375,7 @@ pub fn resolve_key_secret(
     match getenv(name) {
         Some(v) if v.len() >= MIN_SECRET_BYTES => Ok(Some(Secret(v.into_bytes()))),
         found => Err(err(
-            "$.rate_limit_service.key_secret.env",
+            format!("{at}.env"),
             format!(
                 "the environment variable {name:?} {}: give the Wasm VM the installation's \
                  secret (Envoy: vm_config.environment_variables; Istio: the WasmPlugin's \
@@ -384,6 +441,50 @@ mod tests {
             Ok(_) => Vec::new(),
             Err(es) => es.iter().map(|e| e.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn a_rotation_reads_one_other_secret_never_the_same() {
+        let with = |also: &str| {
+            errors(
+                &format!(r#","key_secret":{{"env":"RB_NEW","also_read":{also}}}"#),
+                FLEET,
+            )
+        };
+        assert_eq!(with(r#"{"env":"RB_OLD"}"#), Vec::<String>::new());
+        let e = with(r#"{"env":"RB_NEW"}"#);
+        assert!(
+            e[0].contains("$.rate_limit_service.key_secret.also_read")
+                && e[0].contains("read twice"),
+            "{e:?}"
+        );
+        let e = with(r#"{"env":"RB_OLD","also_read":{"env":"RB_OLDER"}}"#);
+        assert!(e[0].contains("also_read.also_read"), "{e:?}");
+        let e = with(r#"{"value":"short"}"#);
+        assert!(e[0].contains("key_secret.also_read.value"), "{e:?}");
+        // Resolved where the filter runs: the same bytes under two names
+        // are refused too; a missing variable names its path.
+        let c = crate::config::parse(
+            br#"{"rate_limit_service":{"cluster":"rls","domain":"d",
+                "key_secret":{"env":"RB_NEW","also_read":{"env":"RB_OLD"}}},
+               "routes":[{"name":"r","bounds":[{"per":"address","limit":5,"window":"PT1M","scope":"fleet"}]}]}"#,
+        )
+        .unwrap();
+        let same = |_: &str| Some("0123456789abcdef0".to_string());
+        let e = resolve_also_read(&c, same).unwrap_err().to_string();
+        assert!(e.contains("same secret"), "{e}");
+        let e = resolve_also_read(&c, |n| (n == "RB_NEW").then(|| "0123456789abcdef0".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("$.rate_limit_service.key_secret.also_read.env"),
+            "{e}"
+        );
+        let two = |n: &str| Some(format!("{n}-0123456789abcdef"));
+        assert_eq!(
+            resolve_also_read(&c, two).unwrap(),
+            Some(Secret(b"RB_OLD-0123456789abcdef".to_vec()))
+        );
     }
 
     #[test]

@@ -174,15 +174,25 @@ pub struct KeySecretConfig {
     /// configuration is read by more people than a secret should be.
     #[cfg_attr(feature = "schema", schemars(length(min = 16)))]
     pub value: Option<String>,
+    /// During a rotation, the other secret (`env` or `value`): each
+    /// installation count kept under it is read, never added to, beside
+    /// the same caller's count under this one, and the two decide as one,
+    /// so Envoys with the old and the new secret keep one count per caller
+    /// while a rollout runs (docs/sign-in.md, "Rotating the secret").
+    pub also_read: Option<Box<KeySecretConfig>>,
 }
 
 impl std::fmt::Debug for KeySecretConfig {
     /// Never the secret itself.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KeySecretConfig")
-            .field("env", &self.env)
-            .field("value", &self.value.as_ref().map(|_| "<redacted>"))
-            .finish()
+        let mut d = f.debug_struct("KeySecretConfig");
+        d.field("env", &self.env)
+            .field("value", &self.value.as_ref().map(|_| "<redacted>"));
+        // Only when given: the configuration's hash of those without it is unchanged.
+        if let Some(other) = &self.also_read {
+            d.field("also_read", other);
+        }
+        d.finish()
     }
 }
 

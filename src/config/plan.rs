@@ -58,6 +58,9 @@ pub struct Plan {
     /// The key secret, when the configuration gives its value (the host
     /// resolves one named by `env`: [`crate::config::installation::resolve_key_secret`]).
     pub key_secret: Option<crate::config::Secret>,
+    /// During a rotation, the other secret, whose counts are read beside
+    /// (`key_secret.also_read`; resolved like `key_secret`).
+    pub also_key_secret: Option<crate::config::Secret>,
     /// Changes whenever anything in the configuration changes.
     pub hash: u64,
 }
@@ -793,6 +796,11 @@ impl Plan {
                 .rate_limit_service
                 .as_ref()
                 .and_then(|s| s.key_secret.as_ref()?.value.as_ref())
+                .map(|v| crate::config::Secret(v.as_bytes().to_vec())),
+            also_key_secret: c
+                .rate_limit_service
+                .as_ref()
+                .and_then(|s| s.key_secret.as_ref()?.also_read.as_ref()?.value.as_ref())
                 .map(|v| crate::config::Secret(v.as_bytes().to_vec())),
             hash: stable_hash(&format!("{c:?}")),
         }

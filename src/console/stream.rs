@@ -166,19 +166,29 @@ impl PluginVm {
     /// environment: the key secret's variable missing from
     /// `spec.vmConfig.env`, or written there too short. (A `HOST` variable's
     /// value is in the proxy's environment, which no manifest shows.)
+    /// The same for a rotation's other secret (`key_secret.also_read.env`).
     pub fn key_secret_errors(&self, config: &Config) -> Vec<ConfigError> {
-        const PATH: &str = "$.rate_limit_service.key_secret.env";
-        let Some(name) = config
+        let Some(k) = config
             .rate_limit_service
             .as_ref()
             .and_then(|s| s.key_secret.as_ref())
-            .and_then(|k| k.env.as_ref())
         else {
             return Vec::new();
         };
-        match self.env.iter().rev().find(|e| &e.name == name) {
-            None => vec![ConfigError {
-                path: PATH.into(),
+        let also = k.also_read.as_ref().and_then(|a| a.env.as_ref());
+        [
+            (k.env.as_ref(), "$.rate_limit_service.key_secret.env"),
+            (also, "$.rate_limit_service.key_secret.also_read.env"),
+        ]
+        .into_iter()
+        .filter_map(|(name, path)| self.env_error(name?, path))
+        .collect()
+    }
+
+    fn env_error(&self, name: &str, path: &str) -> Option<ConfigError> {
+        match self.env.iter().rev().find(|e| e.name == name) {
+            None => Some(ConfigError {
+                path: path.into(),
                 message: format!(
                     "the WasmPlugin's spec.vmConfig.env has no {name:?}, so the filter would \
                      refuse this configuration (the variable is not set in the VM): add \
@@ -186,12 +196,12 @@ impl PluginVm {
                      the proxy's environment from a Secret (docs/istio.md, \"The key \
                      secret\"); the Helm chart derives spec.vmConfig.env from this field"
                 ),
-            }],
+            }),
             Some(VmEnv {
                 from: EnvFrom::Inline(v),
                 ..
-            }) if v.len() < MIN_SECRET_BYTES => vec![ConfigError {
-                path: PATH.into(),
+            }) if v.len() < MIN_SECRET_BYTES => Some(ConfigError {
+                path: path.into(),
                 message: format!(
                     "the WasmPlugin's spec.vmConfig.env gives {name:?} inline with {} bytes, \
                      fewer than {MIN_SECRET_BYTES}, so the filter would refuse this \
@@ -199,8 +209,8 @@ impl PluginVm {
                      environment from a Secret (docs/istio.md, \"The key secret\")",
                     v.len()
                 ),
-            }],
-            Some(_) => Vec::new(),
+            }),
+            Some(_) => None,
         }
     }
 }
@@ -626,5 +636,25 @@ mod tests {
         assert!(PluginVm::default()
             .key_secret_errors(&config("i", Some("rls")))
             .is_empty());
+    }
+
+    #[test]
+    fn a_rotations_other_secret_must_be_in_the_vm_environment_too() {
+        let c = json!({"instance": "i",
+            "rate_limit_service": {"cluster": "rls", "domain": "d",
+                "key_secret": {"env": "RB_NEW", "also_read": {"env": "RB_OLD"}}},
+            "routes": [{"name": "a", "bounds": [
+                {"per": "address", "scope": "installation", "limit": 5, "window": "PT1M"}]}]});
+        let c = crate::config::parse(c.to_string().as_bytes()).unwrap();
+        let e = vm(json!([{"name": "RB_NEW", "valueFrom": "HOST"}])).key_secret_errors(&c);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].path, "$.rate_limit_service.key_secret.also_read.env");
+        assert!(
+            e[0].message.contains("has no \"RB_OLD\""),
+            "{}",
+            e[0].message
+        );
+        let both = json!([{"name": "RB_NEW", "valueFrom": "HOST"}, {"name": "RB_OLD", "valueFrom": "HOST"}]);
+        assert!(vm(both).key_secret_errors(&c).is_empty());
     }
 }

@@ -90,6 +90,9 @@ pub struct Ready {
     pub(super) seen: Seen,
     /// Per bound in `bounds`, the caller's key (none for `per: route`).
     pub(super) callers: SmallVec<[Option<String>; 2]>,
+    /// During a key rotation, per bound, the caller's key under the other
+    /// secret, whose count is read beside (empty otherwise).
+    pub(super) also: SmallVec<[Option<String>; 2]>,
     /// When the call went out.
     pub(super) sent_ms: u64,
 }
@@ -101,6 +104,41 @@ pub struct ServiceCall<'a> {
     pub timeout_ms: u64,
     /// An encoded `RateLimitRequest`.
     pub message: Vec<u8>,
+}
+
+/// The service's answer with each count read under a rotation's other
+/// secret (`statuses` past the first `also.len()`, one per `Some` in
+/// `also`, in order) added to the same bound's count: one answer per bound,
+/// as if one counter had been asked. The service answers OK at count ==
+/// limit with 0 remaining and OVER_LIMIT above, for a read (hits 0) as for
+/// a count: so a count is `limit - remaining` when OK, and over the limit
+/// when not.
+fn read_beside(
+    mut statuses: Vec<rls::DescriptorAnswer>,
+    also: &[Option<String>],
+) -> Vec<rls::DescriptorAnswer> {
+    if also.iter().all(Option::is_none) {
+        return statuses;
+    }
+    let reads = statuses.split_off(also.len().min(statuses.len()));
+    let mut reads = reads.into_iter();
+    for (s, _) in statuses.iter_mut().zip(also).filter(|(_, a)| a.is_some()) {
+        let Some(other) = reads.next() else {
+            break;
+        };
+        let limit = s.limit.map_or(0, |l| l.requests_per_unit);
+        let used = |a: &rls::DescriptorAnswer| match a.code {
+            Code::OverLimit => limit.saturating_add(1),
+            _ => limit.saturating_sub(a.remaining),
+        };
+        let total = used(s).saturating_add(used(&other));
+        if total > limit {
+            s.code = Code::OverLimit;
+        }
+        s.remaining = limit.saturating_sub(total);
+        s.reset_s = s.reset_s.max(other.reset_s);
+    }
+    statuses
 }
 
 /// An installation bound of a request: the bound, its descriptor value and
@@ -123,6 +161,22 @@ impl<'p> Service<'p> {
             descriptor,
             unit,
         })
+    }
+
+    /// Its descriptor for `caller` (none for `per: route`), adding `hits`.
+    fn descriptor<'a>(&self, caller: Option<&'a str>, hits: u32) -> Descriptor<'a>
+    where
+        'p: 'a,
+    {
+        Descriptor {
+            bound: self.descriptor,
+            caller: caller.map(|c| (self.bound.per.as_str(), c)),
+            limit: Override {
+                requests_per_unit: self.bound.rate.limit,
+                unit: self.unit,
+            },
+            hits,
+        }
     }
 
     /// The figures a client is shown for this bound.
@@ -170,8 +224,13 @@ fn caller_value(
 
 impl<'p> Worker<'p> {
     /// Per installation bound of the request, what its caller is counted
-    /// under (none for `per: route`).
-    pub(super) fn callers(&self, route: &Route, ready: &Ready) -> SmallVec<[Option<String>; 2]> {
+    /// under (none for `per: route`) with the hashing keys `keys`.
+    pub(super) fn callers(
+        &self,
+        keys: (u64, u64),
+        route: &Route,
+        ready: &Ready,
+    ) -> SmallVec<[Option<String>; 2]> {
         let lim = self.limiter;
         let id = ready.identity.as_ref();
         ready
@@ -185,7 +244,7 @@ impl<'p> Worker<'p> {
                     per => caller_key::value_of(per, id, ready.pending.model()),
                 };
                 Some(caller_value(
-                    lim.service_keys,
+                    keys,
                     b.per,
                     value,
                     &ready.address,
@@ -264,21 +323,23 @@ impl<'p> Worker<'p> {
     /// sent as an override so the service counts the number this filter
     /// was configured with, and `hits_addend` the units the request takes
     /// (1, or a cost bound's reservation or named cost).
+    ///
+    /// During a key rotation, after them, one more per bound keyed by a
+    /// caller: the caller under the other secret, with `hits_addend` 0
+    /// (read, not counted), in the same call.
     pub(super) fn service_call(&self, route: &'p Route, ready: &Ready) -> Option<ServiceCall<'p>> {
         let service: &'p RateLimitServiceConfig = self.limiter.plan.service.as_ref()?;
-        let descriptors: SmallVec<[Descriptor; 2]> = self
-            .bounds_of(route, ready)
+        let bounds = self.bounds_of(route, ready);
+        let mut descriptors: SmallVec<[Descriptor; 2]> = bounds
             .iter()
-            .map(|(b, caller)| Descriptor {
-                bound: b.descriptor,
-                caller: caller.map(|c| (b.bound.per.as_str(), c)),
-                limit: Override {
-                    requests_per_unit: b.bound.rate.limit,
-                    unit: b.unit,
-                },
-                hits: ready.pending.hits(b.id, b.bound),
-            })
+            .map(|(b, caller)| b.descriptor(*caller, ready.pending.hits(b.id, b.bound)))
             .collect();
+        descriptors.extend(
+            bounds
+                .iter()
+                .zip(&ready.also)
+                .filter_map(|((b, _), also)| Some(b.descriptor(Some(also.as_deref()?), 0))),
+        );
         Some(call(service, &descriptors))
     }
 
@@ -334,7 +395,8 @@ impl<'p> Worker<'p> {
             .iter()
             .filter_map(|&i| Service::of(route, i))
             .collect();
-        let answer = match rls::outcome(grpc_status, body.as_deref(), bounds.len()) {
+        let read = ready.also.iter().flatten().count();
+        let answer = match rls::outcome(grpc_status, body.as_deref(), bounds.len() + read) {
             rls::Outcome::Error(e) => return self.service_failed(host, r, ready, &e),
             rls::Outcome::Admit { statuses } | rls::Outcome::Refuse { statuses, .. } => statuses,
         };
@@ -344,6 +406,7 @@ impl<'p> Worker<'p> {
             host.count(super::RequestStat::RlsNoLimit);
             return self.service_failed(host, r, ready, &RlsError::NoLimit { descriptor });
         }
+        let answer = read_beside(answer, &ready.also);
         self.remember_locks(host, route, &ready, &answer, now);
         // The first enforcing bound over its limit refuses; shadow bounds
         // over theirs only say so.

@@ -37,6 +37,10 @@ pub struct Limiter {
     /// The hashing keys of everything sent to the rate-limit service
     /// ([`crate::rls::service_keys`]), derived once per configuration.
     pub service_keys: (u64, u64),
+    /// During a rotation, the keys of the other secret: each installation
+    /// caller's count under them is read beside its count under
+    /// `service_keys` ([`Limiter::service_keys`], `key_secret.also_read`).
+    pub also_service_keys: Option<(u64, u64)>,
     /// Fleet decisions made alone since the last [`Limiter::take_alone`].
     alone: std::cell::Cell<u64>,
     /// Requests started: each one's number draws its bounds' partial
@@ -337,6 +341,11 @@ impl Limiter {
         let service_keys = plan.service.as_ref().map_or((0, 0), |s| {
             crate::rls::service_keys(&s.domain, plan.key_secret.as_ref())
         });
+        let also_service_keys = plan
+            .service
+            .as_ref()
+            .zip(plan.also_key_secret.as_ref())
+            .map(|(s, k)| crate::rls::service_keys(&s.domain, Some(k)));
         let fleet = plan
             .has_fleet_bounds()
             .then_some(plan.service.as_ref())
@@ -358,6 +367,7 @@ impl Limiter {
             writes: RefCell::default(),
             fleet,
             service_keys,
+            also_service_keys,
             alone: std::cell::Cell::new(0),
             started: std::cell::Cell::new(0),
         }

@@ -64,6 +64,10 @@ pub struct MockHost {
     pub service_dispatch_error: Option<String>,
     /// The rate-limit service's answer: gRPC status and message.
     pub service_answer: Option<(u32, Vec<u8>)>,
+    /// A service that counts: each call is answered from its counters (and
+    /// `service_answer` set to that answer), shared between hosts as
+    /// Envoys share one service.
+    pub counting_service: Option<std::rc::Rc<std::cell::RefCell<CountingService>>>,
     /// Rate-limit service calls dispatched: cluster, timeout, message.
     pub service_calls: Vec<(String, u64, Vec<u8>)>,
     /// Request body reads.
@@ -212,6 +216,9 @@ impl Base for MockHost {
             }
             let framed = call.body.unwrap_or_default();
             let message = crate::rls::unframe(framed).map_err(|e| e.to_string())?;
+            if let Some(service) = &self.counting_service {
+                self.service_answer = Some((0, service.borrow_mut().answer(message)));
+            }
             self.service_calls
                 .push((call.cluster.into(), call.timeout_ms, message.to_vec()));
             self.answering = Some(Answering::Service);
@@ -486,4 +493,65 @@ pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
     }
     w.on_done(host, &mut ex);
     (first, last)
+}
+
+/// envoyproxy/ratelimit's counting, in one window: a counter per
+/// descriptor (its entries), `hits_addend` added (1 when unset), OK up to
+/// the limit with what remains, OVER_LIMIT above it with 0; OVER_LIMIT
+/// overall when any descriptor is. (docs/rate-limit-service.md says where
+/// each was checked against the real service.)
+#[derive(Default)]
+pub struct CountingService {
+    pub counts: HashMap<Vec<(String, String)>, u64>,
+}
+
+impl CountingService {
+    pub fn answer(&mut self, message: &[u8]) -> Vec<u8> {
+        use crate::rls::proto;
+        use prost::Message;
+        let Ok(req) = proto::RateLimitRequest::decode(message) else {
+            return Vec::new();
+        };
+        let statuses: Vec<proto::DescriptorStatus> = req
+            .descriptors
+            .iter()
+            .map(|d| {
+                let key = d
+                    .entries
+                    .iter()
+                    .map(|e| (e.key.clone(), e.value.clone()))
+                    .collect();
+                let count = self.counts.entry(key).or_default();
+                *count += d.hits_addend.as_ref().map_or(1, |h| h.value);
+                let limit = d.limit.clone().unwrap_or_default();
+                let over = *count > u64::from(limit.requests_per_unit);
+                proto::DescriptorStatus {
+                    code: if over { 2 } else { 1 },
+                    limit_remaining: u32::try_from(
+                        u64::from(limit.requests_per_unit).saturating_sub(*count),
+                    )
+                    .unwrap_or(0),
+                    current_limit: Some(proto::RateLimit {
+                        requests_per_unit: limit.requests_per_unit,
+                        unit: limit.unit,
+                        name: String::new(),
+                    }),
+                    duration_until_reset: Some(proto::Duration {
+                        seconds: 30,
+                        nanos: 0,
+                    }),
+                }
+            })
+            .collect();
+        let overall = if statuses.iter().any(|s| s.code == 2) {
+            2
+        } else {
+            1
+        };
+        proto::RateLimitResponse {
+            overall_code: overall,
+            statuses,
+        }
+        .encode_to_vec()
+    }
 }

@@ -381,6 +381,7 @@ impl<'p> Worker<'p> {
             account: None,
             seen: Seen::default(),
             callers: SmallVec::new(),
+            also: SmallVec::new(),
             sent_ms: now,
         });
         let Some(place) = place else {
@@ -480,7 +481,10 @@ impl<'p> Worker<'p> {
         route: &'p Route,
         mut ready: Box<Ready>,
     ) -> Begun<'p> {
-        ready.callers = self.callers(route, &ready);
+        ready.callers = self.callers(self.limiter.service_keys, route, &ready);
+        if let Some(keys) = self.limiter.also_service_keys {
+            ready.also = self.callers(keys, route, &ready);
+        }
         if let Some(d) = self.locked(host, route, &ready) {
             return Begun::Decided(d);
         }

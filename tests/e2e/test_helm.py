@@ -149,11 +149,34 @@ def test_the_vm_env_is_the_variable_the_configuration_names(tmp_path):
     assert proc.returncode == 1 and "inline with 5 bytes" in proc.stdout, proc.stdout
 
 
+def test_a_rotations_other_secret_reaches_the_vm_too(tmp_path):
+    config = keyed("KEY_NEW")
+    config["rate_limit_service"]["key_secret"]["also_read"] = {"env": "KEY_OLD"}
+    plugin = next(d for d in render(tmp_path, {"config": config}) if d["kind"] == "WasmPlugin")
+    assert plugin["spec"]["vmConfig"]["env"] == [
+        {"name": "KEY_NEW", "valueFrom": "HOST"}, {"name": "KEY_OLD", "valueFrom": "HOST"}]
+    inline = render(tmp_path, {"config": config, "keySecret": {
+        "valueFrom": "INLINE", "value": "n" * 16, "alsoReadValue": "o" * 16}})
+    plugin = next(d for d in inline if d["kind"] == "WasmPlugin")
+    assert plugin["spec"]["vmConfig"]["env"] == [
+        {"name": "KEY_NEW", "valueFrom": "INLINE", "value": "n" * 16},
+        {"name": "KEY_OLD", "valueFrom": "INLINE", "value": "o" * 16}]
+    path = tmp_path / "rotating.yaml"
+    path.write_text(yaml.safe_dump(plugin))
+    proc = subprocess.run([str(CLI), "check", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout
+    # Without the old variable in the VM, check says what the filter would.
+    plugin["spec"]["vmConfig"]["env"].pop()
+    path.write_text(yaml.safe_dump(plugin))
+    proc = subprocess.run([str(CLI), "check", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "key_secret.also_read.env" in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("values, words", [
     ({"config": FLEET, "keySecret": {"env": "OTHER"}},
      'keySecret.env "OTHER" is not the variable the configuration reads'),
     ({"config": FLEET, "keySecret": {"valueFrom": "INLINE"}},
-     "keySecret.value is required with keySecret.valueFrom INLINE"),
+     "keySecret.valueFrom INLINE needs the value of"),
     ({"config": FLEET, "keySecret": {"valueFrom": "SECRET"}},
      'keySecret.valueFrom "SECRET": HOST'),
 ])

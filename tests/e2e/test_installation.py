@@ -346,3 +346,44 @@ def test_a_service_started_after_envoy_is_warmed_up_when_it_comes(
                         timeout=10.0)
     assert done >= 2, (done, svc.grpc_port)
     no_panic(e)
+
+
+def test_a_rolling_key_rotation_keeps_one_count_per_account(envoy_factory, rate_limit_service,
+                                                            upstream, tmp_path):
+    """Issue 40: Envoys with the old and the new key secret side by side,
+    as during a rolling restart, one real service between them. Swapped in
+    one push, one account has two counters (10 admitted); with the new
+    secret reading the old one's count (`also_read`) and the old reading
+    the new one's, it keeps one (5). docs/sign-in.md, "Rotating the
+    secret"."""
+    old, new = "old-secret-0123456789", "new-secret-0123456789"
+
+    def cfg(key, also=None):
+        c = config()
+        c["rate_limit_service"]["key_secret"] = {"value": key}
+        if also:
+            c["rate_limit_service"]["key_secret"]["also_read"] = {"value": also}
+        return c
+
+    svc = rate_limit_service(rls_yaml(cfg(old), tmp_path))
+
+    def admitted(first: dict, second: dict) -> tuple[int, list[int]]:
+        envoys = [envoy_factory(c, clusters=[grpc_cluster("rls", svc.grpc_port)],
+                                upstream_port=upstream.port) for c in (first, second)]
+        for e in envoys:
+            warmed(e)
+        clear_of_minute_end()
+        account = f"rot-{uuid.uuid4().hex[:8]}"
+        statuses = [login(envoys[i % 2].port, account)[0] for i in range(12)]
+        no_panic(*envoys)
+        for e in envoys:
+            e.stop()
+        return statuses.count(200), statuses
+
+    swapped = admitted(cfg(old), cfg(new))
+    assert swapped[0] == 10, swapped
+    # The middle push of the three (docs): each reads the other's count.
+    rotating = admitted(cfg(old, also=new), cfg(new, also=old))
+    assert rotating[0] == 5 and set(rotating[1][5:]) == {429}, rotating
+    print(f"\none account, two Envoys in turn: secrets swapped in one push {swapped[0]} "
+          f"admitted of 12; rotating with also_read {rotating[0]}")

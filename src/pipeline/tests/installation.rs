@@ -1056,3 +1056,145 @@ fn a_refusal_by_one_service_bound_records_only_that_refusal() {
         .collect();
     assert_eq!(events, [(2, Event::Refused)]);
 }
+
+/// Sign-ins counted by the service alone: 5 a minute per account, hashed
+/// with the secret `key`, reading the count under `also` beside it.
+fn rotating(key: &str, also: Option<&str>) -> String {
+    let also = also.map_or(String::new(), |a| {
+        format!(r#","also_read":{{"value":"{a}"}}"#)
+    });
+    format!(
+        r#"{{"instance":"shop",
+        "rate_limit_service":{{"cluster":"rls","domain":"shop","timeout_ms":80,"on_error":"deny",
+          "key_secret":{{"value":"{key}"{also}}}}},
+        "routes":[{{"name":"login","account":{{"json":"username"}},"bounds":[
+          {{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}}]}}]}}"#
+    )
+}
+
+const OLD: &str = "old-secret-0123456789";
+const NEW: &str = "new-secret-0123456789";
+
+/// Envoys with these configurations, one counting service between them,
+/// taking turns at 20 sign-ins for one account: how many were admitted.
+fn admitted_in_turns(configs: &[String]) -> u32 {
+    use std::{cell::RefCell, rc::Rc};
+    let service = Rc::new(RefCell::new(
+        crate::pipeline::mock::CountingService::default(),
+    ));
+    let mut envoys: Vec<(Filter, MockHost)> = configs
+        .iter()
+        .map(|c| {
+            let mut host = sign_in(r#"{"username":"alice"}"#);
+            host.counting_service = Some(service.clone());
+            (Filter::new(&host.store, c).unwrap(), host)
+        })
+        .collect();
+    let mut admitted = 0;
+    for i in 0..20u64 {
+        let n = envoys.len();
+        let (f, host) = &mut envoys[usize::try_from(i).unwrap() % n];
+        host.clear();
+        host.now = T0 + i * 100;
+        f.request(host);
+        admitted += u32::from(host.replies.is_empty());
+    }
+    admitted
+}
+
+#[test]
+fn a_rolling_key_rotation_keeps_one_count_per_account() {
+    // One secret: 5.
+    assert_eq!(
+        admitted_in_turns(&[rotating(OLD, None), rotating(OLD, None)]),
+        5
+    );
+    // Swapped in one push, old and new Envoys side by side count one
+    // account under two keys: twice the limit.
+    assert_eq!(
+        admitted_in_turns(&[rotating(OLD, None), rotating(NEW, None)]),
+        10
+    );
+    // The rotation: first every Envoy reads the next secret's counts too
+    // (an Envoy not yet there counts the same way: nothing is under it)...
+    assert_eq!(
+        admitted_in_turns(&[rotating(OLD, None), rotating(OLD, Some(NEW))]),
+        5
+    );
+    // ...then each switches to the new secret, reading the old one's...
+    assert_eq!(
+        admitted_in_turns(&[rotating(OLD, Some(NEW)), rotating(NEW, Some(OLD))]),
+        5
+    );
+    // ...and, once the old counts' windows have passed, drops it.
+    assert_eq!(
+        admitted_in_turns(&[rotating(NEW, Some(OLD)), rotating(NEW, None)]),
+        5
+    );
+}
+
+#[test]
+fn a_rotation_reads_without_counting_in_the_same_call() {
+    let mut host = sign_in(r#"{"username":"alice"}"#);
+    host.counting_service = Some(Default::default());
+    let f = Filter::new(&host.store, &rotating(NEW, Some(OLD))).unwrap();
+    f.request(&mut host);
+    assert!(host.replies.is_empty());
+    assert_eq!(host.service_calls.len(), 1, "one call");
+    let call = sent(&host);
+    let d: Vec<(String, u64)> = call
+        .descriptors
+        .iter()
+        .map(|d| {
+            (
+                d.entries[1].value.clone(),
+                d.hits_addend.as_ref().unwrap().value,
+            )
+        })
+        .collect();
+    assert_eq!(d.len(), 2);
+    assert_eq!(
+        (d[0].1, d[1].1),
+        (1, 0),
+        "counted under the new key, read under the old"
+    );
+    assert_ne!(d[0].0, d[1].0);
+    // The old key is what an Envoy with only the old secret counts under.
+    let mut old_host = sign_in(r#"{"username":"alice"}"#);
+    old_host.counting_service = Some(Default::default());
+    let old = Filter::new(&old_host.store, &rotating(OLD, None)).unwrap();
+    old.request(&mut old_host);
+    assert_eq!(sent(&old_host).descriptors[0].entries[1].value, d[1].0);
+}
+
+#[test]
+fn the_remaining_shown_is_what_is_left_of_both_counts() {
+    let service = std::rc::Rc::new(std::cell::RefCell::new(
+        crate::pipeline::mock::CountingService::default(),
+    ));
+    let mut old_host = sign_in(r#"{"username":"alice"}"#);
+    old_host.counting_service = Some(service.clone());
+    let old = Filter::new(&old_host.store, &rotating(OLD, Some(NEW))).unwrap();
+    for _ in 0..3 {
+        old_host.clear();
+        old.request(&mut old_host);
+    }
+    let mut new_host = sign_in(r#"{"username":"alice"}"#);
+    new_host.counting_service = Some(service);
+    let new = Filter::new(&new_host.store, &rotating(NEW, Some(OLD))).unwrap();
+    new.request(&mut new_host);
+    assert!(new_host.replies.is_empty(), "the 4th of 5");
+    new_host.clear();
+    new.request(&mut new_host);
+    assert!(new_host.replies.is_empty(), "the 5th");
+    new_host.clear();
+    new.request(&mut new_host);
+    assert_eq!(
+        new_host.replies[0].status, 429,
+        "the 6th, 3 of them under the old key"
+    );
+    assert!(new_host.replies[0]
+        .headers
+        .iter()
+        .any(|(k, v)| k == "ratelimit-remaining" && v == "0"));
+}

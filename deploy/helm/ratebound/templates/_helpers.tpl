@@ -54,18 +54,25 @@ make the filter refuse it). */}}
 {{- fail (printf "keySecret.env %q is not the variable the configuration reads (config.rate_limit_service.key_secret.env %q): leave keySecret.env out, the chart takes the name from the configuration" . $env) }}
 {{- end }}
 {{- end }}
+{{- /* During a rotation, the other secret's variable too
+(key_secret.also_read.env), given the same way. */}}
+{{- $also := dig "rate_limit_service" "key_secret" "also_read" "env" "" (.Values.config | default dict) }}
 {{- if $env }}
 vmConfig:
   env:
-  - name: {{ $env }}
-    {{- if eq .Values.keySecret.valueFrom "HOST" }}
+  {{- range $name, $value := dict $env .Values.keySecret.value $also .Values.keySecret.alsoReadValue }}
+  {{- if $name }}
+  - name: {{ $name }}
+    {{- if eq $.Values.keySecret.valueFrom "HOST" }}
     valueFrom: HOST
-    {{- else if eq .Values.keySecret.valueFrom "INLINE" }}
+    {{- else if eq $.Values.keySecret.valueFrom "INLINE" }}
     valueFrom: INLINE
-    value: {{ required "keySecret.value is required with keySecret.valueFrom INLINE" .Values.keySecret.value | quote }}
+    value: {{ required (printf "keySecret.valueFrom INLINE needs the value of %s (keySecret.value; keySecret.alsoReadValue for key_secret.also_read)" $name) $value | quote }}
     {{- else }}
-    {{- fail (printf "keySecret.valueFrom %q: HOST (the proxy's environment, e.g. from a Secret) or INLINE (keySecret.value, written into the WasmPlugin)" .Values.keySecret.valueFrom) }}
+    {{- fail (printf "keySecret.valueFrom %q: HOST (the proxy's environment, e.g. from a Secret) or INLINE (keySecret.value, written into the WasmPlugin)" $.Values.keySecret.valueFrom) }}
     {{- end }}
+  {{- end }}
+  {{- end }}
 {{- end }}
 pluginConfig:
   {{- toYaml .Values.config | nindent 2 }}
