@@ -14,8 +14,9 @@
 //! the bound's descriptor (`<route>.<bound>`), the key it counts per, and
 //! the service's clock window: the same four keep the count (a new limit
 //! then applies to it), anything else starts a new one. Their keys are
-//! hashed with the key secret, which a diff cannot see: a new secret resets
-//! them all (said in a note when the secret's source changed).
+//! hashed with the key secret: a new secret's source (another `env` or
+//! `value`) resets them all, unless the new plan reads the old secret
+//! beside (`key_secret.also_read`, a rotation) — [`resecret`].
 //!
 //! Within a lane or at the service, a caller is found by its key
 //! (`pipeline::caller_key`): the value it is counted under (a user, org,
@@ -526,8 +527,12 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
                             ob.written.window, b.written.window
                         ));
                     }
-                    // The descriptor's value is the caller's key.
+                    // The descriptor's value is the caller's key, hashed
+                    // with the secret.
                     why.extend(rekeyed(old, new, b.per));
+                    if b.per != Per::Route {
+                        why.extend(resecret(old, new));
+                    }
                     if why.is_empty() {
                         (Verdict::Keeps, why)
                     } else {
@@ -563,16 +568,7 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
             }
         }
     }
-    if old.key_secret != new.key_secret
-        || old.service.as_ref().map(|s| &s.key_secret)
-            != new.service.as_ref().map(|s| &s.key_secret)
-    {
-        notes.push(
-            "the key secret's source changed: if its value changes, every installation and \
-             fleet key is new to the rate-limit service (their counts there start afresh)"
-                .to_string(),
-        );
-    }
+    notes.extend(secret_notes(old, new));
     if instance_changed {
         notes.push(format!(
             "the instance changed ({} → {}): stats move to the new name, and node and fleet \
@@ -589,6 +585,102 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
         notes,
         module: None,
     }
+}
+
+/// Where a plan's key secret comes from: `env NAME`, a value (its bytes,
+/// never shown), or none; and the other secret of a rotation it reads.
+#[derive(PartialEq)]
+enum SecretSource<'a> {
+    Env(&'a str),
+    Value(&'a [u8]),
+}
+
+impl SecretSource<'_> {
+    fn of(k: Option<&crate::config::KeySecretConfig>) -> Option<SecretSource<'_>> {
+        let k = k?;
+        match (&k.env, &k.value) {
+            (Some(e), _) => Some(SecretSource::Env(e)),
+            (None, Some(v)) => Some(SecretSource::Value(v.as_bytes())),
+            _ => None,
+        }
+    }
+
+    fn said(s: &Option<SecretSource<'_>>) -> String {
+        match s {
+            Some(SecretSource::Env(e)) => format!("env {e}"),
+            Some(SecretSource::Value(_)) => "a value".into(),
+            None => "none".into(),
+        }
+    }
+}
+
+fn counted_secret(p: &Plan) -> Option<SecretSource<'_>> {
+    SecretSource::of(p.service.as_ref()?.key_secret.as_ref())
+}
+
+fn read_secret(p: &Plan) -> Option<SecretSource<'_>> {
+    SecretSource::of(
+        p.service
+            .as_ref()?
+            .key_secret
+            .as_ref()?
+            .also_read
+            .as_deref(),
+    )
+}
+
+/// Why an installation caller's key at the service changes with the
+/// secret: a new secret counted, unless NEW reads OLD's beside it (a
+/// rotation's `also_read`: the counts carry over).
+fn resecret(old: &Plan, new: &Plan) -> Option<String> {
+    let (o, n) = (counted_secret(old), counted_secret(new));
+    if o == n || (o.is_some() && read_secret(new) == o) {
+        return None;
+    }
+    Some(format!(
+        "key secret {} → {}: every caller's key at the service is new (unless both hold the \
+         same bytes); rotate with key_secret.also_read to keep the counts",
+        SecretSource::said(&o),
+        SecretSource::said(&n)
+    ))
+}
+
+/// What a change of the secrets does beyond the bounds' verdicts.
+fn secret_notes(old: &Plan, new: &Plan) -> Vec<String> {
+    let (o, n) = (counted_secret(old), counted_secret(new));
+    let (or, nr) = (read_secret(old), read_secret(new));
+    let mut notes = Vec::new();
+    if o != n {
+        notes.push(format!(
+            "fleet bounds' fleet-wide counts are kept under the key secret, which changed ({} → \
+             {}): they start afresh at the service (each node's own count stays)",
+            SecretSource::said(&o),
+            SecretSource::said(&n)
+        ));
+    }
+    if o != n && o.is_some() && nr == o {
+        notes.push(format!(
+            "key secret rotation: counted under {}, reading the counts under {} beside: \
+             installation counts carry over, while Envoys with either configuration run side \
+             by side too",
+            SecretSource::said(&n),
+            SecretSource::said(&o)
+        ));
+    } else if or != nr && nr.is_some() {
+        notes.push(format!(
+            "key_secret.also_read {}: its counts are read beside (a rotation's first push, \
+             before the secret switches to it)",
+            SecretSource::said(&nr)
+        ));
+    } else if or != nr && o == n {
+        notes.push(format!(
+            "key_secret.also_read {} is no longer read: push this only once the longest \
+             installation window has passed since the last Envoy counting under it stopped, \
+             or those counts are lost",
+            SecretSource::said(&or)
+        ));
+    }
+    notes
 }
 
 /// The diff as text: one line per bound, grouped by verdict, then a summary.
@@ -770,6 +862,61 @@ mod tests {
         );
         assert_eq!(d.changes[0].why, vec!["domain signin → login".to_string()]);
     }
+    #[test]
+    fn a_new_secret_resets_installation_keys_and_a_rotation_keeps_them() {
+        let keyed = |k: &str| plan(&SIGNIN.replace(r#"{"env":"K"}"#, k));
+        let step0 = keyed(r#"{"env":"K"}"#);
+        let step1 = keyed(r#"{"env":"K","also_read":{"env":"K2"}}"#);
+        let step2 = keyed(r#"{"env":"K2","also_read":{"env":"K"}}"#);
+        let step3 = keyed(r#"{"env":"K2"}"#);
+        // Swapped in one push: every account counts afresh.
+        let d = diff(&step0, &step3);
+        assert_eq!(d.changes[0].verdict, Verdict::Resets);
+        assert!(
+            d.changes[0].why[0].starts_with("key secret env K → env K2"),
+            "{:?}",
+            d.changes[0].why
+        );
+        assert!(d.loses_counts());
+        // The three pushes of a rotation keep them, each saying what it does.
+        for (a, b, said) in [
+            (
+                &step0,
+                &step1,
+                "key_secret.also_read env K2: its counts are read beside",
+            ),
+            (
+                &step1,
+                &step2,
+                "key secret rotation: counted under env K2, reading the counts under env K beside",
+            ),
+            (
+                &step2,
+                &step3,
+                "key_secret.also_read env K is no longer read",
+            ),
+        ] {
+            let d = diff(a, b);
+            assert_eq!(
+                verdicts(&d),
+                vec![("login/attempts".into(), Verdict::Keeps)],
+                "{}",
+                text(&d)
+            );
+            assert!(d.notes.iter().any(|n| n.starts_with(said)), "{:?}", d.notes);
+        }
+        // A route's one counter has no caller key to hash.
+        let route = |k: &str| {
+            plan(
+                &SIGNIN
+                    .replace(r#"{"env":"K"}"#, k)
+                    .replace(r#""per":"account""#, r#""per":"route""#),
+            )
+        };
+        let d = diff(&route(r#"{"env":"K"}"#), &route(r#"{"env":"K2"}"#));
+        assert_eq!(d.changes[0].verdict, Verdict::Keeps, "{}", text(&d));
+    }
+
     const KEYED: &str = r#"{"instance":"shop","identity":{"header":{"user":"x-user","org":"x-org"}},"routes":[
         {"name":"api","match":{"path_prefix":"/api"},"bounds":[
             {"name":"per_address","per":"address","limit":100,"window":"PT1M"}]},
