@@ -441,7 +441,7 @@ class AgentWasm(Proc):
 
 class GatewayProxy(Proc):
     def __init__(self, tmp: Path, envoy: Path, boot: dict, admin_port: int,
-                 override_yaml: str | None = None) -> None:
+                 override_yaml: str | None = None, env: dict | None = None) -> None:
         self.admin_port = admin_port
         path = tmp / "envoy-rev-edited.json"
         path.write_text(json.dumps(boot, indent=1))
@@ -456,7 +456,10 @@ class GatewayProxy(Proc):
         if override_yaml is not None:
             args += ["--config-yaml", override_yaml]
         args += ["--concurrency", "2"]
-        super().__init__("envoy", args, tmp / "envoy.log", cwd=tmp)
+        # env: the istio-proxy container's environment (a Secret's
+        # variable, which vmConfig.env's valueFrom HOST passes to the VM).
+        super().__init__("envoy", args, tmp / "envoy.log", cwd=tmp,
+                         env={**os.environ, **(env or {})})
 
     def admin(self, path: str) -> str:
         code, body = _get(f"http://127.0.0.1:{self.admin_port}{path}", timeout=5)
@@ -513,7 +516,9 @@ def start_world(tmp: Path, envs: list, line: str, *, translated: bool = True,
                 with_prometheus_port: bool = False, extra_files: tuple[Path, ...] = (),
                 store: str = "files", routing_fn=None, namespace: str = NAMESPACE,
                 chart_values: dict | None = None, labels: dict | None = None,
-                node_id: str = NODE_ID, agent_env: dict | None = None):
+                node_id: str = NODE_ID, agent_env: dict | None = None,
+                proxy_env: dict | None = None, config: dict = CONFIG,
+                rejected_ok: bool = False):
     """istiod over the folder (chart + its translation + routing), the
     upstream, and the gateway proxy; returns (istiod, proxy, gateway_port,
     config_dir, upstream), and the proxy's Prometheus port (Istio's 15090)
@@ -532,7 +537,7 @@ def start_world(tmp: Path, envs: list, line: str, *, translated: bool = True,
 
     config_dir = tmp / "config"
     config_dir.mkdir()
-    rendered = render_chart(tmp, CONFIG, namespace=namespace, extra=chart_values)
+    rendered = render_chart(tmp, config, namespace=namespace, extra=chart_values)
     (config_dir / "ratebound.yaml").write_text(rendered)
     if translated and store == "files":
         (config_dir / "ratebound-trafficextension.yaml").write_text(translate(rendered, tmp))
@@ -554,10 +559,11 @@ def start_world(tmp: Path, envs: list, line: str, *, translated: bool = True,
                            via_agent=agent_env is not None)
     if agent_env is not None:
         envs.append(AgentWasm(tmp, istiod, agent_env))
-    proxy = GatewayProxy(tmp, envoy, boot, admin_port, override_yaml)
+    proxy = GatewayProxy(tmp, envoy, boot, admin_port, override_yaml, proxy_env)
     envs.append(proxy)
-    _wait("the gateway listener accepts", lambda: _listening(proxy, gateway_port), 60,
-          procs=[istiod, proxy])
+    _wait("the gateway listener accepts",
+          lambda: _connects(gateway_port) if rejected_ok else _listening(proxy, gateway_port),
+          60, procs=[istiod, proxy])
     if with_prometheus_port:
         return istiod, proxy, gateway_port, config_dir, upstream, prom_port
     return istiod, proxy, gateway_port, config_dir, upstream
@@ -956,5 +962,53 @@ def test_mode_server_on_a_gateway_attaches_the_plugin_nowhere(tmp_path, envs):
     try:
         assert [_get_through(port, "/hello")[0] for _ in range(7)] == [200] * 7
         assert _wasm_in_listeners(proxy) == [] and proxy.ecds() == []
+    finally:
+        upstream.close()
+
+
+# --- outcome 1: the key secret through vmConfig.env ------------------------
+
+# A configuration that reads its key secret from the VM's environment: the
+# chart derives vmConfig.env ({name, valueFrom: HOST}) from it. Its
+# installation bound is on a route no request here takes (no rate-limit
+# service runs): what is shown is that the VM has the variable or not.
+KEYED_CONFIG = {
+    **CONFIG,
+    "rate_limit_service": {"cluster": "rls", "domain": "istiod",
+                           "key_secret": {"env": "RATEBOUND_KEY_SECRET"}},
+    "routes": CONFIG["routes"] + [
+        {"name": "signin", "match": {"path_prefix": "/signin"}, "account": {"json": "username"},
+         "bounds": [{"name": "attempts", "per": "account", "scope": "installation",
+                     "limit": 5, "window": "PT1M"}]}],
+}
+
+
+@pytest.mark.parametrize("secret", ["in the proxy's environment", "missing"])
+def test_the_key_secret_reaches_the_vm_through_vmconfig_env(secret, tmp_path, envs):
+    """The chart's vmConfig.env (valueFrom HOST), as istiod turns it into
+    the VM's host_env_keys: with the variable in the proxy's environment
+    (as a Secret puts it in the istio-proxy container) the filter loads and
+    refuses the 6th request; without it the filter refuses the
+    configuration, naming the variable, and the route answers 500."""
+    env = {"RATEBOUND_KEY_SECRET": "s3cret-" + "k" * 16} if secret != "missing" else {}
+    istiod, proxy, port, _, upstream = start_world(
+        tmp_path, envs, "1.40", store="kube", config=KEYED_CONFIG, proxy_env=env,
+        rejected_ok=secret == "missing")
+    try:
+        configs = _wait("ECDS filter", lambda: proxy.ecds(), 30, procs=[istiod, proxy])
+        vm = configs[0]["ecds_filter"]["typed_config"]["config"]["vm_config"]
+        assert vm["environment_variables"]["host_env_keys"] == ["RATEBOUND_KEY_SECRET"], vm
+        if secret == "missing":
+            statuses = [_get_through(port, "/hello")[0] for _ in range(3)]
+            assert statuses == [500] * 3, statuses
+            refused = [ln for ln in proxy.log().splitlines()
+                       if "key_secret.env" in ln and "RATEBOUND_KEY_SECRET" in ln]
+            assert refused, proxy.log()[-3000:]
+            assert "s3cret" not in proxy.log()
+            print(f"\nno variable: 500; Envoy: {refused[0][-250:]}")
+        else:
+            ensure_room(60, 20)
+            assert [_get_through(port, "/hello")[0] for _ in range(6)] == [200] * 5 + [429]
+            assert "s3cret" not in proxy.log(), "the secret is never logged"
     finally:
         upstream.close()
