@@ -7,6 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import processes
 from harness import ROOT
 from launcher import free_port
 
@@ -22,7 +23,7 @@ class Console:
         assert CLI.exists(), f"{CLI} is missing: run ./build.sh first"
         self.file = file
         self.port = free_port()
-        self.proc = subprocess.Popen(
+        self.proc = processes.popen(
             [str(CLI), "console", str(file), "--listen", f"127.0.0.1:{self.port}", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
         deadline = time.time() + 15
