@@ -13,7 +13,13 @@ from launcher import free_port
 
 CLI = Path(os.environ.get("RATEBOUND_CLI", ROOT / "dist" / "ratebound"))
 CHROMIUM = os.environ.get("RATEBOUND_CHROMIUM", "/usr/bin/chromium")
-SHOTS = ROOT / "docs" / "console"
+DOC_SHOTS = ROOT / "docs" / "console"
+# A run of the suite leaves the work tree as it found it: the screenshots go
+# to a git-ignored folder, and docs/console/ gets them only when asked
+# (scripts/refresh-console-screenshots.sh sets RATEBOUND_REFRESH_DOCS=1).
+REFRESH_DOCS = os.environ.get("RATEBOUND_REFRESH_DOCS") == "1"
+SHOTS = DOC_SHOTS if REFRESH_DOCS else ROOT / "target" / "console-screenshots"
+SHOTS.mkdir(parents=True, exist_ok=True)
 
 
 class Console:
