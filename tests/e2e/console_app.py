@@ -7,12 +7,19 @@ import subprocess
 import time
 from pathlib import Path
 
+import processes
 from harness import ROOT
 from launcher import free_port
 
 CLI = Path(os.environ.get("RATEBOUND_CLI", ROOT / "dist" / "ratebound"))
 CHROMIUM = os.environ.get("RATEBOUND_CHROMIUM", "/usr/bin/chromium")
-SHOTS = ROOT / "docs" / "console"
+DOC_SHOTS = ROOT / "docs" / "console"
+# A run of the suite leaves the work tree as it found it: the screenshots go
+# to a git-ignored folder, and docs/console/ gets them only when asked
+# (scripts/refresh-console-screenshots.sh sets RATEBOUND_REFRESH_DOCS=1).
+REFRESH_DOCS = os.environ.get("RATEBOUND_REFRESH_DOCS") == "1"
+SHOTS = DOC_SHOTS if REFRESH_DOCS else ROOT / "target" / "console-screenshots"
+SHOTS.mkdir(parents=True, exist_ok=True)
 
 
 class Console:
@@ -22,7 +29,7 @@ class Console:
         assert CLI.exists(), f"{CLI} is missing: run ./build.sh first"
         self.file = file
         self.port = free_port()
-        self.proc = subprocess.Popen(
+        self.proc = processes.popen(
             [str(CLI), "console", str(file), "--listen", f"127.0.0.1:{self.port}", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
         deadline = time.time() + 15

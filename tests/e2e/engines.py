@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import processes
 from harness import ROOT, free_port
 
 SERVICE_CMD = ROOT / ".tools" / "bin" / "service_cmd"
@@ -122,7 +123,7 @@ class Redis:
 
     def start(self) -> "Redis":
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
+        self.proc = processes.popen(
             [self.exe, "--port", str(self.port), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "yes", "--appendfsync", "always",
              "--dir", str(self.dir), "--daemonize", "no"],
@@ -243,7 +244,7 @@ class RateLimitService:
 
     def start(self) -> "RateLimitService":
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
+        self.proc = processes.popen(
             [str(SERVICE_CMD)], env=self.env(), cwd=self.dir,
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )

@@ -38,6 +38,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import processes
+
 ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "dist"
 WASM = DIST / "ratebound.wasm"
@@ -462,7 +464,7 @@ class Envoy:
         self.exit_code = None
         self._log = open(self.log_path, "ab")
         self._log_from = len(self.log())  # this run's lines start here
-        self.proc = subprocess.Popen(
+        self.proc = processes.popen(
             args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=self.new_session,
         )

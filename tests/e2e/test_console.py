@@ -2,7 +2,9 @@
 Playwright): what the screen says where a number is typed, the warning,
 errors at their fields, operations' counter cost, save (and `ratebound
 check` on the file written), export, and live refusals of a demo Envoy
-under load. The screenshots in docs/console/ are taken here."""
+under load. The screenshots docs/console.md shows are taken here: into
+target/console-screenshots/ on every run, into docs/console/ only with
+RATEBOUND_REFRESH_DOCS=1 (scripts/refresh-console-screenshots.sh)."""
 import json
 import re
 import subprocess

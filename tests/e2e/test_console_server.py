@@ -146,11 +146,13 @@ def test_a_file_changed_on_disk_is_not_overwritten(server):
 
 def test_listens_on_loopback_by_default(tmp_path):
     import subprocess
+
+    import processes
     from console_app import CLI
     f = tmp_path / "c.json"
     f.write_text(json.dumps(CFG))
-    p = subprocess.Popen([str(CLI), "console", str(f)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = processes.popen([str(CLI), "console", str(f)], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
         assert line.startswith(f"ratebound console: {f} on 127.0.0.1:"), line

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import processes
 from launcher import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,8 +69,8 @@ def registry(tmp_path_factory):
         "http": {"addr": f"127.0.0.1:{port}"},
     }))
     log = open(tmp / "registry.log", "w")
-    proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "OTEL_TRACES_EXPORTER": "none"})
+    proc = processes.popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,
+                           env={**os.environ, "OTEL_TRACES_EXPORTER": "none"})
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

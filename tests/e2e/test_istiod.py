@@ -62,6 +62,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import processes
 from harness import Upstream, ensure_room, request
 from launcher import WASM, free_port
 
@@ -141,8 +142,8 @@ class Proc:
         self.args = args
         self.log_path = log_path
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, cwd=cwd)
+        self.proc = processes.popen(args, stdout=self._log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env, cwd=cwd)
 
     @property
     def pid(self) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import processes
 from harness import ROOT, free_port, grpc_cluster, request
 
 DEMO = ROOT / "envoy-demo"
@@ -395,7 +396,7 @@ class Prometheus:
         self.log = open(tmp_path / "prometheus.log", "wb")
         server = shutil.which("prometheus")
         assert server, "prometheus is missing: run scripts/install-promtool.sh (test.sh does)"
-        self.proc = subprocess.Popen(
+        self.proc = processes.popen(
             [server, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
              f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+import processes
 from harness import ROOT, burst, ensure_room, request
 
 CLI = ROOT / "dist" / "ratebound"
@@ -103,6 +104,12 @@ def test_top_refreshes_in_place_in_a_terminal(envoy):
     ensure_room(60, 20)
     burst(e.port, 6, 1, path="/hello")
     session = f"rbtop{os.getpid()}"
+
+    def kill_session():
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, timeout=10)
+
+    # tmux's server is no child of ours: a stopped run kills the session by name.
+    hook = processes.on_stop(kill_session)
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "20",
                     f"{CLI} top --admin http://127.0.0.1:{e.admin_port} --interval 1"],
                    check=True)
@@ -139,4 +146,5 @@ def test_top_refreshes_in_place_in_a_terminal(envoy):
             time.sleep(0.2)
         assert gone.returncode != 0, "q ends top (and its session)"
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        processes.forget(hook)
+        kill_session()

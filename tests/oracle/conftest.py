@@ -9,8 +9,16 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# tests/e2e/processes.py: what these tests start stops with the run.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "e2e"))
 
+import processes  # noqa: E402
 from readers import READERS, ROOT, TOOL, Filter, Reader, available, folder_of  # noqa: E402
+
+
+def pytest_configure(config):
+    # A run stopped by SIGTERM or Ctrl-C stops the readers and MariaDB first.
+    processes.install()
 
 
 @pytest.fixture(scope="session")

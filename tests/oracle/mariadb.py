@@ -21,10 +21,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+# tests/e2e/processes.py: the server is stopped with the run, too.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "e2e"))
+import processes  # noqa: E402
 
 # Debian puts the server and its installer in /usr/sbin and /usr/bin.
 _SEARCH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin"])
@@ -125,7 +130,7 @@ def private_mariadb(ready_timeout: float = 60) -> Iterator[MariaDB]:
         if done.returncode != 0:
             raise RuntimeError(f"mariadb-install-db: {done.stderr.decode(errors='replace')[-2000:]}")
         port = _free_port()
-        proc = subprocess.Popen(
+        proc = processes.popen(
             [
                 server,
                 "--no-defaults",

@@ -9,11 +9,17 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+# tests/e2e/processes.py: every process started here is stopped with the run.
+sys.path.append(str(HERE.parent / "e2e"))
+import processes  # noqa: E402
+
 ROOT = HERE.parents[1]
 READERS = HERE / "readers"
 TOOL = Path(os.environ.get("RATEBOUND_ACCOUNT_ORACLE",
@@ -42,10 +48,9 @@ class Reader:
         self.name = name
         folder, env, self.paths = VARIANTS.get(name, (name, {}, {}))
         self.port = free_port()
-        self.proc = subprocess.Popen([str(READERS / folder / "serve"), str(self.port)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, start_new_session=True,
-                                     env={**os.environ, **env})
+        self.proc = processes.popen([str(READERS / folder / "serve"), str(self.port)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    text=True, env={**os.environ, **env})
         deadline = time.monotonic() + 120
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -118,8 +123,8 @@ class Filter:
     """The filter's reader: examples/account_oracle, one line in, one out."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([str(TOOL)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = processes.popen([str(TOOL)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True)
 
     def ask(self, lines: list[str]) -> list[dict]:
         assert self.proc.stdin and self.proc.stdout

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+import processes
 from mariadb import available, private_mariadb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +72,7 @@ class Keys:
         if todo:
             # Two processes: the machine has two cores.
             halves = [todo[: len(todo) // 2], todo[len(todo) // 2:]]
-            procs = [subprocess.Popen([str(TOOL)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            procs = [processes.popen([str(TOOL)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
                      for h in halves if h]
             for proc, half in zip(procs, halves):
                 answers = proc.communicate(
