@@ -131,8 +131,11 @@ pub struct Operation {
     /// The path template as written.
     pub path: String,
     pub operation_id: Option<String>,
-    /// Its bounds in the route's `bounds`, then the same by phase.
+    /// Its bounds in the route's `bounds`.
     pub bounds: Range<usize>,
+    /// What a request to it is checked against by phase: the route's
+    /// `early` (`late`), then its own, built once here so that no request
+    /// joins the two.
     pub early: Vec<BoundId>,
     pub late: Vec<BoundId>,
 }
@@ -198,32 +201,24 @@ impl Route {
 
     /// The shared-data bounds a request to operation `op` is checked
     /// against before identity: the route's, then the operation's.
-    pub fn early_bounds(&self, op: Option<OpId>) -> Cow<'_, [BoundId]> {
-        match op.and_then(|o| self.operation(o)) {
-            None => Cow::Borrowed(&self.early),
-            Some(o) => Cow::Owned([self.early.as_slice(), &o.early].concat()),
-        }
+    pub fn early_bounds(&self, op: Option<OpId>) -> &[BoundId] {
+        op.and_then(|o| self.operation(o))
+            .map_or(&self.early, |o| &o.early)
     }
 
     /// Some bound of the route, or of operation `op`, needs an identity.
     pub fn needs_identity(&self, op: Option<OpId>) -> bool {
-        !self.late.is_empty()
-            || op
-                .and_then(|o| self.operation(o))
-                .is_some_and(|o| !o.late.is_empty())
+        !self.late_bounds(op).is_empty()
             || self
                 .installation_bounds(op)
                 .any(|(_, b)| b.needs_identity())
     }
 
     /// Shared-data bounds that need identity (before `applies_to` narrows
-    /// them).
-    pub fn late_bounds(&self, op: Option<OpId>) -> Vec<BoundId> {
-        let mut v = self.late.clone();
-        if let Some(o) = op.and_then(|o| self.operation(o)) {
-            v.extend_from_slice(&o.late);
-        }
-        v
+    /// them): the route's, then the operation's.
+    pub fn late_bounds(&self, op: Option<OpId>) -> &[BoundId] {
+        op.and_then(|o| self.operation(o))
+            .map_or(&self.late, |o| &o.late)
     }
 
     /// Every installation bound: the route's, then its operations'.
@@ -710,8 +705,8 @@ impl Plan {
                         path: o.path.clone(),
                         operation_id: o.operation_id.clone(),
                         bounds: first..bounds.len(),
-                        early: op_early,
-                        late: op_late,
+                        early: [early.as_slice(), &op_early].concat(),
+                        late: [late.as_slice(), &op_late].concat(),
                     });
                 }
                 let named_costs = (0..bounds.len())
@@ -1042,7 +1037,10 @@ mod tests {
         };
         assert_eq!(names(&r.service_bounds), ["i", "o.oi"]);
         assert_eq!(names(&r.early), ["a", "f"]);
-        assert_eq!(names(&r.operations[0].early), ["o.ob"]);
+        // An operation's lists hold the route's first, built once.
+        assert_eq!(names(&r.operations[0].early), ["a", "f", "o.ob"]);
+        assert_eq!(names(r.early_bounds(Some(OpId(0)))), ["a", "f", "o.ob"]);
+        assert_eq!(names(r.early_bounds(None)), ["a", "f"]);
         assert_eq!(
             r.installation_bounds(None)
                 .map(|(_, b)| b.name.as_str())

@@ -268,11 +268,7 @@ mod tests {
     fn counts_reach_the_sink_on_the_flush_under_each_bounds_name() {
         let r = Recorder::default();
         let b = book(&r);
-        let event = |bound, event| BoundEvent {
-            bound: BoundId(bound),
-            event,
-            overflow: bound == 0,
-        };
+        let event = |bound, event| BoundEvent::new(BoundId(bound), event, bound == 0);
         b.record(
             RouteId(0),
             &[event(0, Event::Allowed), event(1, Event::ServiceCall)],

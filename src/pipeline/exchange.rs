@@ -351,10 +351,8 @@ impl<'p> Worker<'p> {
                 let events: Vec<BoundEvent> = ready
                     .bounds
                     .iter()
-                    .map(|&i| BoundEvent {
-                        bound: i,
-                        event: crate::pipeline::limiter::Event::ServiceCall,
-                        overflow: false,
+                    .map(|&i| {
+                        BoundEvent::new(i, crate::pipeline::limiter::Event::ServiceCall, false)
                     })
                     .collect();
                 host.record(ready.pending.route(), &events);

@@ -299,11 +299,7 @@ impl<'p> Worker<'p> {
             host.count(super::RequestStat::RlsCallSaved);
             host.record(
                 ready.pending.route(),
-                &[BoundEvent {
-                    bound: b.id,
-                    event: Event::Refused,
-                    overflow: false,
-                }],
+                &[BoundEvent::new(b.id, Event::Refused, false)],
             );
             let quota = Quota {
                 limit: b.bound.rate.limit,
@@ -437,11 +433,7 @@ impl<'p> Worker<'p> {
             if refused.is_none() && tightest.is_none_or(|(_, t)| quota.remaining < t.remaining) {
                 tightest = Some((*b, quota));
             }
-            events.push(BoundEvent {
-                bound: b.id,
-                event,
-                overflow: false,
-            });
+            events.push(BoundEvent::new(b.id, event, false));
         }
         if let Some((b, quota)) = refused {
             // Only the refusing bound's event: the others' counts are the
@@ -503,11 +495,7 @@ impl<'p> Worker<'p> {
         let events: SmallVec<[BoundEvent; 2]> = ready
             .bounds
             .iter()
-            .map(|&i| BoundEvent {
-                bound: i,
-                event: Event::ServiceError,
-                overflow: false,
-            })
+            .map(|&i| BoundEvent::new(i, Event::ServiceError, false))
             .collect();
         host.record(r.id, &events);
         if let Some(held) = self.quiet.pass(host.now_ms()) {

@@ -105,6 +105,18 @@ pub struct BoundEvent {
     pub overflow: bool,
 }
 
+impl BoundEvent {
+    /// `event` at `bound`, of a caller counted under its own key or
+    /// (`overflow`) in the bound's shared overflow counter.
+    pub fn new(bound: BoundId, event: Event, overflow: bool) -> BoundEvent {
+        BoundEvent {
+            bound,
+            event,
+            overflow,
+        }
+    }
+}
+
 /// A few per request: kept inline, so a decision allocates nothing.
 pub type Events = SmallVec<[BoundEvent; 4]>;
 
@@ -153,11 +165,7 @@ impl Pending {
         Counted {
             refused: Some((i, quota)),
             tightest: None,
-            events: smallvec![BoundEvent {
-                bound: i,
-                event: Event::Refused,
-                overflow,
-            }],
+            events: smallvec![BoundEvent::new(i, Event::Refused, overflow)],
             errors: std::mem::take(&mut self.errors),
             receipts: Receipts::new(),
             at_ms: 0,
@@ -537,14 +545,17 @@ impl Limiter {
 
     /// The late (identity) bounds of `route` (and of its operation `op`)
     /// that apply to this caller.
-    pub fn late_bounds(route: &Route, op: Option<OpId>, caller: &Caller) -> Vec<BoundId> {
-        let mut late = route.late_bounds(op);
-        late.retain(|b| {
-            route
-                .bound(*b)
-                .is_some_and(|x| x.applies_to.admits(caller.identity))
-        });
-        late
+    pub fn late_bounds(route: &Route, op: Option<OpId>, caller: &Caller) -> SmallVec<[BoundId; 4]> {
+        route
+            .late_bounds(op)
+            .iter()
+            .copied()
+            .filter(|b| {
+                route
+                    .bound(*b)
+                    .is_some_and(|x| x.applies_to.admits(caller.identity))
+            })
+            .collect()
     }
 
     /// Reads and decides `bounds` in order, stopping at the first that
@@ -682,11 +693,8 @@ impl Limiter {
                                 }
                                 d.refused = Some((i, quota));
                                 d.receipts.clear();
-                                d.events = smallvec![BoundEvent {
-                                    bound: i,
-                                    event: Event::Refused,
-                                    overflow: fresh.overflow,
-                                }];
+                                d.events =
+                                    smallvec![BoundEvent::new(i, Event::Refused, fresh.overflow)];
                                 return d;
                             }
                             p = fresh;
@@ -721,11 +729,7 @@ impl Limiter {
             }
         }
         for (i, quota) in shadowed {
-            d.events.push(BoundEvent {
-                bound: i,
-                event: Event::WouldRefuse,
-                overflow: false,
-            });
+            d.events.push(BoundEvent::new(i, Event::WouldRefuse, false));
             if self.plan.shadow_headers
                 && d.tightest
                     .is_none_or(|(_, t)| quota.remaining < t.remaining)
@@ -735,11 +739,7 @@ impl Limiter {
         }
         for &(i, _, verdict, overflow) in &done {
             if let Verdict::Admit { quota, .. } = verdict {
-                d.events.push(BoundEvent {
-                    bound: i,
-                    event: Event::Allowed,
-                    overflow,
-                });
+                d.events.push(BoundEvent::new(i, Event::Allowed, overflow));
                 // Without shadow headers a shadow bound shows nothing,
                 // refusing or not.
                 let shows = self.plan.shadow_headers || r.route.bound(i).is_none_or(|b| !b.shadow);
@@ -805,7 +805,7 @@ impl Limiter {
             model: None,
         };
         let early = r.route.early_bounds(pending.op);
-        self.prepare(store, r, pending, &early, &anonymous, now_ms)
+        self.prepare(store, r, pending, early, &anonymous, now_ms)
     }
 
     /// Phase 2: the identity bounds that apply to `caller`, read. `Some`
