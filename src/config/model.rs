@@ -232,8 +232,9 @@ pub enum ServiceOnError {
     Allow,
 }
 
-/// Where a bound's counter lives.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
+/// Where a bound's counter lives (as written, as compiled in
+/// [`crate::config::plan::BoundScope::kind`], as `diff` reports it).
+#[derive(Debug, Clone, Copy, Default, Deserialize, serde::Serialize, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {

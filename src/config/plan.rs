@@ -286,6 +286,17 @@ pub enum BoundScope {
     Installation { descriptor: String, unit: Unit },
 }
 
+impl BoundScope {
+    /// Which of the three scopes, without what the compiled one carries.
+    pub fn kind(&self) -> crate::config::Scope {
+        match self {
+            BoundScope::Node => crate::config::Scope::Node,
+            BoundScope::Fleet { .. } => crate::config::Scope::Fleet,
+            BoundScope::Installation { .. } => crate::config::Scope::Installation,
+        }
+    }
+}
+
 impl Bound {
     /// Keyed on, or narrowed by, who the caller is.
     pub fn needs_identity(&self) -> bool {

@@ -30,8 +30,8 @@
 //! A new module (a WasmPlugin's `url` or `sha256`) is said apart from the
 //! bounds: [`module_change`].
 
-use crate::config::plan::{Bound, BoundScope, Plan, Prefixes, Route};
-use crate::config::{IdentityConfig, Per, SessionSource};
+use crate::config::plan::{Bound, Plan, Prefixes, Route};
+use crate::config::{IdentityConfig, Per, Scope, SessionSource};
 use crate::console::stream::PluginVm;
 use serde::Serialize;
 
@@ -47,15 +47,6 @@ pub enum Verdict {
     Adds,
     /// Gone: its counts are no longer read.
     Drops,
-}
-
-/// Where a bound counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    Node,
-    Fleet,
-    Installation,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -112,11 +103,7 @@ fn per_word(p: Per) -> String {
 }
 
 fn scope_of(b: &Bound) -> Scope {
-    match b.scope {
-        BoundScope::Node => Scope::Node,
-        BoundScope::Fleet { .. } => Scope::Fleet,
-        BoundScope::Installation { .. } => Scope::Installation,
-    }
+    b.scope.kind()
 }
 
 /// The route's bounds counted in shared data (node and fleet).
