@@ -232,8 +232,9 @@ pub enum ServiceOnError {
     Allow,
 }
 
-/// Where a bound's counter lives (as written, as compiled in
-/// [`crate::config::plan::BoundScope::kind`], as `diff` reports it).
+// One enum for the scope as written, as compiled
+// (`plan::BoundScope::kind`) and as `diff` reports it.
+/// Where a bound's counter lives.
 #[derive(Debug, Clone, Copy, Default, Deserialize, serde::Serialize, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
