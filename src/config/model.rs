@@ -235,7 +235,7 @@ pub enum ServiceOnError {
 // One enum for the scope as written, as compiled
 // (`plan::BoundScope::kind`) and as `diff` reports it.
 /// Where a bound's counter lives.
-#[derive(Debug, Clone, Copy, Default, Deserialize, serde::Serialize, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {

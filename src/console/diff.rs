@@ -54,6 +54,7 @@ pub struct Change {
     pub route: String,
     /// As stats and refusals name it (`<operation>.<bound>` for an operation's).
     pub bound: String,
+    #[serde(serialize_with = "scope_json")]
     pub scope: Scope,
     pub verdict: Verdict,
     /// Why it resets (empty otherwise), in plain words.
@@ -100,6 +101,11 @@ fn per_word(p: Per) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_else(|| format!("{p:?}"))
+}
+
+/// A scope in JSON as a configuration writes it (`node`, ...).
+fn scope_json<S: serde::Serializer>(scope: &Scope, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(scope_word(*scope))
 }
 
 fn scope_of(b: &Bound) -> Scope {
