@@ -6,7 +6,8 @@ use super::shared::{self, log, map_value, now_ms, SharedData};
 use crate::config::plan::{Plan, RouteId};
 use crate::node::NodeHost;
 use crate::pipeline::limiter::BoundEvent;
-use crate::pipeline::{Base, CallOut, Host, Level, LocalReply, RequestStat};
+use crate::pipeline::{Base, CallOut, Host, Level, LocalReply};
+use crate::stats::Stat;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{BufferType, LogLevel, MapType};
 use std::time::Duration;
@@ -158,7 +159,7 @@ impl Host for Envoy<'_> {
         }
     }
 
-    fn count(&mut self, stat: RequestStat) {
+    fn count(&mut self, stat: Stat) {
         if let Some(m) = self.metrics {
             m.count_request(stat);
         }

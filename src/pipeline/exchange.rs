@@ -10,15 +10,14 @@ use super::owed;
 use super::request_body::Entry;
 use super::usage_event::UsageEvents;
 use super::Charges;
-use super::{
-    Begun, Decision, Host, Level, LocalReply, RequestStat, SessionError, Step, Waiting, Worker,
-};
+use super::{Begun, Decision, Host, Level, LocalReply, SessionError, Step, Waiting, Worker};
 use crate::config::cost::CostSource;
 use crate::config::plan::{BoundId, RouteId};
 use crate::count::window::Quota;
 use crate::pipeline::limiter::BoundEvent;
 use crate::pipeline::limiter::Receipt;
 use crate::reply::{self, Shown, Style};
+use crate::stats::Stat;
 
 /// One request's state between its callbacks.
 #[derive(Default)]
@@ -281,7 +280,7 @@ impl<'p> Worker<'p> {
         let d = match begun {
             Begun::Decided(d) => d,
             Begun::Needs(waiting, ask) => {
-                host.count(RequestStat::SessionCall);
+                host.count(Stat::SessionCalls);
                 match ask.dispatch(host) {
                     Ok(_) => {
                         ex.stage = Stage::Session(waiting);
@@ -573,7 +572,7 @@ impl<'p> Worker<'p> {
         units: Option<u32>,
     ) {
         let Some(units) = units else {
-            host.count(RequestStat::CostUnknown);
+            host.count(Stat::CostsUnknown);
             return;
         };
         let undo = match receipt {
@@ -591,7 +590,7 @@ impl<'p> Worker<'p> {
             .limiter
             .true_up(host.store(), (r, b), undo, (units, at_ms))
         {
-            host.count(RequestStat::StoreError);
+            host.count(Stat::StoreErrors);
             host.log(Level::Warn, &format!("ratebound: cost not charged: {e}"));
         }
     }
@@ -691,7 +690,7 @@ impl<'p> Worker<'p> {
         let units = match cost {
             Some(c) => c,
             None => {
-                host.count(RequestStat::CostUnknown);
+                host.count(Stat::CostsUnknown);
                 let reserved = match &receipt {
                     Receipt::Service { hits, .. } => *hits,
                     Receipt::Lane(u) => u.hits,
@@ -736,7 +735,7 @@ impl<'p> Worker<'p> {
         let waiting = ex.charges.take().map_or(0, |c| c.receipts.len()) + ex.trailers.len();
         ex.trailers.clear();
         for _ in 0..waiting {
-            host.count(RequestStat::CostUnknown);
+            host.count(Stat::CostsUnknown);
         }
         for scan in std::mem::take(&mut ex.scans) {
             self.settle(host, ex, scan, false);

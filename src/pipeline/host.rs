@@ -1,37 +1,13 @@
 //! What the request path asks of its host: the [`Host`] seam (over
 //! [`Base`], what every context asks, the root's too), and the words it
-//! uses to say what to do (`Step`, `RequestStat`, `Level`).
+//! uses to say what to do (`Step`, `Level`; the instance stats it bumps
+//! are [`crate::stats::Stat`]'s, per-bound ones go through [`Host::record`]).
 
 use super::installation::ServiceCall;
 use crate::config::plan::RouteId;
 use crate::count::store::Store;
 use crate::pipeline::limiter::BoundEvent;
-
-/// Instance-wide counters the pipeline bumps (per-bound ones go through
-/// [`Host::record`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestStat {
-    StoreError,
-    IdentityError,
-    SessionCall,
-    SessionCacheHit,
-    JwtCacheHit,
-    /// A sign-in refused because its account could not be read.
-    AccountUnreadable,
-    /// A locked caller refused without a call to the rate-limit service.
-    RlsCallSaved,
-    /// The rate-limit service answered without a limit for a descriptor
-    /// sent with one (its configuration lacks the domain).
-    RlsNoLimit,
-    /// A cost bound's request whose cost never came: it keeps its
-    /// reservation.
-    CostUnknown,
-    /// A cost bound's request refused: its body could not be read with
-    /// certainty.
-    RequestUnclear,
-    /// A streaming request made to ask for its usage.
-    UsageAsked,
-}
+use crate::stats::Stat;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
@@ -161,7 +137,7 @@ pub trait Host: Base {
     fn set_filter_state(&mut self, key: &str, value: &str);
     /// Per-bound stats of route `route`.
     fn record(&mut self, route: RouteId, events: &[BoundEvent]);
-    fn count(&mut self, stat: RequestStat);
+    fn count(&mut self, stat: Stat);
 }
 
 /// What Envoy is told to do with the request.

@@ -29,6 +29,7 @@ use crate::pipeline::caller_key::{self, Named};
 use crate::pipeline::limiter::{BoundEvent, Event, Receipt, Receipts, RouteLanes};
 use crate::reply::Shown;
 use crate::rls::{self, Code, DescriptorSpec, Override, RlsError};
+use crate::stats::Stat;
 use siphasher::sip128::{Hasher128, SipHasher13};
 use smallvec::SmallVec;
 use std::hash::Hasher;
@@ -291,12 +292,12 @@ impl<'p> Worker<'p> {
                     Ok(None) => continue,
                     // Not known to be locked: the service decides.
                     Err(e) => {
-                        host.count(super::RequestStat::StoreError);
+                        host.count(Stat::StoreErrors);
                         host.log(Level::Warn, &format!("ratebound: lock table: {e}"));
                         continue;
                     }
                 };
-            host.count(super::RequestStat::RlsCallSaved);
+            host.count(Stat::RlsCallsSaved);
             host.record(
                 ready.pending.route(),
                 &[BoundEvent::new(b.id, Event::Refused, false)],
@@ -364,7 +365,7 @@ impl<'p> Worker<'p> {
             if let Err(e) =
                 locks::lock(host.store(), &locks::slot_key(instance, id), id, until, now)
             {
-                host.count(super::RequestStat::StoreError);
+                host.count(Stat::StoreErrors);
                 host.log(Level::Warn, &format!("ratebound: lock table: {e}"));
             }
         }
@@ -399,7 +400,7 @@ impl<'p> Worker<'p> {
         // Every descriptor went with a limit: one answered without is a
         // service that does not know the domain, and counted nothing.
         if let Some(descriptor) = answer.iter().position(|s| s.limit.is_none()) {
-            host.count(super::RequestStat::RlsNoLimit);
+            host.count(Stat::RlsNoLimit);
             return self.service_failed(host, r, ready, &RlsError::NoLimit { descriptor });
         }
         let answer = read_beside(answer, &ready.also);

@@ -1,12 +1,13 @@
 //! A [`Host`] that records every call, over a [`MemStore`]: every path of a
 //! request runs natively, and what it asked of the host can be read back.
 
-use super::{Base, CallOut, Exchange, Host, Level, LocalReply, RequestStat, Stage, Step, Worker};
+use super::{Base, CallOut, Exchange, Host, Level, LocalReply, Stage, Step, Worker};
 use crate::config::parse;
 use crate::config::plan::{Plan, RouteId};
 use crate::count::lane::Table;
 use crate::count::store::MemStore;
 use crate::pipeline::limiter::{BoundEvent, Limiter};
+use crate::stats::Stat;
 use std::cell::Cell;
 use std::collections::HashMap;
 
@@ -98,7 +99,7 @@ pub struct MockHost {
     pub chunk_set: Option<Vec<u8>>,
     pub response_headers_removed: Vec<String>,
     pub events: Vec<(usize, BoundEvent)>,
-    pub stats: Vec<RequestStat>,
+    pub stats: Vec<Stat>,
     pub logs: Vec<(Level, String)>,
     /// Header and property reads (host calls that read the request), and
     /// each kind alone.
@@ -143,7 +144,7 @@ impl MockHost {
     }
 
     /// How many times `stat` was counted.
-    pub fn counted(&self, stat: RequestStat) -> usize {
+    pub fn counted(&self, stat: Stat) -> usize {
         self.stats.iter().filter(|s| **s == stat).count()
     }
 
@@ -378,7 +379,7 @@ impl Host for MockHost {
             .extend(events.iter().map(|e| (route.index(), *e)));
     }
 
-    fn count(&mut self, stat: RequestStat) {
+    fn count(&mut self, stat: Stat) {
         self.stats.push(stat);
     }
 }

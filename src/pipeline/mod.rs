@@ -62,10 +62,9 @@ use crate::pipeline::limiter::{
     BoundEvent, Caller, Counted, Event, Limiter, Pending, Prompt, RouteLanes,
 };
 use crate::reply::{Refusal, Shown};
+use crate::stats::Stat;
 pub use exchange::{Exchange, Stage};
-pub use host::{
-    dispatch_rls, rls_status, Base, CallOut, Host, Level, LocalReply, LogGate, RequestStat, Step,
-};
+pub use host::{dispatch_rls, rls_status, Base, CallOut, Host, Level, LocalReply, LogGate, Step};
 use installation::{Ready, ServiceCall};
 pub use request_body::Entry;
 use smallvec::SmallVec;
@@ -280,7 +279,7 @@ impl<'p> Worker<'p> {
             self.mark_would_refuse(host, route, &d.events);
         }
         for e in &d.errors {
-            host.count(RequestStat::StoreError);
+            host.count(Stat::StoreErrors);
             host.log(
                 Level::Warn,
                 &format!("ratebound: store error, bound skipped: {e}"),
@@ -435,7 +434,7 @@ impl<'p> Worker<'p> {
         place: Place<'p>,
         why: Unreadable,
     ) -> Begun<'p> {
-        host.count(RequestStat::AccountUnreadable);
+        host.count(Stat::AccountsUnreadable);
         Begun::Decided(Decision::Unreadable {
             route: &route.name,
             place,
@@ -502,7 +501,7 @@ impl<'p> Worker<'p> {
         session: &SessionSource,
         why: &SessionError,
     ) -> Option<Decision<'p>> {
-        host.count(RequestStat::IdentityError);
+        host.count(Stat::IdentityErrors);
         host.log(
             Level::Warn,
             &format!("ratebound session resolve failed: {why}"),
@@ -533,7 +532,7 @@ impl<'p> Worker<'p> {
         };
         match host.request_header(h).as_deref().and_then(units) {
             Some(n) => pending.set_cost(b, n),
-            None => host.count(RequestStat::CostUnknown),
+            None => host.count(Stat::CostsUnknown),
         }
     }
 
@@ -646,7 +645,7 @@ impl<'p> Worker<'p> {
         };
         let (mut id, remembered) = sources::resolve(host, identity_config, &tokens);
         if remembered {
-            host.count(RequestStat::JwtCacheHit);
+            host.count(Stat::JwtCacheHits);
         }
         if let (false, Some(session)) = (id.authenticated(), identity_config.session.as_ref()) {
             if let Some((header, value)) = sources::credential(host, session) {
@@ -658,7 +657,7 @@ impl<'p> Worker<'p> {
                     .and_then(|c| c.get(key, now).cloned());
                 match cached {
                     Some(found) => {
-                        host.count(RequestStat::SessionCacheHit);
+                        host.count(Stat::SessionCacheHits);
                         id.merge(found);
                     }
                     None => {

@@ -6,7 +6,8 @@
 
 use super::chat_request::{self, Unclear};
 use super::limiter::Pending;
-use super::{Begun, Decision, Host, RequestStat, Worker};
+use super::{Begun, Decision, Host, Worker};
+use crate::stats::Stat;
 
 /// A request waiting for its body, before any bound was read.
 pub struct Entry {
@@ -50,7 +51,7 @@ impl<'p> Worker<'p> {
         if !encoded {
             return None;
         }
-        host.count(RequestStat::RequestUnclear);
+        host.count(Stat::RequestsUnclear);
         Some(Decision::Unclear {
             route: &route.name,
             why: Unclear::Encoded,
@@ -91,7 +92,7 @@ impl<'p> Worker<'p> {
         };
         let route = r.route;
         let unclear = |host: &mut H, why| {
-            host.count(RequestStat::RequestUnclear);
+            host.count(Stat::RequestsUnclear);
             decided(Decision::Unclear {
                 route: &route.name,
                 why,
@@ -116,7 +117,7 @@ impl<'p> Worker<'p> {
             let asking = read.asking_usage(&body);
             host.set_request_body(size, &asking);
             length = asking.len();
-            host.count(RequestStat::UsageAsked);
+            host.count(Stat::UsageAsked);
             usage_asked = Some(pointer);
         }
         if held && size > 0 {

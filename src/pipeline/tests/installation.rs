@@ -8,6 +8,7 @@ use crate::pipeline::limiter::Event;
 use crate::pipeline::mock::{Filter, MockHost};
 use crate::pipeline::*;
 use crate::rls::proto;
+use crate::stats::Stat;
 use prost::Message;
 
 const T0: u64 = 600_000;
@@ -277,7 +278,7 @@ fn refused_unread(f: &Filter, host: &mut MockHost) -> (u16, String) {
     f.request(host);
     assert!(host.service_calls.is_empty(), "{:?}", host.service_calls);
     assert_eq!(node_count(f, host), None, "counted by no node bound");
-    assert_eq!(host.counted(RequestStat::AccountUnreadable), 1);
+    assert_eq!(host.counted(Stat::AccountsUnreadable), 1);
     let r = &host.replies[0];
     assert_eq!(r.header("content-type"), Some("application/problem+json"));
     let doc: serde_json::Value = serde_json::from_str(&r.body).unwrap();
@@ -635,7 +636,7 @@ fn a_locked_account_is_refused_without_a_call_until_its_window_ends() {
     assert_eq!(r.header("retry-after"), Some("14"));
     assert_eq!(r.header("ratelimit-remaining"), Some("0"));
     assert!(r.body.contains(r#""bound":"attempts""#), "{}", r.body);
-    assert_eq!(h.counted(RequestStat::RlsCallSaved), 1);
+    assert_eq!(h.counted(Stat::RlsCallsSaved), 1);
     assert!(h
         .events
         .iter()
@@ -735,7 +736,7 @@ fn a_service_that_applies_no_limit_fails_closed_and_says_so_once_in_a_while() {
             h.replies[0].status, 503,
             "deny: not checked, so not admitted"
         );
-        assert_eq!(h.counted(RequestStat::RlsNoLimit), 1);
+        assert_eq!(h.counted(Stat::RlsNoLimit), 1);
         assert!(h.events.iter().any(|(_, e)| e.event == Event::ServiceError));
         logged.push(
             h.logs
@@ -865,7 +866,7 @@ fn an_installation_cost_is_reserved_in_the_call_and_the_rest_owed_to_the_service
     host.upstream_body = vec![b"{}".to_vec()];
     f.request(&mut host);
     assert!(f.memories.owed().borrow().is_empty());
-    assert_eq!(host.counted(RequestStat::CostUnknown), 1);
+    assert_eq!(host.counted(Stat::CostsUnknown), 1);
 }
 
 #[test]

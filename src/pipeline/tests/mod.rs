@@ -21,6 +21,7 @@ mod request_body;
 use super::mock::{Filter, MockHost};
 use super::*;
 use crate::config::Per;
+use crate::stats::Stat;
 
 use crate::pipeline::limiter::Event;
 
@@ -215,7 +216,7 @@ fn the_session_service_is_asked_with_the_cookie_and_its_user_is_counted() {
     assert!(call
         .headers
         .contains(&(":path".to_string(), "/whoami".to_string())));
-    assert_eq!(host.counted(RequestStat::SessionCall), 1);
+    assert_eq!(host.counted(Stat::SessionCalls), 1);
     let alice = Identity {
         user: Some("alice".into()),
         ..Identity::default()
@@ -230,7 +231,7 @@ fn the_session_service_is_asked_with_the_cookie_and_its_user_is_counted() {
     host.clear();
     assert_eq!(f.request(&mut host), (Step::Pause, None));
     assert!(host.dispatched.is_empty());
-    assert_eq!(host.counted(RequestStat::SessionCacheHit), 1);
+    assert_eq!(host.counted(Stat::SessionCacheHits), 1);
     assert_eq!(host.replies[0].status, 429);
 }
 
@@ -273,7 +274,7 @@ fn a_session_answer_of_401_403_or_404_is_an_anonymous_caller() {
             (Step::Pause, Some(Step::Continue)),
             "{status}"
         );
-        assert_eq!(host.counted(RequestStat::IdentityError), 0, "{status}");
+        assert_eq!(host.counted(Stat::IdentityErrors), 0, "{status}");
         assert!(host.replies.is_empty());
         // Counted per address under the user bound, as anyone anonymous.
         assert_eq!(count(&f, &host, 1, &anon("10.0.0.1")), Some(1), "{status}");
@@ -286,7 +287,7 @@ fn a_failed_session_resolve_with_on_error_anonymous_goes_on() {
     host.session_status = Some("500".into());
     let f = filter(&host, &session("anonymous", 5));
     assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Continue)));
-    assert_eq!(host.counted(RequestStat::IdentityError), 1);
+    assert_eq!(host.counted(Stat::IdentityErrors), 1);
     assert!(host
         .logs
         .iter()
@@ -305,7 +306,7 @@ fn a_failed_session_resolve_with_deny_is_a_503_that_counts_nothing() {
     host.session_status = Some("502".into());
     let f = filter(&host, &session("deny", 5));
     assert_eq!(f.request(&mut host), (Step::Pause, Some(Step::Pause)));
-    assert_eq!(host.counted(RequestStat::IdentityError), 1);
+    assert_eq!(host.counted(Stat::IdentityErrors), 1);
     let reply = &host.replies[0];
     assert_eq!(reply.status, 503);
     assert_eq!(reply.body, "identity could not be resolved\n");
@@ -325,7 +326,7 @@ fn a_session_call_the_host_cannot_dispatch_is_a_failed_resolve() {
         host.dispatch_error = Some("BadArgument".into());
         let f = filter(&host, &session(on_error, 5));
         assert_eq!(f.request(&mut host), (step, None), "{on_error}");
-        assert_eq!(host.counted(RequestStat::IdentityError), 1);
+        assert_eq!(host.counted(Stat::IdentityErrors), 1);
         assert!(host
             .logs
             .iter()
@@ -402,7 +403,7 @@ fn a_store_error_fails_open_and_is_counted() {
         assert_eq!(f.request(&mut host), (Step::Continue, None));
     }
     assert!(host.replies.is_empty());
-    assert_eq!(host.counted(RequestStat::StoreError), 5);
+    assert_eq!(host.counted(Stat::StoreErrors), 5);
     assert!(host
         .logs
         .iter()
@@ -713,7 +714,7 @@ fn a_token_budget_charges_what_the_answers_used_and_refuses_past_it() {
     other.upstream_body = answer(20);
     assert_eq!(f.request(&mut other).0, Step::Continue);
     assert_eq!(count(&f, &other, 0, &anon("10.0.0.2")), Some(20));
-    assert_eq!(other.counted(RequestStat::CostUnknown), 0);
+    assert_eq!(other.counted(Stat::CostsUnknown), 0);
 }
 
 #[test]
@@ -752,7 +753,7 @@ fn requests_in_flight_cannot_all_pass_on_an_empty_counter() {
         count(&f, &host, 0, &anon("10.0.0.1")),
         Some(500 + 300 + 300)
     );
-    assert_eq!(host.counted(RequestStat::CostUnknown), 2);
+    assert_eq!(host.counted(Stat::CostsUnknown), 2);
 }
 
 #[test]
@@ -771,7 +772,7 @@ fn a_cost_in_a_request_or_response_header_or_an_event_stream() {
     host.request_headers.insert("x-cost".into(), "lots".into());
     assert_eq!(f.request(&mut host).0, Step::Continue);
     assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(9));
-    assert_eq!(host.counted(RequestStat::CostUnknown), 1);
+    assert_eq!(host.counted(Stat::CostsUnknown), 1);
 
     // In the response's header.
     let json = r#"{"routes":[{"name":"api","bounds":[
@@ -824,7 +825,7 @@ fn a_cost_in_a_response_trailer_or_a_trailers_only_answer() {
     host.upstream_trailers = None;
     f.request(&mut host);
     assert_eq!(count(&f, &host, 0, &anon("10.0.0.1")), Some(250));
-    assert_eq!(host.counted(RequestStat::CostUnknown), 2);
+    assert_eq!(host.counted(Stat::CostsUnknown), 2);
 }
 
 /// A true-up writes the caller's counts again, from the worker's memory of
@@ -903,7 +904,7 @@ fn a_cost_named_up_front_is_taken_by_the_route_and_its_operations_bounds() {
         (count(&f, &host, 0, &who), count(&f, &host, 1, &who)),
         (Some(7), Some(7))
     );
-    assert_eq!(host.counted(RequestStat::CostUnknown), 0);
+    assert_eq!(host.counted(Stat::CostsUnknown), 0);
 }
 
 /// An admitted request on a cost bound shows the bound's unit; a chunk of

@@ -7,7 +7,8 @@
 #![allow(clippy::indexing_slicing)]
 
 use crate::pipeline::mock::{Filter, MockHost};
-use crate::pipeline::{RequestStat, Step};
+use crate::pipeline::Step;
+use crate::stats::Stat;
 
 const T0: u64 = 600_000;
 
@@ -65,7 +66,7 @@ fn a_body_that_cannot_be_read_with_certainty_is_refused_and_counts_nothing() {
             "{}",
             reply.body
         );
-        assert_eq!(host.counted(RequestStat::RequestUnclear), 1);
+        assert_eq!(host.counted(Stat::RequestsUnclear), 1);
         assert!(host.events.is_empty(), "{reason}: no bound counted");
     }
 }
@@ -92,7 +93,7 @@ fn a_stream_is_made_to_ask_for_its_usage_and_its_caller_does_not_see_it() {
         serde_json::from_slice(host.request_body.as_deref().unwrap()).unwrap();
     assert_eq!(sent["stream_options"]["include_usage"], true);
     assert_eq!(host.request_headers_removed, ["content-length"]);
-    assert_eq!(host.counted(RequestStat::UsageAsked), 1);
+    assert_eq!(host.counted(Stat::UsageAsked), 1);
     // The caller's stream, without the usage event; the charge is its 42.
     let seen = String::from_utf8(host.client_body.clone()).unwrap();
     assert_eq!(
@@ -100,7 +101,7 @@ fn a_stream_is_made_to_ask_for_its_usage_and_its_caller_does_not_see_it() {
         format!("{}data: [DONE]\n\n", String::from_utf8_lossy(content))
     );
     assert_eq!(host.response_headers_removed, ["content-length"]);
-    assert_eq!(host.counted(RequestStat::CostUnknown), 0);
+    assert_eq!(host.counted(Stat::CostsUnknown), 0);
     assert_eq!(f.count_of(&host.store, "10.0.0.1"), Some(42));
 }
 
@@ -121,7 +122,7 @@ fn a_caller_that_asked_or_does_not_stream_gets_its_body_and_stream_unchanged() {
         assert_eq!(host.request_body_set, 0);
         assert_eq!(host.request_body.as_deref(), Some(body));
         assert_eq!(host.client_body, usage);
-        assert_eq!(host.counted(RequestStat::UsageAsked), 0);
+        assert_eq!(host.counted(Stat::UsageAsked), 0);
     }
 }
 
