@@ -322,14 +322,14 @@ pub fn resolve_key_secret(
     c: &Config,
     getenv: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<Secret>, ConfigError> {
-    let Some(k) = c
-        .rate_limit_service
-        .as_ref()
-        .and_then(|s| s.key_secret.as_ref())
-    else {
+    let Some(k) = key_secret(c) else {
         return Ok(None);
     };
     resolve(k, "$.rate_limit_service.key_secret", &getenv)
+}
+
+fn key_secret(c: &Config) -> Option<&KeySecretConfig> {
+    c.rate_limit_service.as_ref()?.key_secret.as_ref()
 }
 
 /// The other secret of a rotation (`key_secret.also_read`), resolved as
@@ -339,11 +339,7 @@ pub fn resolve_also_read(
     c: &Config,
     getenv: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<Secret>, ConfigError> {
-    let Some(k) = c
-        .rate_limit_service
-        .as_ref()
-        .and_then(|s| s.key_secret.as_ref())
-    else {
+    let Some(k) = key_secret(c) else {
         return Ok(None);
     };
     let Some(other) = &k.also_read else {
