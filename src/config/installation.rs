@@ -333,21 +333,19 @@ fn key_secret(c: &Config) -> Option<&KeySecretConfig> {
 }
 
 /// The other secret of a rotation (`key_secret.also_read`), resolved as
-/// [`resolve_key_secret`] resolves the secret; refused when it holds the
-/// same bytes (every count would be read twice).
+/// [`resolve_key_secret`] resolved the secret (`counted`); refused when it
+/// holds the same bytes (every count would be read twice).
 pub fn resolve_also_read(
     c: &Config,
+    counted: Option<&Secret>,
     getenv: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<Secret>, ConfigError> {
-    let Some(k) = key_secret(c) else {
-        return Ok(None);
-    };
-    let Some(other) = &k.also_read else {
+    let Some(other) = key_secret(c).and_then(|k| k.also_read.as_deref()) else {
         return Ok(None);
     };
     const AT: &str = "$.rate_limit_service.key_secret.also_read";
     let resolved = resolve(other, AT, &getenv)?;
-    if resolved.is_some() && resolved == resolve(k, "$.rate_limit_service.key_secret", &getenv)? {
+    if resolved.is_some() && resolved.as_ref() == counted {
         return Err(err(
             AT,
             "holds the same secret as key_secret: every count would be read twice; give it \
@@ -466,10 +464,15 @@ mod tests {
                "routes":[{"name":"r","bounds":[{"per":"address","limit":5,"window":"PT1M","scope":"fleet"}]}]}"#,
         )
         .unwrap();
+        // As the filter resolves them: the secret, then the other beside it.
+        let also = |getenv: &dyn Fn(&str) -> Option<String>| {
+            let counted = resolve_key_secret(&c, getenv).unwrap();
+            resolve_also_read(&c, counted.as_ref(), getenv)
+        };
         let same = |_: &str| Some("0123456789abcdef0".to_string());
-        let e = resolve_also_read(&c, same).unwrap_err().to_string();
+        let e = also(&same).unwrap_err().to_string();
         assert!(e.contains("same secret"), "{e}");
-        let e = resolve_also_read(&c, |n| (n == "RB_NEW").then(|| "0123456789abcdef0".into()))
+        let e = also(&|n: &str| (n == "RB_NEW").then(|| "0123456789abcdef0".into()))
             .unwrap_err()
             .to_string();
         assert!(
@@ -478,7 +481,7 @@ mod tests {
         );
         let two = |n: &str| Some(format!("{n}-0123456789abcdef"));
         assert_eq!(
-            resolve_also_read(&c, two).unwrap(),
+            also(&two).unwrap(),
             Some(Secret(b"RB_OLD-0123456789abcdef".to_vec()))
         );
     }

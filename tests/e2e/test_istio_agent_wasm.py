@@ -39,7 +39,7 @@ from launcher import WASM, free_port
 from test_image import VERSION, registry, run  # noqa: F401 - registry is a fixture
 from test_prometheus import Prometheus, impatient_rules
 from test_istiod import (CONFIG, ECDS_NAME, LINES, ROOT, AgentWasm, GatewayProxy, _connects, _get_through,
-                         _scrape, _wait, bootstrap_override, envs,  # noqa: F401 - a fixture
+                         _samples, _scrape, _wait, bootstrap_override, envs,  # noqa: F401 - a fixture
                          istio_bootstrap, render_chart, start_world, write_atomically)
 
 AGENT_ENV = {"WASM_INSECURE_REGISTRIES": "*"}  # the registry here speaks plain HTTP
@@ -66,9 +66,7 @@ def image(url: str, sha256: str) -> dict:
 
 def metric(text: str, name: str, **labels) -> float | None:
     """The value of one series in a Prometheus text scrape (None: absent)."""
-    for line in text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
+    for line in _samples(text, name):
         if all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return None
