@@ -2,7 +2,7 @@
 //! from an exact fleet-wide sliding log, beside dividing the limit by the
 //! members, a service call per request and node scope, on the same traces.
 //! `cargo run --release --example fleet_accuracy`
-use ratebound::count::fleet::Guard;
+use ratebound::count::fleet_sim::BetweenAnswers;
 use ratebound::count::fleet_sim::{
     compliant, fleet_sync, ideal, per_node, per_request, report, trace, Arrival, Report, Setup,
     Skew,
@@ -204,7 +204,7 @@ fn sorted(mut v: Vec<Arrival>) -> Vec<Arrival> {
 
 /// Admitted by fleet sync on `tr` with `setup`, under each rule.
 fn both(rate: Rate, nodes: usize, setup: &Setup, tr: &[Arrival]) -> [usize; 2] {
-    [Guard::Estimate, Guard::Shares].map(|guard| {
+    [BetweenAnswers::Estimate, BetweenAnswers::Shares].map(|guard| {
         let s = Setup {
             guard,
             ..setup.clone()
@@ -367,19 +367,20 @@ fn cost() {
                             continue;
                         }
                         seen.push(sync);
-                        let [b, a] = [Guard::Estimate, Guard::Shares].map(|guard| {
-                            let s = Setup {
-                                guard,
-                                ..Setup::new(sync)
-                            };
-                            report(
-                                rate,
-                                &tr,
-                                &ok,
-                                &fleet_sync(rate, n, &s, &tr).decisions,
-                                (from, to),
-                            )
-                        });
+                        let [b, a] =
+                            [BetweenAnswers::Estimate, BetweenAnswers::Shares].map(|guard| {
+                                let s = Setup {
+                                    guard,
+                                    ..Setup::new(sync)
+                                };
+                                report(
+                                    rate,
+                                    &tr,
+                                    &ok,
+                                    &fleet_sync(rate, n, &s, &tr).decisions,
+                                    (from, to),
+                                )
+                            });
                         println!(
                             "| {name} | {n} | {sname} | {load} | {sync} | {} | {} | {} | {} |",
                             refused(&b),

@@ -42,7 +42,7 @@ pub enum Kind {
 
 /// What one stat is counted for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub enum StatScope {
     /// Every bound, node and installation bounds alike.
     Bound,
     /// Node bounds (counted in Envoy's shared data) only.
@@ -212,12 +212,12 @@ impl Stat {
         }
     }
 
-    pub const fn scope(self) -> Scope {
+    pub const fn scope(self) -> StatScope {
         match self {
-            Stat::Allowed | Stat::Refused | Stat::WouldRefuse => Scope::Bound,
-            Stat::Overflow | Stat::Tracked => Scope::NodeBound,
-            Stat::RlsCalls | Stat::RlsErrors => Scope::InstallationBound,
-            _ => Scope::Instance,
+            Stat::Allowed | Stat::Refused | Stat::WouldRefuse => StatScope::Bound,
+            Stat::Overflow | Stat::Tracked => StatScope::NodeBound,
+            Stat::RlsCalls | Stat::RlsErrors => StatScope::InstallationBound,
+            _ => StatScope::Instance,
         }
     }
 
@@ -255,10 +255,10 @@ impl Stat {
     /// has it.
     pub const fn per_bound(self, installation: bool) -> bool {
         match self.scope() {
-            Scope::Bound => true,
-            Scope::NodeBound => !installation,
-            Scope::InstallationBound => installation,
-            Scope::Instance => false,
+            StatScope::Bound => true,
+            StatScope::NodeBound => !installation,
+            StatScope::InstallationBound => installation,
+            StatScope::Instance => false,
         }
     }
 
@@ -294,7 +294,7 @@ pub fn bound_stats(installation: bool) -> impl Iterator<Item = Stat> {
 pub fn instance_stats(plan: &Plan) -> impl Iterator<Item = Stat> + '_ {
     Stat::ALL
         .into_iter()
-        .filter(|s| s.scope() == Scope::Instance && s.when().holds(plan))
+        .filter(|s| s.scope() == StatScope::Instance && s.when().holds(plan))
 }
 
 /// `ratebound.<instance>.<route>.<bound>.<stat>`, as the filter defines it.
@@ -370,7 +370,11 @@ mod tests {
             }
         }
         for (i, s) in Stat::ALL.into_iter().enumerate() {
-            assert_eq!(i < Stat::PER_BOUND, s.scope() != Scope::Instance, "{s:?}");
+            assert_eq!(
+                i < Stat::PER_BOUND,
+                s.scope() != StatScope::Instance,
+                "{s:?}"
+            );
         }
         assert_eq!(Stat::from_name("nope"), None);
         // A histogram has no bare series; a counter no suffixed one.

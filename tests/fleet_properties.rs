@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use proptest::prelude::*;
-use ratebound::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Guard};
+use ratebound::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict};
 use ratebound::count::window::{Counts, Rate, Verdict};
 use std::collections::BTreeMap;
 
@@ -38,7 +38,6 @@ fn bound(limit: u32, window_ms: u64, nodes: u32) -> FleetRate {
         sync_ms: window_ms / 10,
         down: false,
         counted: true,
-        guard: Guard::Shares,
     }
 }
 

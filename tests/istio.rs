@@ -6,7 +6,7 @@
 
 use ratebound::config::parse;
 use ratebound::config::plan::Plan;
-use ratebound::console::{warnings, Level};
+use ratebound::console::{warnings, Severity};
 use serde_json::Value;
 
 fn manifests() -> Vec<(String, Value)> {
@@ -38,7 +38,7 @@ fn every_plugin_config_passes_check() {
         let config = parse(&json).unwrap_or_else(|e| panic!("{path}: {e:?}"));
         let warned: Vec<_> = warnings(&Plan::compile(&config), None)
             .into_iter()
-            .filter(|w| w.level == Level::Warning)
+            .filter(|w| w.level == Severity::Warning)
             .collect();
         assert!(warned.is_empty(), "{path}: {warned:?}");
         assert_eq!(

@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use ratebound::config::plan::Plan;
 use ratebound::config::{parse, window_ms};
-use ratebound::console::{input, schema, warnings, Level};
+use ratebound::console::{input, schema, warnings, Severity};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -72,7 +72,7 @@ fn every_example_validates_against_the_schema_and_parses_without_warnings() {
         let config = parse(&bytes).unwrap_or_else(|e| panic!("{}: {e:?}", p.display()));
         let warned: Vec<_> = warnings(&Plan::compile(&config), None)
             .into_iter()
-            .filter(|w| w.level == Level::Warning)
+            .filter(|w| w.level == Severity::Warning)
             .collect();
         assert!(warned.is_empty(), "{}: {warned:?}", p.display());
     }

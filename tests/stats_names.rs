@@ -8,7 +8,7 @@
 
 use ratebound::console::words;
 use ratebound::count::lane::Table;
-use ratebound::stats::{self, Kind, Scope, Stat};
+use ratebound::stats::{self, Kind, Stat, StatScope};
 use regex::Regex;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -243,7 +243,7 @@ fn the_stats_tags_cut_instance_route_and_bound_out_of_every_name() {
                     .unwrap()
                     .replace('.', "_")
             };
-            if stat.scope() == Scope::Instance {
+            if stat.scope() == StatScope::Instance {
                 let name = stats::in_envoy(&stats::instance_name(instance, stat));
                 let (values, rest) = tag(&tags, &name);
                 assert_eq!(values, [label(stats::LABEL_INSTANCE, instance)], "{name}");
@@ -330,7 +330,7 @@ fn the_stats_the_docs_show_are_defined() {
                 .unwrap_or_else(|| panic!("{rel}: {} is not a stat", &c[1]));
             assert_eq!(
                 name.bound.is_some(),
-                stat.scope() != Scope::Instance,
+                stat.scope() != StatScope::Instance,
                 "{rel}: {}",
                 &c[1]
             );

@@ -38,7 +38,7 @@ use serde::Serialize;
 /// What a push does to one bound's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub enum PushVerdict {
     /// The counts go on.
     Keeps,
     /// The bound is there before and after, and counts from zero after.
@@ -56,7 +56,7 @@ pub struct Change {
     pub bound: String,
     #[serde(serialize_with = "scope_json")]
     pub scope: Scope,
-    pub verdict: Verdict,
+    pub verdict: PushVerdict,
     /// Why it resets (empty otherwise), in plain words.
     pub why: Vec<String>,
     /// The rate before and after, e.g. "5 per PT1M" (None where absent).
@@ -86,13 +86,13 @@ pub struct ModuleChange {
 }
 
 impl Diff {
-    pub fn count(&self, v: Verdict) -> usize {
+    pub fn count(&self, v: PushVerdict) -> usize {
         self.changes.iter().filter(|c| c.verdict == v).count()
     }
 
     /// Some counts are lost: a bound resets or is dropped.
     pub fn loses_counts(&self) -> bool {
-        self.count(Verdict::Resets) + self.count(Verdict::Drops) > 0
+        self.count(PushVerdict::Resets) + self.count(PushVerdict::Drops) > 0
     }
 }
 
@@ -437,14 +437,17 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
             let namesake = find_route(old, &r.name)
                 .and_then(|or| shared(or).find(|x| x.name == b.name).map(|x| (or, x)));
             let (verdict, mut why) = if old_fps.contains(&b.fingerprint) {
-                (Verdict::Keeps, Vec::new())
+                (PushVerdict::Keeps, Vec::new())
             } else if let Some((or, ob)) = namesake {
-                (Verdict::Resets, why_reset(or, ob, r, b, instance_changed))
+                (
+                    PushVerdict::Resets,
+                    why_reset(or, ob, r, b, instance_changed),
+                )
             } else {
-                (Verdict::Adds, Vec::new())
+                (PushVerdict::Adds, Vec::new())
             };
             // The lane kept, its callers may still be counted under new keys.
-            let rekey = if instance_changed || verdict == Verdict::Adds {
+            let rekey = if instance_changed || verdict == PushVerdict::Adds {
                 Vec::new()
             } else {
                 rekeyed(old, new, b.per)
@@ -452,7 +455,7 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
             let verdict = if rekey.is_empty() {
                 verdict
             } else {
-                Verdict::Resets
+                PushVerdict::Resets
             };
             why.extend(rekey);
             changes.push(Change {
@@ -475,7 +478,7 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
                     route: or.name.clone(),
                     bound: ob.name.clone(),
                     scope: scope_of(ob),
-                    verdict: Verdict::Drops,
+                    verdict: PushVerdict::Drops,
                     why: Vec::new(),
                     old: Some(rate(ob)),
                     new: None,
@@ -492,7 +495,7 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
             let namesake = find_route(old, &r.name)
                 .and_then(|or| or.installation_bounds_all().find(|x| x.name == b.name));
             let (verdict, why) = match namesake {
-                None => (Verdict::Adds, Vec::new()),
+                None => (PushVerdict::Adds, Vec::new()),
                 Some(ob) => {
                     let mut why = Vec::new();
                     if old_domain != new_domain {
@@ -527,9 +530,9 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
                         why.extend(resecret(old, new));
                     }
                     if why.is_empty() {
-                        (Verdict::Keeps, why)
+                        (PushVerdict::Keeps, why)
                     } else {
-                        (Verdict::Resets, why)
+                        (PushVerdict::Resets, why)
                     }
                 }
             };
@@ -553,7 +556,7 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
                     route: or.name.clone(),
                     bound: ob.name.clone(),
                     scope: Scope::Installation,
-                    verdict: Verdict::Drops,
+                    verdict: PushVerdict::Drops,
                     why: Vec::new(),
                     old: Some(rate(ob)),
                     new: None,
@@ -680,10 +683,10 @@ fn secret_notes(old: &Plan, new: &Plan) -> Vec<String> {
 pub fn text(d: &Diff) -> String {
     let mut s = String::new();
     for (v, word) in [
-        (Verdict::Resets, "resets"),
-        (Verdict::Drops, "drops"),
-        (Verdict::Adds, "adds"),
-        (Verdict::Keeps, "keeps"),
+        (PushVerdict::Resets, "resets"),
+        (PushVerdict::Drops, "drops"),
+        (PushVerdict::Adds, "adds"),
+        (PushVerdict::Keeps, "keeps"),
     ] {
         for c in d.changes.iter().filter(|c| c.verdict == v) {
             let rate = match (&c.old, &c.new) {
@@ -711,10 +714,10 @@ pub fn text(d: &Diff) -> String {
     }
     s.push_str(&format!(
         "{} reset, {} dropped, {} added, {} kept\n",
-        d.count(Verdict::Resets),
-        d.count(Verdict::Drops),
-        d.count(Verdict::Adds),
-        d.count(Verdict::Keeps)
+        d.count(PushVerdict::Resets),
+        d.count(PushVerdict::Drops),
+        d.count(PushVerdict::Adds),
+        d.count(PushVerdict::Keeps)
     ));
     s
 }
@@ -737,7 +740,7 @@ mod tests {
         {"name":"old","match":{"path_prefix":"/old"},"bounds":[
             {"name":"b","per":"route","limit":5,"window":"PT1M"}]}]}"#;
 
-    fn verdicts(d: &Diff) -> Vec<(String, Verdict)> {
+    fn verdicts(d: &Diff) -> Vec<(String, PushVerdict)> {
         d.changes
             .iter()
             .map(|c| (format!("{}/{}", c.route, c.bound), c.verdict))
@@ -747,7 +750,7 @@ mod tests {
     #[test]
     fn the_same_configuration_keeps_everything() {
         let d = diff(&plan(OLD), &plan(OLD));
-        assert!(d.changes.iter().all(|c| c.verdict == Verdict::Keeps));
+        assert!(d.changes.iter().all(|c| c.verdict == PushVerdict::Keeps));
         assert_eq!(d.changes.len(), 4);
         assert!(!d.loses_counts());
     }
@@ -759,10 +762,10 @@ mod tests {
         assert_eq!(
             verdicts(&d),
             vec![
-                ("api/per_address".into(), Verdict::Resets),
-                ("api/burst".into(), Verdict::Resets),
-                ("hello/per_address".into(), Verdict::Keeps),
-                ("old/b".into(), Verdict::Keeps),
+                ("api/per_address".into(), PushVerdict::Resets),
+                ("api/burst".into(), PushVerdict::Resets),
+                ("hello/per_address".into(), PushVerdict::Keeps),
+                ("old/b".into(), PushVerdict::Keeps),
             ]
         );
         let burst = &d.changes[1];
@@ -784,12 +787,12 @@ mod tests {
             {"name":"fresh","match":{"path_prefix":"/fresh"},"bounds":[
                 {"name":"b","per":"route","limit":5,"window":"PT1M"}]}]}"#;
         let d = diff(&plan(OLD), &plan(new));
-        assert_eq!(d.count(Verdict::Keeps), 3);
+        assert_eq!(d.count(PushVerdict::Keeps), 3);
         assert_eq!(
             verdicts(&d)[3..],
             [
-                ("fresh/b".into(), Verdict::Adds),
-                ("old/b".into(), Verdict::Drops)
+                ("fresh/b".into(), PushVerdict::Adds),
+                ("old/b".into(), PushVerdict::Drops)
             ]
         );
         let t = text(&d);
@@ -803,7 +806,7 @@ mod tests {
         let new = OLD.replace(r#""/hello""#, r#""/hi""#);
         let d = diff(&plan(OLD), &plan(&new));
         let hello = d.changes.iter().find(|c| c.route == "hello").unwrap();
-        assert_eq!(hello.verdict, Verdict::Resets);
+        assert_eq!(hello.verdict, PushVerdict::Resets);
         assert_eq!(hello.why, vec!["the route's match changed".to_string()]);
     }
 
@@ -811,7 +814,7 @@ mod tests {
     fn a_new_instance_resets_every_node_bound() {
         let new = OLD.replace(r#""shop""#, r#""store""#);
         let d = diff(&plan(OLD), &plan(&new));
-        assert_eq!(d.count(Verdict::Resets), 4);
+        assert_eq!(d.count(PushVerdict::Resets), 4);
         assert!(d.notes.iter().any(|n| n.contains("shop → store")));
     }
 
@@ -843,11 +846,11 @@ mod tests {
         );
         assert_eq!(
             verdicts(&d),
-            vec![("login/attempts".into(), Verdict::Keeps)]
+            vec![("login/attempts".into(), PushVerdict::Keeps)]
         );
         assert_eq!(d.changes[0].scope, Scope::Installation);
         let d = diff(&plan(SIGNIN), &plan(&SIGNIN.replace("PT1M", "PT1H")));
-        assert_eq!(d.changes[0].verdict, Verdict::Resets);
+        assert_eq!(d.changes[0].verdict, PushVerdict::Resets);
         assert!(d.changes[0].why[0].starts_with("window PT1M → PT1H"));
         let d = diff(
             &plan(SIGNIN),
@@ -864,7 +867,7 @@ mod tests {
         let step3 = keyed(r#"{"env":"K2"}"#);
         // Swapped in one push: every account counts afresh.
         let d = diff(&step0, &step3);
-        assert_eq!(d.changes[0].verdict, Verdict::Resets);
+        assert_eq!(d.changes[0].verdict, PushVerdict::Resets);
         assert!(
             d.changes[0].why[0].starts_with("key secret env K → env K2"),
             "{:?}",
@@ -892,7 +895,7 @@ mod tests {
             let d = diff(a, b);
             assert_eq!(
                 verdicts(&d),
-                vec![("login/attempts".into(), Verdict::Keeps)],
+                vec![("login/attempts".into(), PushVerdict::Keeps)],
                 "{}",
                 text(&d)
             );
@@ -907,7 +910,7 @@ mod tests {
             )
         };
         let d = diff(&route(r#"{"env":"K"}"#), &route(r#"{"env":"K2"}"#));
-        assert_eq!(d.changes[0].verdict, Verdict::Keeps, "{}", text(&d));
+        assert_eq!(d.changes[0].verdict, PushVerdict::Keeps, "{}", text(&d));
     }
 
     const KEYED: &str = r#"{"instance":"shop","identity":{"header":{"user":"x-user","org":"x-org"}},"routes":[
@@ -924,8 +927,8 @@ mod tests {
         d.changes.iter().find(|c| c.route == route).unwrap()
     }
 
-    /// The bug: a new prefix re-keys every caller, yet the lanes (and so
-    /// the fingerprints) stay; it used to say "0 reset".
+    /// A new prefix re-keys every caller, yet the lanes (and so the
+    /// fingerprints) stay: the diff must not say "0 reset".
     #[test]
     fn a_new_ipv4_prefix_restarts_every_address_caller_but_not_a_route_count() {
         let new = KEYED.replace(
@@ -934,7 +937,7 @@ mod tests {
         );
         let d = diff(&plan(KEYED), &plan(&new));
         let a = verdict_of(&d, "api");
-        assert_eq!(a.verdict, Verdict::Resets);
+        assert_eq!(a.verdict, PushVerdict::Resets);
         assert_eq!(
             a.why,
             vec![
@@ -945,13 +948,13 @@ mod tests {
         );
         // A user bound counts its anonymous callers by network.
         let u = verdict_of(&d, "user");
-        assert_eq!(u.verdict, Verdict::Resets);
+        assert_eq!(u.verdict, PushVerdict::Resets);
         assert!(
             u.why[0].contains("callers counted by their IPv4 network (those without a user)"),
             "{:?}",
             u.why
         );
-        assert_eq!(verdict_of(&d, "all").verdict, Verdict::Keeps);
+        assert_eq!(verdict_of(&d, "all").verdict, PushVerdict::Keeps);
         assert!(d.loses_counts());
         assert!(
             text(&d).ends_with("3 reset, 0 dropped, 0 added, 1 kept\n"),
@@ -968,7 +971,7 @@ mod tests {
         );
         let d = diff(&plan(KEYED), &plan(&new));
         let a = verdict_of(&d, "api");
-        assert_eq!(a.verdict, Verdict::Resets);
+        assert_eq!(a.verdict, PushVerdict::Resets);
         assert!(a.why[0].starts_with("client_address.ipv6_prefix 64 → 48: every IPv6 caller"));
         // The same prefixes written out are no change.
         let same = KEYED.replace(
@@ -983,7 +986,7 @@ mod tests {
         let new = KEYED.replace(r#""user":"x-user""#, r#""user":"x-account""#);
         let d = diff(&plan(KEYED), &plan(&new));
         let u = verdict_of(&d, "user");
-        assert_eq!(u.verdict, Verdict::Resets);
+        assert_eq!(u.verdict, PushVerdict::Resets);
         assert!(
             u.why[0].starts_with("the user now comes from header x-account (was header x-user)"),
             "{:?}",
@@ -991,7 +994,7 @@ mod tests {
         );
         // Address, org (the same org header) and route bounds keep.
         for r in ["api", "org", "all"] {
-            assert_eq!(verdict_of(&d, r).verdict, Verdict::Keeps, "{r}");
+            assert_eq!(verdict_of(&d, r).verdict, PushVerdict::Keeps, "{r}");
         }
         // A JWT claim replacing the header: the user resets, and roles
         // (which decide whom a bound applies to, never its key) do not.
@@ -1011,8 +1014,8 @@ mod tests {
         // Another org header: org bounds reset, user bounds keep.
         let org = KEYED.replace(r#""org":"x-org""#, r#""org":"x-tenant""#);
         let d = diff(&plan(KEYED), &plan(&org));
-        assert_eq!(verdict_of(&d, "org").verdict, Verdict::Resets);
-        assert_eq!(verdict_of(&d, "user").verdict, Verdict::Keeps);
+        assert_eq!(verdict_of(&d, "org").verdict, PushVerdict::Resets);
+        assert_eq!(verdict_of(&d, "user").verdict, PushVerdict::Keeps);
     }
 
     #[test]
@@ -1028,7 +1031,7 @@ mod tests {
         let base = with(100, "/session");
         assert!(!diff(&plan(&base), &plan(&with(200, "/session"))).loses_counts());
         let d = diff(&plan(&base), &plan(&with(100, "/whoami")));
-        assert_eq!(verdict_of(&d, "user").verdict, Verdict::Resets);
+        assert_eq!(verdict_of(&d, "user").verdict, PushVerdict::Resets);
         assert!(verdict_of(&d, "user").why[0].contains("path /whoami"));
     }
 
@@ -1041,7 +1044,7 @@ mod tests {
                 r#""instance":"signin","client_address":{"ipv4_prefix":16},"#,
             )),
         );
-        assert_eq!(d.changes[0].verdict, Verdict::Resets);
+        assert_eq!(d.changes[0].verdict, PushVerdict::Resets);
         assert!(
             d.changes[0].why[0].contains("(those without an account)"),
             "{:?}",
@@ -1051,7 +1054,7 @@ mod tests {
             &plan(SIGNIN),
             &plan(&SIGNIN.replace(r#""instance":"signin""#, r#""instance":"login""#)),
         );
-        assert_eq!(d.changes[0].verdict, Verdict::Keeps);
+        assert_eq!(d.changes[0].verdict, PushVerdict::Keeps);
         assert!(d
             .notes
             .iter()

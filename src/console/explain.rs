@@ -6,7 +6,7 @@
 
 use crate::config::plan::{Bound, BoundScope, Plan, Route};
 use crate::config::Per;
-use crate::console::warnings::{warnings_at, Counters, Level, Warning};
+use crate::console::warnings::{warnings_at, Counters, Severity, Warning};
 use crate::console::words;
 use serde::Serialize;
 
@@ -173,8 +173,8 @@ pub fn explain_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Explana
     }
     for w in &all {
         match w.level {
-            Level::Warning => summary.warnings += 1,
-            Level::Note => summary.notes += 1,
+            Severity::Warning => summary.warnings += 1,
+            Severity::Note => summary.notes += 1,
         }
     }
     let routes = plan.routes.iter().map(|r| route_row(r, &mut all)).collect();
@@ -308,7 +308,7 @@ fn take<T>(items: &mut Vec<T>, pick: impl Fn(&T) -> bool) -> Vec<T> {
 mod tests {
     use super::*;
     use crate::config::parse;
-    use crate::console::Code;
+    use crate::console::WarningCode;
 
     fn plan(json: &[u8]) -> Plan {
         Plan::compile(&parse(json).unwrap())
@@ -338,9 +338,9 @@ mod tests {
         assert_eq!(rows[0].words, "10 a minute for the whole route");
         assert_eq!(rows[1].name, "addr");
         let codes: Vec<_> = rows[1].warnings.iter().map(|w| w.code).collect();
-        assert_eq!(codes, [Code::UnreachableBound, Code::PerNode]);
+        assert_eq!(codes, [WarningCode::UnreachableBound, WarningCode::PerNode]);
         let codes: Vec<_> = e.routes[1].warnings.iter().map(|w| w.code).collect();
-        assert_eq!(codes, [Code::ShadowedRoute, Code::NoBounds]);
+        assert_eq!(codes, [WarningCode::ShadowedRoute, WarningCode::NoBounds]);
     }
 
     #[test]
@@ -361,7 +361,7 @@ mod tests {
         assert_eq!(row.words, "5 a minute per account tried");
         assert_eq!(row.path, "$.routes[0].bounds[1]");
         let codes: Vec<_> = row.warnings.iter().map(|w| w.code).collect();
-        assert_eq!(codes, [Code::Installation], "no per-node reading");
+        assert_eq!(codes, [WarningCode::Installation], "no per-node reading");
         assert_eq!(
             row.warnings[0].message,
             "exact for the whole installation (rate-limit service `rls`, Redis); fixed \
@@ -373,7 +373,7 @@ mod tests {
             .iter()
             .map(|w| w.code)
             .collect();
-        assert_eq!(codes, [Code::PerNode]);
+        assert_eq!(codes, [WarningCode::PerNode]);
     }
 
     #[test]

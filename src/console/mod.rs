@@ -81,4 +81,4 @@ pub mod top;
 #[cfg(feature = "cli")]
 pub mod yaml11;
 
-pub use warnings::{warnings, Code, Level, Warning};
+pub use warnings::{warnings, Severity, Warning, WarningCode};

@@ -2,7 +2,7 @@
 //! phase, each warning under the row it concerns, long lines wrapped.
 
 use crate::console::explain::{Explanation, RouteRow};
-use crate::console::warnings::{Level, Warning};
+use crate::console::warnings::{Severity, Warning};
 use std::fmt::Write;
 
 /// Lines are wrapped to this many characters.
@@ -92,7 +92,7 @@ fn route(out: &mut String, r: &RouteRow) {
 
 fn warning(out: &mut String, indent: &str, w: &Warning, with_path: bool) {
     // A note under its bound row speaks for itself ("per node: …").
-    let head = if w.level == Level::Note && !with_path {
+    let head = if w.level == Severity::Note && !with_path {
         indent.to_string()
     } else if with_path {
         format!(

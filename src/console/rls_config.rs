@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 /// One installation bound as the service's configuration holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Limit {
+struct ServiceLimit {
     /// The second entry's key (`account`, `address`, …); none for `per: route`.
     per: Option<&'static str>,
     unit: Unit,
@@ -24,7 +24,7 @@ struct Limit {
 }
 
 /// `<route>.<bound>` → its limit, in the order the filter lists them.
-fn limits(plan: &Plan) -> Vec<(String, Limit)> {
+fn limits(plan: &Plan) -> Vec<(String, ServiceLimit)> {
     plan.routes
         .iter()
         .flat_map(|r| {
@@ -32,7 +32,7 @@ fn limits(plan: &Plan) -> Vec<(String, Limit)> {
                 let (descriptor, unit) = b.installation()?;
                 Some((
                     descriptor.to_string(),
-                    Limit {
+                    ServiceLimit {
                         per: (b.per != crate::config::Per::Route).then(|| b.per.as_str()),
                         unit,
                         requests_per_unit: b.rate.limit,
@@ -85,20 +85,20 @@ pub fn generate(c: &Config, source: &str) -> Option<String> {
 struct File {
     domain: Option<String>,
     #[serde(default)]
-    descriptors: Vec<Descriptor>,
+    descriptors: Vec<ServiceDescriptor>,
 }
 
 #[derive(Debug, Deserialize)]
-struct Descriptor {
+struct ServiceDescriptor {
     key: String,
     value: Option<String>,
-    rate_limit: Option<Rate>,
+    rate_limit: Option<ServiceRate>,
     #[serde(default)]
-    descriptors: Vec<Descriptor>,
+    descriptors: Vec<ServiceDescriptor>,
 }
 
 #[derive(Debug, Deserialize)]
-struct Rate {
+struct ServiceRate {
     unit: String,
     requests_per_unit: u64,
 }
@@ -125,7 +125,7 @@ pub fn compare(c: &Config, yaml: &str) -> Result<Vec<String>, String> {
         ));
         return Ok(out);
     }
-    let mut theirs: BTreeMap<&str, &Descriptor> = BTreeMap::new();
+    let mut theirs: BTreeMap<&str, &ServiceDescriptor> = BTreeMap::new();
     for d in file.descriptors.iter().filter(|d| d.key == "bound") {
         if let Some(v) = &d.value {
             theirs.insert(v, d);

@@ -389,15 +389,15 @@ fn manifest(v: &Value) -> Option<Manifest> {
 // ---- YAML: every document, with the position of every node ----
 
 /// A YAML node with the position of each child (and of each mapping key).
-enum Node {
+enum YamlNode {
     Null,
     Bool(bool),
     Int(i64),
     UInt(u64),
     Float(f64),
     Str(String),
-    Seq(Vec<Spanned<Node>>),
-    Map(Vec<(Spanned<Key>, Spanned<Node>)>),
+    Seq(Vec<Spanned<YamlNode>>),
+    Map(Vec<(Spanned<Key>, Spanned<YamlNode>)>),
 }
 
 /// A mapping key as text (YAML allows numbers and booleans as keys).
@@ -431,55 +431,55 @@ impl<'de> Deserialize<'de> for Key {
     }
 }
 
-impl<'de> Deserialize<'de> for Node {
+impl<'de> Deserialize<'de> for YamlNode {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Node;
+            type Value = YamlNode;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a YAML value")
             }
-            fn visit_unit<E: de::Error>(self) -> Result<Node, E> {
-                Ok(Node::Null)
+            fn visit_unit<E: de::Error>(self) -> Result<YamlNode, E> {
+                Ok(YamlNode::Null)
             }
-            fn visit_none<E: de::Error>(self) -> Result<Node, E> {
-                Ok(Node::Null)
+            fn visit_none<E: de::Error>(self) -> Result<YamlNode, E> {
+                Ok(YamlNode::Null)
             }
-            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
-                Node::deserialize(d)
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<YamlNode, D::Error> {
+                YamlNode::deserialize(d)
             }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Node, E> {
-                Ok(Node::Bool(v))
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<YamlNode, E> {
+                Ok(YamlNode::Bool(v))
             }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Node, E> {
-                Ok(Node::Int(v))
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<YamlNode, E> {
+                Ok(YamlNode::Int(v))
             }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Node, E> {
-                Ok(Node::UInt(v))
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<YamlNode, E> {
+                Ok(YamlNode::UInt(v))
             }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node, E> {
-                Ok(Node::Float(v))
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<YamlNode, E> {
+                Ok(YamlNode::Float(v))
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Node, E> {
-                Ok(Node::Str(v.to_string()))
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<YamlNode, E> {
+                Ok(YamlNode::Str(v.to_string()))
             }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Node, E> {
-                Ok(Node::Str(v))
+            fn visit_string<E: de::Error>(self, v: String) -> Result<YamlNode, E> {
+                Ok(YamlNode::Str(v))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<YamlNode, A::Error> {
                 let mut items = Vec::new();
-                while let Some(item) = seq.next_element::<Spanned<Node>>()? {
+                while let Some(item) = seq.next_element::<Spanned<YamlNode>>()? {
                     items.push(item);
                 }
-                Ok(Node::Seq(items))
+                Ok(YamlNode::Seq(items))
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<YamlNode, A::Error> {
                 let mut entries = Vec::new();
                 while let Some(k) = map.next_key::<Spanned<Key>>()? {
-                    let v = map.next_value::<Spanned<Node>>()?;
+                    let v = map.next_value::<Spanned<YamlNode>>()?;
                     entries.push((k, v));
                 }
-                Ok(Node::Map(entries))
+                Ok(YamlNode::Map(entries))
             }
         }
         d.deserialize_any(V)
@@ -511,18 +511,18 @@ fn plain_text<'a>(
 }
 
 /// The node as JSON, recording positions under `path`.
-fn to_json(node: Spanned<Node>, path: &str, r: &mut Reading) -> Value {
+fn to_json(node: Spanned<YamlNode>, path: &str, r: &mut Reading) -> Value {
     if let Some(p) = position(&node.referenced) {
         r.out.values.insert(path.to_string(), p);
     }
     let value = match node.value {
-        Node::Null => Value::Null,
-        Node::Bool(b) => Value::Bool(b),
-        Node::Int(i) => Value::from(i),
-        Node::UInt(u) => Value::from(u),
-        Node::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
-        Node::Str(s) => Value::String(s),
-        Node::Seq(items) => {
+        YamlNode::Null => Value::Null,
+        YamlNode::Bool(b) => Value::Bool(b),
+        YamlNode::Int(i) => Value::from(i),
+        YamlNode::UInt(u) => Value::from(u),
+        YamlNode::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        YamlNode::Str(s) => Value::String(s),
+        YamlNode::Seq(items) => {
             return Value::Array(
                 items
                     .into_iter()
@@ -531,7 +531,7 @@ fn to_json(node: Spanned<Node>, path: &str, r: &mut Reading) -> Value {
                     .collect(),
             )
         }
-        Node::Map(entries) => {
+        YamlNode::Map(entries) => {
             let mut map = Map::new();
             for (k, v) in entries {
                 let name = match plain_text(r.plain, &k.defined) {
@@ -564,7 +564,7 @@ fn to_json(node: Spanned<Node>, path: &str, r: &mut Reading) -> Value {
 
 fn yaml_documents(text: &str) -> Result<Vec<(Value, Locations, Vec<Flag>)>, NotFound> {
     let options = super::input::yaml_options(MAX_DOCUMENTS);
-    let nodes: Vec<Spanned<Node>> = serde_saphyr::from_multiple_with_options(text, options)
+    let nodes: Vec<Spanned<YamlNode>> = serde_saphyr::from_multiple_with_options(text, options)
         .map_err(|e| {
             let at = e.location().as_ref().and_then(position);
             not_found(format!("not valid YAML: {}", yaml_message(&e)), at)

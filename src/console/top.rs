@@ -32,7 +32,7 @@ pub fn parse_stats(text: &str) -> Sample {
 
 /// A counter: its total and its rate over the interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Rate {
+pub struct CounterRate {
     pub total: u64,
     pub per_s: f64,
 }
@@ -43,27 +43,27 @@ pub struct Row {
     pub instance: String,
     pub route: String,
     pub bound: String,
-    pub allowed: Rate,
-    pub refused: Rate,
-    pub would_refuse: Rate,
+    pub allowed: CounterRate,
+    pub refused: CounterRate,
+    pub would_refuse: CounterRate,
     /// Callers that could not be tracked because the table was full.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub overflow: Option<Rate>,
+    pub overflow: Option<CounterRate>,
     /// Callers tracked now (a node bound keyed per caller), of [`TRACKED_CAP`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tracked: Option<u64>,
     /// Calls to and errors of the rate-limit service (installation bounds).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rls_calls: Option<Rate>,
+    pub rls_calls: Option<CounterRate>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rls_errors: Option<Rate>,
+    pub rls_errors: Option<CounterRate>,
 }
 
 /// One instance's own stats (store_errors, identity_errors, ...).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Instance {
     pub instance: String,
-    pub stats: BTreeMap<String, Rate>,
+    pub stats: BTreeMap<String, CounterRate>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -76,7 +76,7 @@ pub struct Top {
     pub instances: Vec<Instance>,
 }
 
-fn rate(before: &Sample, after: &Sample, name: &str, seconds: f64) -> Option<Rate> {
+fn rate(before: &Sample, after: &Sample, name: &str, seconds: f64) -> Option<CounterRate> {
     let total = *after.get(name)?;
     let was = before.get(name).copied().unwrap_or(total);
     // A counter that went down was reset (Envoy restarted): rate from 0.
@@ -86,7 +86,7 @@ fn rate(before: &Sample, after: &Sample, name: &str, seconds: f64) -> Option<Rat
     } else {
         0.0
     };
-    Some(Rate { total, per_s })
+    Some(CounterRate { total, per_s })
 }
 
 /// The rows of two samples `seconds` apart.
@@ -94,7 +94,7 @@ pub fn compute(admin: &str, before: &Sample, after: &Sample, seconds: f64) -> To
     // Each bound's stats: their full names, by stat.
     type Names<'a> = BTreeMap<&'a str, &'a str>;
     let mut rows: BTreeMap<(String, String, String), Names<'_>> = BTreeMap::new();
-    let mut instances: BTreeMap<String, BTreeMap<String, Rate>> = BTreeMap::new();
+    let mut instances: BTreeMap<String, BTreeMap<String, CounterRate>> = BTreeMap::new();
     for name in after.keys() {
         let Some(n) = stats::split(name) else {
             continue;
@@ -339,7 +339,7 @@ wasmcustom.ratebound.demo.rls_latency_ms: P0(nan,nan) P25(nan,nan)
         );
         assert_eq!(
             top.refused,
-            Rate {
+            CounterRate {
                 total: 22,
                 per_s: 10.0
             }

@@ -28,6 +28,7 @@
 //!   refused (Envoy keeps the previous one).
 
 use crate::count::budget::{self, BudgetError};
+use crate::count::bytes::Reader;
 use crate::count::store::{update, Store, StoreError};
 use siphasher::sip::SipHasher13;
 use std::collections::HashMap;
@@ -58,13 +59,13 @@ pub struct Directory {
     pub seed: [u64; 2],
     /// The last generation handed out.
     pub gen: u64,
-    pub live: Vec<Live>,
+    pub live: Vec<LiveConfig>,
     pub lanes: Vec<LaneEntry>,
 }
 
 /// A configuration alive in some VM.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Live {
+pub struct LiveConfig {
     /// Hash of the instance name.
     pub instance: u64,
     /// Hash of the whole configuration.
@@ -153,7 +154,7 @@ pub struct Registered {
 
 /// What a tick learns from [`Directory::beat`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Beat {
+pub struct DirectoryBeat {
     /// The newest live configuration of its instance: it keeps gauges and
     /// sweeps; older ones only serve connections that are draining.
     pub current: bool,
@@ -175,7 +176,7 @@ impl Directory {
         });
     }
 
-    fn newest(&self, instance: u64) -> Option<&Live> {
+    fn newest(&self, instance: u64) -> Option<&LiveConfig> {
         self.live
             .iter()
             .filter(|l| l.instance == instance)
@@ -350,7 +351,7 @@ impl Directory {
             });
         }
         self.gen = gen;
-        self.live.push(Live {
+        self.live.push(LiveConfig {
             instance: inst,
             config,
             gen,
@@ -382,7 +383,7 @@ impl Directory {
     /// force. `None` when the directory no longer knows it. The bool says
     /// whether the directory changed (and must be written).
     /// `join`: this is the context's first tick (it joins the entry).
-    pub fn beat(&mut self, gen: u64, join: bool, now_ms: u64) -> Option<(Beat, bool)> {
+    pub fn beat(&mut self, gen: u64, join: bool, now_ms: u64) -> Option<(DirectoryBeat, bool)> {
         let before = self.live.len();
         self.expire(now_ms);
         let mut changed = self.live.len() != before;
@@ -399,7 +400,7 @@ impl Directory {
             l.seen_ms = now_ms;
             changed = true;
         }
-        Some((Beat { current }, changed))
+        Some((DirectoryBeat { current }, changed))
     }
 }
 
@@ -439,7 +440,7 @@ impl Directory {
 
     /// `None` for anything that is not a whole directory.
     pub fn decode(b: &[u8]) -> Option<Directory> {
-        let mut r = Reader(b);
+        let mut r = Reader::new(b);
         if r.u32()? != MAGIC {
             return None;
         }
@@ -450,12 +451,12 @@ impl Directory {
         let need = n_live
             .checked_mul(LIVE_BYTES)?
             .checked_add(n_lanes.checked_mul(LANE_BYTES)?)?;
-        if r.0.len() != need {
+        if r.rest().len() != need {
             return None;
         }
         let mut live = Vec::with_capacity(n_live);
         for _ in 0..n_live {
-            live.push(Live {
+            live.push(LiveConfig {
                 instance: r.u64()?,
                 config: r.u64()?,
                 gen: r.u64()?,
@@ -485,25 +486,6 @@ impl Directory {
     }
 }
 
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
-        let (head, rest) = self.0.split_first_chunk::<N>()?;
-        self.0 = rest;
-        Some(*head)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        self.take::<8>().map(u64::from_le_bytes)
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take::<4>().map(u32::from_le_bytes)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        self.take::<1>().map(|[b]| b)
-    }
-}
-
 pub fn lane_prefix(lane: usize) -> String {
     format!("rb:{lane}")
 }
@@ -526,7 +508,7 @@ fn change<S: Store + ?Sized, T>(
 }
 
 /// The outcome of [`register`].
-pub struct Resolved {
+pub struct Registration {
     pub seed: [u64; 2],
     pub registered: Registered,
     /// Keys the lanes of this `vm_id` have created, and the
@@ -544,12 +526,12 @@ pub fn register<S: Store + ?Sized>(
     wants: &[Want],
     now_ms: u64,
     fresh_seed: [u64; 2],
-) -> Result<Resolved, RegisterError> {
+) -> Result<Registration, RegisterError> {
     change(store, fresh_seed, |dir| {
         match dir.register(instance, config, wants, now_ms) {
             Ok(registered) => (
                 registered.first,
-                Ok(Resolved {
+                Ok(Registration {
                     seed: dir.seed,
                     registered,
                     keys: dir.keys(),
@@ -573,7 +555,7 @@ pub fn beat<S: Store + ?Sized>(
     gen: u64,
     join: bool,
     now_ms: u64,
-) -> Result<Option<Beat>, StoreError> {
+) -> Result<Option<DirectoryBeat>, StoreError> {
     change(store, [0, 0], |dir| match dir.beat(gen, join, now_ms) {
         Some((b, changed)) => (changed, Some(b)),
         None => (false, None),

@@ -12,14 +12,15 @@
 //! A known caller's entry (104 bytes) is decoded and rewritten in place in
 //! the bucket's bytes, as the node path does.
 
-use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Guard, Sent};
-use crate::count::lane::{encode_live_for, tracked_with, u32_at, u64_at, Lane, Place, Prepared};
+use crate::count::bytes::{u32_at, u64_at};
+use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Sent};
+use crate::count::lane::{encode_live_for, tracked_with, Lane, LanePlace, Prepared};
 use crate::count::store::{update, update_recalled, Store, StoreError};
 use crate::count::window::{Counts, Rate, Verdict};
 
 /// A fleet entry: the caller (this node's key), the fleet's key, the counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Entry {
+pub struct FleetEntry {
     pub caller: u64,
     pub fleet_id: u64,
     pub counts: FleetCounts,
@@ -29,9 +30,9 @@ const ENTRY: usize = 104;
 const PENDING: u32 = 1;
 const ANSWERED: u32 = 2;
 
-fn decode_entry(e: &[u8]) -> Entry {
+fn decode_entry(e: &[u8]) -> FleetEntry {
     let flags = u32_at(e, 88);
-    Entry {
+    FleetEntry {
         caller: u64_at(e, 0),
         fleet_id: u64_at(e, 8),
         counts: FleetCounts {
@@ -58,7 +59,7 @@ fn decode_entry(e: &[u8]) -> Entry {
     }
 }
 
-fn encode_entry(e: &Entry) -> [u8; ENTRY] {
+fn encode_entry(e: &FleetEntry) -> [u8; ENTRY] {
     let c = &e.counts;
     let p = c.pending.unwrap_or(Sent {
         hits: 0,
@@ -115,14 +116,14 @@ fn find(tag: u32, value: &[u8], caller: u64) -> Option<usize> {
 }
 
 /// A value's entries (none if it is another bound's).
-pub fn decode(tag: u32, value: Option<&[u8]>) -> Vec<Entry> {
+pub fn decode(tag: u32, value: Option<&[u8]>) -> Vec<FleetEntry> {
     value
         .and_then(|v| entries_of(tag, v))
         .map(|b| b.chunks_exact(ENTRY).map(decode_entry).collect())
         .unwrap_or_default()
 }
 
-pub fn encode(tag: u32, entries: &[Entry]) -> Vec<u8> {
+pub fn encode(tag: u32, entries: &[FleetEntry]) -> Vec<u8> {
     let mut v = Vec::with_capacity(4 + entries.len() * ENTRY);
     v.extend_from_slice(&tag.to_le_bytes());
     for e in entries {
@@ -201,7 +202,6 @@ pub fn prepare<S: Store + ?Sized>(
             sync_ms: fleet.sync_ms,
             down: false,
             counted: true,
-            guard: Guard::Shares,
         };
         if !counts.fresh(now_ms, fleet.stale_ms) {
             let k = known();
@@ -211,7 +211,7 @@ pub fn prepare<S: Store + ?Sized>(
         }
         rate.decide_hits(counts, now_ms, hits)
     };
-    let prepared = |place, entries: &mut Vec<Entry>, pos: usize, cas, reserve, overflow| {
+    let prepared = |place, entries: &mut Vec<FleetEntry>, pos: usize, cas, reserve, overflow| {
         let e = entries.get_mut(pos)?;
         let v = decide(e.counts);
         let alone = alone(&v);
@@ -233,9 +233,9 @@ pub fn prepare<S: Store + ?Sized>(
         let mut entries = decode(lane.tag, v.as_deref());
         entries.truncate(1);
         if entries.is_empty() {
-            entries.push(Entry::default());
+            entries.push(FleetEntry::default());
         }
-        prepared(Place::Single, &mut entries, 0, cas, None, overflow)
+        prepared(LanePlace::Single, &mut entries, 0, cas, None, overflow)
             .ok_or(StoreError::Invalid("fleet counter"))
     };
     let Some(table) = lane.table else {
@@ -254,7 +254,7 @@ pub fn prepare<S: Store + ?Sized>(
             let verdict = decide(e.counts);
             let value = match verdict {
                 FleetVerdict::Admit { state, .. } => {
-                    let bytes = encode_entry(&Entry { counts: state, ..e });
+                    let bytes = encode_entry(&FleetEntry { counts: state, ..e });
                     if let Some(to) = v.get_mut(at..at + ENTRY) {
                         to.copy_from_slice(&bytes);
                     }
@@ -267,7 +267,7 @@ pub fn prepare<S: Store + ?Sized>(
                 prepared: Prepared::new(
                     verdict_of(&verdict),
                     false,
-                    Place::Bucket(i),
+                    LanePlace::Bucket(i),
                     value,
                     cas,
                     None,
@@ -303,7 +303,7 @@ pub fn prepare<S: Store + ?Sized>(
     let win = lane.rate.window_of(now_ms);
     let mut live: Option<(u32, Option<u32>)> = None;
     for (i, mut entries, cas) in read {
-        let fresh = Entry {
+        let fresh = FleetEntry {
             caller,
             fleet_id,
             counts: FleetCounts::default(),
@@ -312,7 +312,7 @@ pub fn prepare<S: Store + ?Sized>(
             if let Some(e) = entries.get_mut(pos) {
                 *e = fresh;
             }
-            return prepared(Place::Bucket(i), &mut entries, pos, cas, None, false)
+            return prepared(LanePlace::Bucket(i), &mut entries, pos, cas, None, false)
                 .ok_or(StoreError::Invalid("fleet entry"));
         }
         if entries.len() < table.per_bucket {
@@ -324,7 +324,7 @@ pub fn prepare<S: Store + ?Sized>(
                 entries.push(fresh);
                 let pos = entries.len() - 1;
                 let reserve = Some((encode_live_for(lane, n + 1), meta_cas));
-                return prepared(Place::Bucket(i), &mut entries, pos, cas, reserve, false)
+                return prepared(LanePlace::Bucket(i), &mut entries, pos, cas, reserve, false)
                     .ok_or(StoreError::Invalid("fleet entry"));
             }
         }
@@ -338,7 +338,7 @@ pub fn prepare<S: Store + ?Sized>(
 pub fn charge<S: Store + ?Sized>(
     store: &S,
     lane: &Lane,
-    place: Place,
+    place: LanePlace,
     caller: u64,
     win: u64,
     delta: i64,
@@ -347,7 +347,7 @@ pub fn charge<S: Store + ?Sized>(
         let mut entries = decode(lane.tag, v);
         let changed = entries
             .iter_mut()
-            .find(|e| place == Place::Single || e.caller == caller)
+            .find(|e| place == LanePlace::Single || e.caller == caller)
             .is_some_and(|e| e.counts.charge(win, delta));
         (changed.then(|| encode(lane.tag, &entries)), ())
     })
@@ -366,7 +366,7 @@ pub fn sweep_value(tag: u32, value: Option<&[u8]>, win: u64) -> (Option<Vec<u8>>
 /// One key's part of a sync: where its entry is and what was sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Taken {
-    pub place: Place,
+    pub place: LanePlace,
     pub caller: u64,
     /// The fleet's key (0 for the route's or the overflow counter).
     pub fleet_id: u64,
@@ -376,7 +376,7 @@ pub struct Taken {
 /// A key a sync may take: where it is, and how much it needs syncing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
-    pub place: Place,
+    pub place: LanePlace,
     pub caller: u64,
     /// Unsent hits (0: a read).
     pub hits: u32,
@@ -424,10 +424,10 @@ pub fn scan<S: Store + ?Sized>(
     Ok(all)
 }
 
-fn places<S: Store + ?Sized>(store: &S, lane: &Lane) -> Result<Vec<Place>, StoreError> {
-    let mut places = vec![Place::Single];
+fn places<S: Store + ?Sized>(store: &S, lane: &Lane) -> Result<Vec<LanePlace>, StoreError> {
+    let mut places = vec![LanePlace::Single];
     if lane.table.is_some() && tracked_with(store, lane)?.0 > 0 {
-        places.extend((0..lane.bucket_count()).map(Place::Bucket));
+        places.extend((0..lane.bucket_count()).map(LanePlace::Bucket));
     }
     Ok(places)
 }
@@ -455,7 +455,7 @@ pub fn take_these<S: Store + ?Sized>(
 ) -> Result<Vec<Taken>, StoreError> {
     let rate = lane.rate;
     let win = rate.window_of(now_ms);
-    let mut places: Vec<Place> = these.iter().map(|c| c.place).collect();
+    let mut places: Vec<LanePlace> = these.iter().map(|c| c.place).collect();
     places.sort_unstable_by_key(|p| place_order(*p));
     places.dedup();
     let mut all = Vec::new();
@@ -473,17 +473,17 @@ pub fn take_these<S: Store + ?Sized>(
     Ok(all)
 }
 
-fn place_order(p: Place) -> usize {
+fn place_order(p: LanePlace) -> usize {
     match p {
-        Place::Single => 0,
-        Place::Bucket(i) => i + 1,
+        LanePlace::Single => 0,
+        LanePlace::Bucket(i) => i + 1,
     }
 }
 
 fn take_from(
     tag: u32,
     rate: Rate,
-    place: Place,
+    place: LanePlace,
     value: Option<&[u8]>,
     win: u64,
     now_ms: u64,
@@ -494,7 +494,7 @@ fn take_from(
     for e in entries
         .iter_mut()
         .filter(|e| !e.counts.expired(win))
-        .filter(|e| place == Place::Single || callers.contains(&e.caller))
+        .filter(|e| place == LanePlace::Single || callers.contains(&e.caller))
     {
         if let Some(sent) = e.counts.take_unsynced(rate, now_ms) {
             taken.push(Taken {
@@ -510,7 +510,7 @@ fn take_from(
 
 /// What a sync's call said about one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum SyncOutcome {
     /// The fleet's count after the call, and the nodes known now.
     Count {
         fleet: u32,
@@ -525,10 +525,10 @@ pub enum Outcome {
 pub fn settle<S: Store + ?Sized>(
     store: &S,
     lane: &Lane,
-    outcome: &[(Taken, Outcome)],
+    outcome: &[(Taken, SyncOutcome)],
     now_ms: u64,
 ) -> Result<(), StoreError> {
-    let mut places: Vec<Place> = outcome.iter().map(|(t, _)| t.place).collect();
+    let mut places: Vec<LanePlace> = outcome.iter().map(|(t, _)| t.place).collect();
     places.sort_unstable_by_key(|p| place_order(*p));
     places.dedup();
     for place in places {
@@ -538,16 +538,16 @@ pub fn settle<S: Store + ?Sized>(
             for (t, count) in outcome.iter().filter(|(t, _)| t.place == place) {
                 let Some(e) = entries
                     .iter_mut()
-                    .find(|e| place == Place::Single || e.caller == t.caller)
+                    .find(|e| place == LanePlace::Single || e.caller == t.caller)
                 else {
                     continue;
                 };
                 let done = match *count {
-                    Outcome::Count { fleet, nodes } => e
+                    SyncOutcome::Count { fleet, nodes } => e
                         .counts
                         .apply_answer(lane.rate, t.sent, fleet, now_ms, nodes)
                         .is_ok(),
-                    Outcome::Failed(f) => {
+                    SyncOutcome::Failed(f) => {
                         e.counts.sync_failed(lane.rate, t.sent, now_ms, f).is_ok()
                     }
                 };
@@ -564,7 +564,7 @@ pub fn peek<S: Store + ?Sized>(
     store: &S,
     lane: &Lane,
     caller: u64,
-) -> Result<Option<Entry>, StoreError> {
+) -> Result<Option<FleetEntry>, StoreError> {
     if lane.table.is_none() {
         let v = store.get(lane.single_key())?.0;
         return Ok(decode(lane.tag, v.as_deref()).first().copied());
@@ -611,8 +611,8 @@ mod tests {
         sync_ms: 200,
     };
 
-    fn count(fleet: u32) -> Outcome {
-        Outcome::Count { fleet, nodes: 3 }
+    fn count(fleet: u32) -> SyncOutcome {
+        SyncOutcome::Count { fleet, nodes: 3 }
     }
 
     /// Decides and commits one request; true when admitted.
@@ -636,7 +636,7 @@ mod tests {
     /// A sweep writes only when it removed an entry whose counts expired.
     #[test]
     fn a_fleet_sweep_writes_only_what_it_removed() {
-        let live = Entry {
+        let live = FleetEntry {
             caller: 1,
             fleet_id: 2,
             counts: FleetCounts {
@@ -645,7 +645,7 @@ mod tests {
                 ..FleetCounts::default()
             },
         };
-        let gone = Entry {
+        let gone = FleetEntry {
             caller: 5,
             fleet_id: 6,
             counts: FleetCounts::default(),
@@ -681,12 +681,12 @@ mod tests {
         let mut these = scan(&s, &l, 600_100).unwrap();
         // Bucket 0, bucket 1, the overflow, bucket 0, bucket 1.
         these.sort_by_key(|c| match c.place {
-            Place::Single => 6,
-            Place::Bucket(_) => c.caller,
+            LanePlace::Single => 6,
+            LanePlace::Bucket(_) => c.caller,
         });
-        let order: Vec<Place> = these.iter().map(|c| c.place).collect();
+        let order: Vec<LanePlace> = these.iter().map(|c| c.place).collect();
         assert_eq!(order.len(), 5);
-        assert!(order[0] == order[3] && order[1] == order[4] && order[2] == Place::Single);
+        assert!(order[0] == order[3] && order[1] == order[4] && order[2] == LanePlace::Single);
         let (reads, writes) = (s.reads(), s.writes());
         assert_eq!(take_these(&s, &l, &these, 600_100).unwrap().len(), 5);
         assert_eq!(
@@ -707,7 +707,7 @@ mod tests {
         assert!(hit(&s, &l, 8, 3, now));
         let counts = |c| peek(&s, &l, c).unwrap().unwrap().counts;
         let (four, eight) = (counts(4), counts(8));
-        charge(&s, &l, Place::Bucket(0), 8, l.rate.window_of(now), 5).unwrap();
+        charge(&s, &l, LanePlace::Bucket(0), 8, l.rate.window_of(now), 5).unwrap();
         assert_eq!(counts(4), four, "the other caller untouched");
         assert_ne!(counts(8), eight);
     }
@@ -763,7 +763,7 @@ mod tests {
         );
     }
 
-    /// Issue 22's junk spray: thousands of keys of one hit each do not push
+    /// A junk spray: thousands of keys of one hit each do not push
     /// a busy key out of a capped sync.
     #[test]
     fn a_sync_takes_the_keys_with_most_to_send_first() {
@@ -793,7 +793,7 @@ mod tests {
 
     #[test]
     fn an_entry_round_trips_through_its_bytes() {
-        let e = Entry {
+        let e = FleetEntry {
             caller: 1,
             fleet_id: 2,
             counts: FleetCounts {
@@ -818,9 +818,9 @@ mod tests {
                 ahead: 19,
             },
         };
-        let bytes = encode(9, &[e, Entry::default()]);
+        let bytes = encode(9, &[e, FleetEntry::default()]);
         assert_eq!(bytes.len(), 4 + 2 * ENTRY);
-        assert_eq!(decode(9, Some(&bytes)), vec![e, Entry::default()]);
+        assert_eq!(decode(9, Some(&bytes)), vec![e, FleetEntry::default()]);
         assert_eq!(decode(8, Some(&bytes)), vec![], "another bound's");
         assert_eq!(decode(9, Some(&bytes[..20])), vec![], "cut short");
     }
@@ -854,7 +854,7 @@ mod tests {
         settle(
             &s,
             &l,
-            &[(taken[0], Outcome::Failed(Failure::NotCounted))],
+            &[(taken[0], SyncOutcome::Failed(Failure::NotCounted))],
             now + 2,
         )
         .unwrap();
@@ -928,8 +928,8 @@ mod tests {
     impl Taken {
         fn place_index(&self) -> usize {
             match self.place {
-                Place::Bucket(i) => i,
-                Place::Single => usize::MAX,
+                LanePlace::Bucket(i) => i,
+                LanePlace::Single => usize::MAX,
             }
         }
     }

@@ -10,7 +10,7 @@
 //! answer's count reads no higher than the limit sent as the override.
 
 use crate::count::accuracy::{poisson, Rng};
-use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Guard, Sent};
+use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Sent};
 use crate::count::window::{Counts, Rate, Verdict};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -144,11 +144,9 @@ pub struct Setup {
     /// Every node syncs at the same phase (from the first arrival on): the
     /// adversary's synchronised burst right after a sync.
     pub aligned: bool,
-    /// The rule between answers: [`Guard::Shares`] (issue 22) or
-    /// [`Guard::Estimate`], the rule before it, which also re-sent timed-out
-    /// hits, and forgot the node count (1) once its last answer was over a
-    /// heartbeat minute (two, at the most) old.
-    pub guard: Guard,
+    /// The rule between answers: the shipped one, or the estimate alone to
+    /// measure what the shares buy.
+    pub guard: BetweenAnswers,
     pub seed: u64,
 }
 
@@ -163,7 +161,7 @@ impl Setup {
             read_limit: None,
             lost_answers: None,
             aligned: false,
-            guard: Guard::Shares,
+            guard: BetweenAnswers::Shares,
             seed: 7,
         }
     }
@@ -171,6 +169,55 @@ impl Setup {
     /// What the nodes take as stale: two sync periods and a timeout.
     pub fn stale_ms(&self) -> u64 {
         2 * self.sync_ms + self.timeout_ms
+    }
+}
+
+/// What bounds a node's admissions between two answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BetweenAnswers {
+    /// The shipped rule, [`FleetRate::decide`]: no more unsynced admissions
+    /// than `(limit − fleet estimate at the last answer) / nodes` (at least
+    /// 1), a key new to the node a sync's worth of its share until its first
+    /// answer, timed-out syncs never sent again, and the node count kept.
+    #[default]
+    Shares,
+    /// The fleet estimate only, `limit / nodes` alone for a new key, every
+    /// failed sync sent again, and the node count forgotten (1) once the
+    /// last answer is over two heartbeat minutes old: the baseline the
+    /// shares are measured against.
+    Estimate,
+}
+
+/// One more request at a node following `rule`.
+pub fn decide(
+    bound: &FleetRate,
+    rule: BetweenAnswers,
+    state: FleetCounts,
+    now_ms: u64,
+) -> FleetVerdict {
+    match rule {
+        BetweenAnswers::Shares => bound.decide(state, now_ms),
+        BetweenAnswers::Estimate => decide_by_estimate(bound, state, now_ms),
+    }
+}
+
+/// The fleet estimate alone when an answer is fresh, the node's share alone
+/// otherwise (a new key included).
+fn decide_by_estimate(bound: &FleetRate, state: FleetCounts, now_ms: u64) -> FleetVerdict {
+    if !state.fresh(now_ms, bound.stale_ms) {
+        return bound.decide_alone(state, now_ms, 1);
+    }
+    let s = state.at(bound.rate.window_of(now_ms));
+    match bound.rate.decide_hits(s.view(), now_ms, 1) {
+        Verdict::Admit { quota, .. } => FleetVerdict::Admit {
+            state: s.admitted(1),
+            quota,
+            alone: false,
+        },
+        Verdict::Refuse { quota } => FleetVerdict::Refuse {
+            quota,
+            alone: false,
+        },
     }
 }
 
@@ -188,7 +235,7 @@ pub struct FleetRun {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Event {
+enum SimEvent {
     Send {
         node: usize,
     },
@@ -215,7 +262,7 @@ enum Event {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-struct Node {
+struct SimNode {
     state: FleetCounts,
     /// Bumped at a restart: answers to calls of an earlier life are lost.
     epoch: u32,
@@ -224,7 +271,8 @@ struct Node {
     failed_ms: u64,
 }
 
-/// The heartbeat's memory before issue 22: two clock minutes.
+/// How long the estimate-alone rule remembers the node count: two clock
+/// minutes of the heartbeat.
 const FORGOT_NODES_MS: u64 = 120_000;
 
 /// The simulation's moving parts: nodes, the service's counters, events.
@@ -232,15 +280,15 @@ struct Sim<'a> {
     bound: FleetRate,
     setup: &'a Setup,
     rng: Rng,
-    nodes: Vec<Node>,
+    nodes: Vec<SimNode>,
     service: BTreeMap<u64, u64>,
     counted: u64,
-    events: BTreeMap<(u64, u64), Event>,
+    events: BTreeMap<(u64, u64), SimEvent>,
     seq: u64,
 }
 
 impl Sim<'_> {
-    fn at(&mut self, t: u64, e: Event) {
+    fn at(&mut self, t: u64, e: SimEvent) {
         self.seq += 1;
         self.events.insert((t, self.seq), e);
     }
@@ -249,7 +297,7 @@ impl Sim<'_> {
     fn time_out(&mut self, now: u64, node: usize, epoch: u32, sent: Sent, failure: Failure) {
         self.at(
             now + self.setup.timeout_ms,
-            Event::Fail {
+            SimEvent::Fail {
                 node,
                 epoch,
                 sent,
@@ -280,13 +328,13 @@ impl Sim<'_> {
         }
     }
 
-    fn handle(&mut self, now: u64, e: Event) {
+    fn handle(&mut self, now: u64, e: SimEvent) {
         let rate = self.bound.rate;
         match e {
-            Event::Send { node } => {
+            SimEvent::Send { node } => {
                 let s = self.setup.sync_ms;
                 let next = now + s - s / 20 + self.rng.next_u64() % (s / 10 + 1);
-                self.at(next, Event::Send { node });
+                self.at(next, SimEvent::Send { node });
                 let Some(n) = self.nodes.get_mut(node) else {
                     return;
                 };
@@ -300,11 +348,11 @@ impl Sim<'_> {
                     if self.down(reach) {
                         self.time_out(now, node, epoch, sent, Failure::NotCounted);
                     } else {
-                        self.at(reach, Event::Reach { node, epoch, sent });
+                        self.at(reach, SimEvent::Reach { node, epoch, sent });
                     }
                 }
             }
-            Event::Reach { node, epoch, sent } => {
+            SimEvent::Reach { node, epoch, sent } => {
                 // Counted whatever becomes of the answer.
                 let c = self.service.entry(rate.window_of(now)).or_insert(0);
                 *c += u64::from(sent.hits);
@@ -323,7 +371,7 @@ impl Sim<'_> {
                 }
                 self.at(
                     back,
-                    Event::Answer {
+                    SimEvent::Answer {
                         node,
                         epoch,
                         sent,
@@ -331,7 +379,7 @@ impl Sim<'_> {
                     },
                 );
             }
-            Event::Answer {
+            SimEvent::Answer {
                 node,
                 epoch,
                 sent,
@@ -344,27 +392,27 @@ impl Sim<'_> {
                     n.answered_ms = now;
                 }
             }
-            Event::Fail {
+            SimEvent::Fail {
                 node,
                 epoch,
                 sent,
                 failure,
             } => {
-                // Before issue 22 every failed call was sent again.
+                // The estimate alone sends every failed call's hits again.
                 let failure = match self.setup.guard {
-                    Guard::Shares => failure,
-                    Guard::Estimate => Failure::NotCounted,
+                    BetweenAnswers::Shares => failure,
+                    BetweenAnswers::Estimate => Failure::NotCounted,
                 };
                 if let Some(n) = self.nodes.get_mut(node).filter(|n| n.epoch == epoch) {
                     let _ = n.state.sync_failed(rate, sent, now, failure);
                     n.failed_ms = now;
                 }
             }
-            Event::Restart { node } => {
+            SimEvent::Restart { node } => {
                 if let Some(n) = self.nodes.get_mut(node) {
-                    *n = Node {
+                    *n = SimNode {
                         epoch: n.epoch.wrapping_add(1),
-                        ..Node::default()
+                        ..SimNode::default()
                     };
                 }
             }
@@ -384,11 +432,10 @@ pub fn fleet_sync(rate: Rate, nodes: usize, setup: &Setup, trace: &[Arrival]) ->
             sync_ms: setup.sync_ms,
             down: false,
             counted: true,
-            guard: setup.guard,
         },
         setup,
         rng: Rng(setup.seed | 1),
-        nodes: vec![Node::default(); nodes],
+        nodes: vec![SimNode::default(); nodes],
         service: BTreeMap::new(),
         counted: 0,
         events: BTreeMap::new(),
@@ -401,10 +448,10 @@ pub fn fleet_sync(rate: Rate, nodes: usize, setup: &Setup, trace: &[Arrival]) ->
         } else {
             sim.rng.next_u64() % setup.sync_ms.max(1)
         };
-        sim.at(start + phase, Event::Send { node });
+        sim.at(start + phase, SimEvent::Send { node });
     }
     for &(t, node) in &setup.restarts {
-        sim.at(t, Event::Restart { node });
+        sim.at(t, SimEvent::Restart { node });
     }
     let mut alone_count = 0;
     let decisions = trace
@@ -416,10 +463,10 @@ pub fn fleet_sync(rate: Rate, nodes: usize, setup: &Setup, trace: &[Arrival]) ->
                 bound.down = n.failed_ms > n.answered_ms
                     && a.t.saturating_sub(n.answered_ms) > bound.stale_ms;
                 let forgot = a.t.saturating_sub(n.answered_ms) > FORGOT_NODES_MS;
-                if bound.guard == Guard::Estimate && forgot {
+                if setup.guard == BetweenAnswers::Estimate && forgot {
                     bound.nodes = 1;
                 }
-                let verdict = bound.decide(n.state, a.t);
+                let verdict = decide(&bound, setup.guard, n.state, a.t);
                 let alone = match verdict {
                     FleetVerdict::Admit { state, alone, .. } => {
                         n.state = state;
@@ -538,7 +585,7 @@ mod tests {
             *per_win.entry(a.t / MIN).or_insert(0) += 1;
         }
         assert!(per_win.values().all(|&n| n <= 100));
-        // Node scope lets each of the 4 nodes take the full limit.
+        // SimNode scope lets each of the 4 nodes take the full limit.
         let node = report(r, &tr, &c, &per_node(r, 4, &tr), span(&tr));
         assert!(node.max_window > 200);
     }

@@ -15,6 +15,7 @@
 //! bound that no longer exists and reads as empty, so no count is ever
 //! inherited by a different bound.
 
+use crate::count::bytes::u32_at;
 use crate::count::store::{update, Store, StoreError};
 use crate::count::window::{Rate, Verdict};
 
@@ -201,18 +202,6 @@ impl Lane {
     }
 }
 
-// Callers check lengths first; a short slice reads as 0, never a panic.
-pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u32::from_le_bytes)
-}
-pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
-    b.get(at..at + 8)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
-}
-
 pub(crate) fn tagged(tag: u32, value: Option<&[u8]>, len: usize) -> Option<&[u8]> {
     match value {
         Some(v) if v.len() >= 4 && u32_at(v, 0) == tag && (v.len() - 4) % len == 0 => v.get(4..),
@@ -249,7 +238,7 @@ pub(crate) fn encode_live_for(lane: &Lane, live: u32) -> Vec<u8> {
 
 /// Where a request was (or would be) counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Place {
+pub enum LanePlace {
     /// The lane's single counter: the route, or the overflow of a keyed lane.
     Single,
     Bucket(usize),
@@ -261,7 +250,7 @@ pub struct Prepared {
     pub verdict: Verdict,
     /// The caller is untracked and shares the overflow counter.
     pub overflow: bool,
-    pub(crate) place: Place,
+    pub(crate) place: LanePlace,
     pub(crate) value: Vec<u8>,
     pub(crate) cas: Option<u32>,
     /// The write takes a free position: the tracked count must grow first
@@ -278,7 +267,7 @@ impl Prepared {
     pub(crate) fn new(
         verdict: Verdict,
         overflow: bool,
-        place: Place,
+        place: LanePlace,
         value: Vec<u8>,
         cas: Option<u32>,
         reserve: Option<(Vec<u8>, Option<u32>)>,
@@ -312,7 +301,7 @@ pub enum Committed {
 /// to true up its charge once its cost is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Undo {
-    pub(crate) place: Place,
+    pub(crate) place: LanePlace,
     pub(crate) caller: u64,
     pub(crate) win: u64,
     pub(crate) hits: u32,
@@ -334,10 +323,10 @@ impl PlaceKey<'_> {
 }
 
 impl Lane {
-    pub(crate) fn key_of(&self, place: Place) -> PlaceKey<'_> {
+    pub(crate) fn key_of(&self, place: LanePlace) -> PlaceKey<'_> {
         match place {
-            Place::Single => PlaceKey::Single(&self.single_key),
-            Place::Bucket(i) => PlaceKey::Bucket(self.bucket_key(i)),
+            LanePlace::Single => PlaceKey::Single(&self.single_key),
+            LanePlace::Bucket(i) => PlaceKey::Bucket(self.bucket_key(i)),
         }
     }
 }

@@ -17,6 +17,7 @@
 //! [`PER_SLOT`] locks; a full slot forgets the lock that ends first, which
 //! only costs that caller one more call.
 
+use crate::count::bytes::u64_at;
 use crate::count::store::{update, Store, StoreError};
 
 /// Shared-data keys of an instance's lock table.
@@ -79,11 +80,9 @@ pub fn lock<S: Store + ?Sized>(
 }
 
 fn entries(bytes: &[u8]) -> impl Iterator<Item = (u64, u64)> + '_ {
-    bytes.chunks_exact(ENTRY).map(|e| {
-        let (i, u) = e.split_at(8);
-        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
-        (word(i), word(u))
-    })
+    bytes
+        .chunks_exact(ENTRY)
+        .map(|e| (u64_at(e, 0), u64_at(e, 8)))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! data, and the per-worker memories that save reads.
 //!
 //! - [`window`]: the two-window estimate as pure functions of counts and now;
+//! - [`bytes`]: the little-endian fields values are written in;
 //! - [`budget`]: the shared-data keys a configuration, and a vm_id, may create;
 //! - [`store`]: the one door to counter storage (get, compare-and-swap set);
 //! - [`lane`]: which keys a bound's counters use, and the compare-and-swap
@@ -21,6 +22,7 @@
 #[cfg(any(test, feature = "test-support"))]
 pub mod accuracy;
 pub mod budget;
+pub mod bytes;
 pub mod directory;
 pub mod fleet;
 pub mod fleet_lane;

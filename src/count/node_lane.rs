@@ -3,7 +3,8 @@
 //! previous), or the lane's single counter; the decision for one request,
 //! taking it back, sweeping expired callers, and reading a caller's counts.
 
-use crate::count::lane::{decode_live, encode_live, tagged, u32_at, u64_at, Lane, Place, Prepared};
+use crate::count::bytes::{u32_at, u64_at};
+use crate::count::lane::{decode_live, encode_live, tagged, Lane, LanePlace, Prepared};
 use crate::count::store::{update_recalled, Store, StoreError};
 use crate::count::window::{Counts, Verdict};
 
@@ -12,7 +13,7 @@ use crate::count::window::{Counts, Verdict};
 const ENTRY: usize = 24;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
+struct NodeEntry {
     caller: u64,
     counts: Counts,
 }
@@ -37,11 +38,11 @@ fn encode_counts(tag: u32, c: Counts) -> Vec<u8> {
     v
 }
 
-fn decode_bucket(tag: u32, value: Option<&[u8]>) -> Vec<Entry> {
+fn decode_bucket(tag: u32, value: Option<&[u8]>) -> Vec<NodeEntry> {
     tagged(tag, value, ENTRY)
         .map(|b| {
             b.chunks_exact(ENTRY)
-                .map(|e| Entry {
+                .map(|e| NodeEntry {
                     caller: u64_at(e, 0),
                     counts: Counts {
                         win: u64_at(e, 8),
@@ -54,7 +55,7 @@ fn decode_bucket(tag: u32, value: Option<&[u8]>) -> Vec<Entry> {
         .unwrap_or_default()
 }
 
-fn encode_bucket(tag: u32, entries: &[Entry]) -> Vec<u8> {
+fn encode_bucket(tag: u32, entries: &[NodeEntry]) -> Vec<u8> {
     let mut v = Vec::with_capacity(4 + entries.len() * ENTRY);
     v.extend_from_slice(&tag.to_le_bytes());
     for e in entries {
@@ -123,7 +124,7 @@ pub fn prepare_hits<S: Store + ?Sized>(
         if let Some(pos) = entries.iter().position(|e| e.counts.expired(win)) {
             let mut entries = entries;
             if let Some(e) = entries.get_mut(pos) {
-                *e = Entry {
+                *e = NodeEntry {
                     caller,
                     counts: Counts::default(),
                 };
@@ -140,7 +141,7 @@ pub fn prepare_hits<S: Store + ?Sized>(
             };
             if live < table.cap {
                 let mut entries = entries;
-                entries.push(Entry {
+                entries.push(NodeEntry {
                     caller,
                     counts: Counts::default(),
                 });
@@ -186,7 +187,7 @@ fn prepare_single<S: Store + ?Sized>(
     Ok(Prepared {
         verdict,
         overflow,
-        place: Place::Single,
+        place: LanePlace::Single,
         value,
         cas,
         reserve: None,
@@ -239,7 +240,7 @@ fn prepare_in(
     Some(Prepared {
         verdict,
         overflow: false,
-        place: Place::Bucket(i),
+        place: LanePlace::Bucket(i),
         value,
         cas,
         reserve: None,
@@ -250,7 +251,7 @@ fn prepare_in(
 fn admit_new(
     lane: &Lane,
     i: usize,
-    mut entries: Vec<Entry>,
+    mut entries: Vec<NodeEntry>,
     pos: usize,
     cas: Option<u32>,
     reserve: Option<(Vec<u8>, Option<u32>)>,
@@ -265,7 +266,7 @@ fn admit_new(
     Prepared {
         verdict,
         overflow: false,
-        place: Place::Bucket(i),
+        place: LanePlace::Bucket(i),
         value: encode_bucket(lane.tag, &entries),
         cas,
         reserve,
@@ -282,7 +283,7 @@ fn admit_new(
 pub(crate) fn charge<S: Store + ?Sized>(
     store: &S,
     lane: &Lane,
-    place: Place,
+    place: LanePlace,
     caller: u64,
     win: u64,
     delta: i64,
@@ -305,11 +306,11 @@ pub(crate) fn charge<S: Store + ?Sized>(
         *c != before
     };
     update_recalled(store, lane.key_of(place).as_str(), |v| match place {
-        Place::Single => {
+        LanePlace::Single => {
             let mut c = decode_counts(lane.tag, v);
             (apply(&mut c).then(|| encode_counts(lane.tag, c)), ())
         }
-        Place::Bucket(_) => {
+        LanePlace::Bucket(_) => {
             let mut entries = decode_bucket(lane.tag, v);
             let changed = entries
                 .iter_mut()
@@ -424,7 +425,7 @@ mod tests {
     fn a_late_charge_is_never_lost_and_a_late_refund_takes_nothing() {
         let s = MemStore::new();
         let l = lane(&s);
-        let at = Place::Bucket(0);
+        let at = LanePlace::Bucket(0);
         hit(&s, &l, 2, 1_000); // window 0
         hit(&s, &l, 2, 130_000); // window 2: the admission slid out
         let counts = |s: &MemStore| peek(s, &l, 2).unwrap().unwrap();

@@ -21,7 +21,7 @@ use crate::count::window::Quota;
 const SLOTS: usize = 1_024;
 
 #[derive(Debug, Clone, Copy, Default)]
-struct Slot {
+struct RefusalSlot {
     /// `(route << 32 | bound) + 1`; 0 is an empty slot.
     bound: u64,
     caller: u64,
@@ -32,13 +32,13 @@ struct Slot {
 }
 
 pub struct Refusals {
-    slots: Vec<Slot>,
+    slots: Vec<RefusalSlot>,
 }
 
 impl Default for Refusals {
     fn default() -> Self {
         Refusals {
-            slots: vec![Slot::default(); SLOTS],
+            slots: vec![RefusalSlot::default(); SLOTS],
         }
     }
 }
@@ -75,7 +75,7 @@ impl Refusals {
         }
         let id = bound_id(route, bound);
         if let Some(s) = self.slots.get_mut(Self::index(id, caller)) {
-            *s = Slot {
+            *s = RefusalSlot {
                 bound: id,
                 caller,
                 since_ms: now_ms,

@@ -38,7 +38,7 @@ const MAX_AGE_MS: u64 = 10_000;
 const MAX_REST_SHIFT: u32 = 6;
 
 #[derive(Debug, Default)]
-struct Slot {
+struct WriteSlot {
     key: String,
     value: Vec<u8>,
     /// The cas the key carries if nobody wrote it since.
@@ -50,7 +50,7 @@ struct Slot {
 
 #[derive(Debug)]
 pub struct WriteMemory {
-    slots: Vec<Option<Slot>>,
+    slots: Vec<Option<WriteSlot>>,
     /// A value the host's cas counter has reached, and when it was learnt.
     next: Option<(u32, u64)>,
     /// Our latest write that landed, and when.
@@ -192,7 +192,7 @@ impl WriteMemory {
         let Some(s) = self.slots.get_mut(index(key)) else {
             return;
         };
-        let s = s.get_or_insert_with(Slot::default);
+        let s = s.get_or_insert_with(WriteSlot::default);
         s.key.clear();
         s.key.push_str(key);
         s.value.clear();

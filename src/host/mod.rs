@@ -7,7 +7,7 @@ mod metrics;
 mod shared;
 
 use crate::count::lane::Table;
-use crate::node::{Active, Node, NodeHost};
+use crate::node::{Active, NodeHost, RootState};
 use crate::pipeline::{Exchange, Step, Worker};
 use envoy::Envoy;
 use metrics::Metrics;
@@ -30,13 +30,13 @@ proxy_wasm::main! {{
     }));
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
         let random = Envoy::default().random()[0];
-        Box::new(Root { node: Node::new(random, Table::DEFAULT) })
+        Box::new(Root { node: RootState::new(random, Table::DEFAULT) })
     });
 }}
 
 /// A root context: its life is the node's (`crate::node`).
 struct Root {
-    node: Node<Metrics>,
+    node: RootState<Metrics>,
 }
 
 impl Context for Root {

@@ -17,7 +17,6 @@ pub struct IdentityCache {
     ttl_ms: u64,
 }
 
-/// The cache key of a credential (`seed` is the installation's).
 /// A worker's two identity caches for a configuration: session answers per
 /// credential, and identities of verified JWTs per token. One not
 /// configured caches nothing.
@@ -37,6 +36,7 @@ pub fn caches_for(
     (cache(sessions), cache(tokens))
 }
 
+/// The cache key of a credential (`seed` is the installation's).
 pub fn credential_key(seed: [u64; 2], credential: &str) -> u128 {
     let mut h = SipHasher13::new_with_keys(seed[1], seed[0]);
     h.write(credential.as_bytes());

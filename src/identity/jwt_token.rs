@@ -21,8 +21,8 @@ pub fn bearer(header: &str) -> &str {
 }
 
 /// base64url (RFC 7515 §2 says without padding; padding is tolerated).
-/// Trailing bits that are not zero are accepted, as they were before the
-/// `base64` crate: a token jwt_authn took must still read here.
+/// Trailing bits that are not zero are accepted: a token jwt_authn took
+/// must read here too.
 const BASE64URL: GeneralPurpose = GeneralPurpose::new(
     &alphabet::URL_SAFE,
     GeneralPurposeConfig::new()

@@ -8,6 +8,7 @@ pub mod cache;
 pub mod jwt_token;
 
 use crate::config::{Access, JwtSource};
+use crate::count::bytes::read_u32;
 use std::fmt;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -109,10 +110,7 @@ pub fn roles(bytes: &[u8]) -> Vec<String> {
 /// proxy-wasm map encoding: count, then (key length, value length) pairs,
 /// then each key and value followed by a NUL.
 fn pairs(bytes: &[u8]) -> Option<Vec<(String, String)>> {
-    let word = |at: usize| -> Option<usize> {
-        let b: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
-        Some(u32::from_le_bytes(b) as usize)
-    };
+    let word = |at: usize| read_u32(bytes, at).map(|n| n as usize);
     let n = word(0)?;
     if n == 0 || n > 1_000 {
         return None;

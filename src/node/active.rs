@@ -103,7 +103,7 @@ pub fn activate<H: NodeHost>(
             ),
         );
         for w in console::warnings(&plan, None) {
-            if w.level == console::Level::Warning {
+            if w.level == console::Severity::Warning {
                 host.log(
                     Level::Warn,
                     &format!("ratebound configuration warning: {w}"),

@@ -3,14 +3,14 @@
 //! call that fails is not sent again (it may have been counted): its
 //! charges are counted as unsent, as are charges a full queue dropped.
 
-use super::{Active, Node, NodeHost, NodeStat, NodeStats};
+use super::{Active, NodeHost, NodeStat, NodeStats, RootState};
 use crate::pipeline::owed::{self, OWED_MAX};
 use crate::pipeline::Level;
 
 /// Calls a tick sends at most: the queue's whole size.
 const CALLS_PER_TICK: usize = OWED_MAX / owed::CHARGES_PER_CALL;
 
-impl<S: NodeStats> Node<S> {
+impl<S: NodeStats> RootState<S> {
     pub(super) fn send_owed<H: NodeHost<Stats = S>>(&mut self, host: &mut H, active: &Active<S>) {
         let dropped = self
             .owed

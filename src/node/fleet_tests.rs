@@ -1,5 +1,5 @@
 //! Fleet bounds through the whole pipeline, natively: several nodes (each
-//! a root context, [`Node`](crate::node::Node), over its own store), their fleet syncs
+//! a root context, [`RootState`](crate::node::RootState), over its own store), their fleet syncs
 //! (the node's driver, with its calls in flight) and a service that counts
 //! as envoyproxy/ratelimit does (fixed clock windows, every hit added, the
 //! override's limit answered).
@@ -106,7 +106,7 @@ const UNREACHED: &str = "no healthy upstream";
 
 struct Node {
     host: MockNodeHost,
-    node: crate::node::Node<MockStats>,
+    node: crate::node::RootState<MockStats>,
 }
 
 impl Node {
@@ -119,7 +119,7 @@ impl Node {
         // Its stable node id (the heartbeat's own key).
         let id = format!("node-{me}").into_bytes();
         host.pipe.properties.insert("node.id".into(), id);
-        let mut node = crate::node::Node::new(me, table);
+        let mut node = crate::node::RootState::new(me, table);
         assert!(node.configure(&mut host, json.as_bytes().to_vec()));
         Node { host, node }
     }
@@ -248,9 +248,9 @@ fn three_nodes_share_one_budget_not_three() {
     assert!(service.calls.iter().all(|&n| n <= MAX_DESCRIPTORS));
 }
 
-/// Issue 22: one request a node, a second of syncs, then 400 a node at once
-/// right after a sync. Each node admits its share of what the fleet had left
-/// at its last answer, (300 − 3) / 3: 300 in all (the estimate alone let
+/// One request a node, a second of syncs, then 400 a node at once right
+/// after a sync. Each node admits its share of what the fleet had left at
+/// its last answer, (300 − 3) / 3: 300 in all (the estimate alone lets
 /// each node take all 297 left: 894).
 #[test]
 fn a_synchronised_burst_right_after_a_sync_admits_what_the_fleet_had_left() {
@@ -277,7 +277,7 @@ fn a_synchronised_burst_right_after_a_sync_admits_what_the_fleet_had_left() {
     assert!(last.status == 429, "{last:?}");
 }
 
-/// Issue 22: the budget used on one node, then fast bursts on the two
+/// The budget used on one node, then fast bursts on the two
 /// others, new to the key: each admits a tenth of its share (10)
 /// before its first answer, not its alone share (100 each: 500 in all).
 #[test]
@@ -311,9 +311,9 @@ fn a_node_new_to_a_key_waits_for_its_first_answer_before_taking_a_share() {
     assert_eq!(after, 0);
 }
 
-/// Issue 22: the service down for over two clock minutes: each node keeps
-/// the node count it last heard (3), and a new address gets 100 a node
-/// (the count used to fall back to fleet_nodes, here 1: 900 in all).
+/// The service down for over two clock minutes: each node keeps the node
+/// count it last heard (3), and a new address gets 100 a node (falling
+/// back to fleet_nodes, here 1, would admit 900 in all).
 #[test]
 fn a_long_outage_keeps_the_node_count() {
     let json = config(300, "address").replace(r#","fleet_nodes":3"#, "");
@@ -334,10 +334,10 @@ fn a_long_outage_keeps_the_node_count() {
     assert_eq!(admitted, vec![100, 100, 100]);
 }
 
-/// Issue 22: a node restarted (its shared data gone) three times in a
-/// minute: the heartbeat's own key says it was already counted (3 nodes,
-/// not 6), and each run admits its join share before its first answer says
-/// the fleet is full (each restart used to admit a fresh alone share).
+/// A node restarted (its shared data gone) three times in a minute: the
+/// heartbeat's own key says it was already counted (3 nodes, not 6), and
+/// each run admits its join share before its first answer says the fleet
+/// is full (not a fresh alone share each restart).
 #[test]
 fn a_restart_is_neither_a_new_node_nor_a_fresh_share() {
     let json = config(300, "address");
@@ -375,9 +375,9 @@ fn a_restart_is_neither_a_new_node_nor_a_fresh_share() {
     );
 }
 
-/// Issue 22: calls the service counted but answered too late (timeouts) are
-/// not sent again: every admitted hit reaches the service at most once
-/// (re-sending them counted them twice and refused honest callers early).
+/// Calls the service counted but answered too late (timeouts) are not sent
+/// again: every admitted hit reaches the service at most once (re-sent,
+/// they would count twice and refuse honest callers early).
 #[test]
 fn a_timed_out_sync_is_not_sent_again() {
     let mut nodes = fleet(1, &config(300, "address"));
@@ -694,10 +694,10 @@ fn a_route_wide_fleet_bound_is_one_budget_for_every_caller() {
     assert!((18..=24).contains(&admitted), "{admitted} of 20");
 }
 
-/// The heartbeat under a slow service (the CI flake of issue 22's test: a
-/// node whose first calls timed out stayed uncounted for the minute): an
-/// add that timed out but landed is read back, not added again; one that
-/// was lost is added again. Every node is counted once.
+/// The heartbeat under a slow service (a node whose first calls time out
+/// must not stay uncounted for the minute): an add that timed out but
+/// landed is read back, not added again; one that was lost is added again.
+/// Every node is counted once.
 #[test]
 fn a_timed_out_heartbeat_is_read_back_neither_missed_nor_counted_twice() {
     let json = config(300, "address");

@@ -3,7 +3,7 @@
 //! runs natively, and what it asked of the host can be read back. Several
 //! nodes over one host are several root contexts of one Envoy.
 
-use super::{Node, NodeHost, NodeStat, NodeStats};
+use super::{NodeHost, NodeStat, NodeStats, RootState};
 use crate::config::plan::Plan;
 use crate::count::store::MemStore;
 use crate::pipeline::fleet_sync::Settled;
@@ -110,7 +110,7 @@ impl MockNodeHost {
     /// over), through the node's entry for an answer.
     pub fn answer(
         &mut self,
-        node: &mut Node<MockStats>,
+        node: &mut RootState<MockStats>,
         token: u32,
         grpc_status: u32,
         message: &[u8],
@@ -129,7 +129,7 @@ impl MockNodeHost {
     /// trailers-only answer with `grpc_status` saying why.
     pub fn fail(
         &mut self,
-        node: &mut Node<MockStats>,
+        node: &mut RootState<MockStats>,
         token: u32,
         grpc_status: u32,
         grpc_message: Option<&str>,

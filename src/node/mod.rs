@@ -50,7 +50,7 @@ const TICK_SLACK_MS: u64 = 50;
 
 /// One root context: the configuration in force, and what it runs at its
 /// ticks.
-pub struct Node<S> {
+pub struct RootState<S> {
     active: Option<Rc<Active<S>>>,
     /// The configuration's bytes, to register it again if the directory
     /// forgot it while it was in force.
@@ -81,11 +81,11 @@ pub struct Node<S> {
     charging: HashMap<u32, usize>,
 }
 
-impl<S: NodeStats> Node<S> {
+impl<S: NodeStats> RootState<S> {
     /// A root context with lease id `random` (made odd: never 0, no lease)
     /// whose caller tables have `table`'s size.
-    pub fn new(random: u64, table: Table) -> Node<S> {
-        Node {
+    pub fn new(random: u64, table: Table) -> RootState<S> {
+        RootState {
             active: None,
             bytes: Vec::new(),
             current: false,

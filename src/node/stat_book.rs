@@ -31,7 +31,7 @@ struct Counter {
 
 /// Where a defined stat goes.
 #[derive(Clone, Copy)]
-enum Slot {
+enum StatSlot {
     /// A counter: its index in `StatBook::counters`, flushed on the tick.
     Counted(usize),
     /// A gauge or histogram: the sink's id, recorded at once.
@@ -41,18 +41,18 @@ enum Slot {
 /// The stats of one bound (`N` is `Stat::PER_BOUND`) or of the instance
 /// (all), by `Stat::index`: none for what it does not have, or what the
 /// sink would not define.
-struct Slots<const N: usize>([Option<Slot>; N]);
+struct Slots<const N: usize>([Option<StatSlot>; N]);
 
 impl<const N: usize> Slots<N> {
     fn new() -> Self {
         Slots([None; N])
     }
 
-    fn get(&self, stat: Stat) -> Option<Slot> {
+    fn get(&self, stat: Stat) -> Option<StatSlot> {
         self.0.get(stat.index()).copied().flatten()
     }
 
-    fn set(&mut self, stat: Stat, slot: Option<Slot>) {
+    fn set(&mut self, stat: Stat, slot: Option<StatSlot>) {
         if let Some(s) = self.0.get_mut(stat.index()) {
             *s = slot;
         }
@@ -82,9 +82,9 @@ impl<K: StatSink> StatBook<K> {
                         id,
                         unflushed: Cell::new(0),
                     });
-                    Slot::Counted(counters.len() - 1)
+                    StatSlot::Counted(counters.len() - 1)
                 }
-                Kind::Gauge | Kind::Histogram => Slot::Recorded(id),
+                Kind::Gauge | Kind::Histogram => StatSlot::Recorded(id),
             })
         };
         let instance = &plan.instance;
@@ -121,16 +121,16 @@ impl<K: StatSink> StatBook<K> {
         self.bounds.get(route.index())?.get(bound.index())
     }
 
-    fn add(&self, slot: Option<Slot>, n: u64) {
-        if let Some(Slot::Counted(i)) = slot {
+    fn add(&self, slot: Option<StatSlot>, n: u64) {
+        if let Some(StatSlot::Counted(i)) = slot {
             if let Some(c) = self.counters.get(i) {
                 c.unflushed.set(c.unflushed.get() + n);
             }
         }
     }
 
-    fn put(&self, slot: Option<Slot>, value: u64) {
-        if let Some(Slot::Recorded(id)) = slot {
+    fn put(&self, slot: Option<StatSlot>, value: u64) {
+        if let Some(StatSlot::Recorded(id)) = slot {
             self.sink.put(id, value);
         }
     }

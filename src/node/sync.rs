@@ -3,13 +3,13 @@
 //! (`pipeline::fleet_sync`); each call stays in flight, with the
 //! configuration that sent it, until its answer is settled.
 
-use super::{Active, Node, NodeHost, NodeStat, NodeStats, TICK_SLACK_MS};
+use super::{Active, NodeHost, NodeStat, NodeStats, RootState, TICK_SLACK_MS};
 use crate::pipeline::fleet_sync::{self, Batch, Settled};
 use crate::pipeline::Level;
 use crate::rls::GrpcCode;
 use std::rc::Rc;
 
-impl<S: NodeStats> Node<S> {
+impl<S: NodeStats> RootState<S> {
     /// One fleet sync now, whatever the period (the lease still decides):
     /// what a tick does when the sync is due.
     pub fn sync<H: NodeHost<Stats = S>>(&mut self, host: &mut H) {

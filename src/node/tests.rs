@@ -4,7 +4,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use super::mock::{Call, MockNodeHost, MockStats};
-use super::{Active, Node, NodeStat};
+use super::{Active, NodeStat, RootState};
 use crate::count::directory;
 use crate::count::lane::Table;
 use crate::pipeline::fleet_sync::{self, Settled};
@@ -35,8 +35,8 @@ const SIGN_IN: &str = r#"{
                     "limit": 5, "window": "PT1M"}]}]
 }"#;
 
-fn node(host: &mut MockNodeHost, me: u64, json: &str) -> Node<MockStats> {
-    let mut n = Node::new(me, SMALL);
+fn node(host: &mut MockNodeHost, me: u64, json: &str) -> RootState<MockStats> {
+    let mut n = RootState::new(me, SMALL);
     assert!(n.configure(host, json.as_bytes().to_vec()));
     n
 }
@@ -98,19 +98,19 @@ fn bound_keys(call: &Call) -> Vec<u64> {
 }
 
 /// Ticks `node` at `now`; the calls it made.
-fn tick(host: &mut MockNodeHost, node: &mut Node<MockStats>, now: u64) -> Vec<Call> {
+fn tick(host: &mut MockNodeHost, node: &mut RootState<MockStats>, now: u64) -> Vec<Call> {
     host.pipe.now = now;
     node.tick(host);
     host.take_calls()
 }
 
-/// Issues efe6479 and 4fb7e64: a reload (a new root context with the new
-/// configuration) while the old one's sync is in flight. The old call's
-/// answer is settled against the old configuration, whose draining
-/// connections then decide with the fleet's count (settled against the
-/// other, the key stayed "new": a tenth of its share); the new context
-/// takes the lease at once, not when the old one's runs out (before
-/// 4fb7e64 the fleet synced nothing for up to 3 s after every reload).
+/// A reload (a new root context with the new configuration) while the old
+/// one's sync is in flight. The old call's answer is settled against the
+/// old configuration, whose draining connections then decide with the
+/// fleet's count (settled against the other, the key would stay "new": a
+/// tenth of its share); the new context takes the lease at once, not when
+/// the old one's runs out (else the fleet syncs nothing for up to 3 s
+/// after every reload).
 #[test]
 fn a_reload_mid_sync_settles_the_old_call_as_sent_and_the_new_context_syncs_at_once() {
     let mut host = MockNodeHost::new(T0);
@@ -135,11 +135,11 @@ fn a_reload_mid_sync_settles_the_old_call_as_sent_and_the_new_context_syncs_at_o
     assert!(tick(&mut host, &mut old, T0 + 1_100).is_empty());
 }
 
-/// Issue efe6479: a root context reconfigured in place while its sync is
-/// in flight settles the answer against the configuration that sent it
-/// (it was settled against the one in force at the answer: the old
-/// configuration's key never got its count and stayed new to the node, a
-/// tenth of its share for its draining connections).
+/// A root context reconfigured in place while its sync is in flight
+/// settles the answer against the configuration that sent it (settled
+/// against the one in force at the answer, the old configuration's key
+/// would never get its count and stay new to the node, a tenth of its
+/// share for its draining connections).
 #[test]
 fn an_answer_is_settled_against_the_configuration_that_sent_it() {
     let mut host = MockNodeHost::new(T0);
@@ -165,8 +165,7 @@ fn an_answer_is_settled_against_the_configuration_that_sent_it() {
 
 /// One context per node syncs (the lease): another context of the same
 /// node syncs only when the holder stopped renewing, and then the old
-/// holder does not (moved from the fleet tests, where it called
-/// `claim` itself). Without the lease every worker's context would send
+/// holder does not. Without the lease every worker's context would send
 /// each key, a share of its hits each, once per worker.
 #[test]
 fn one_context_per_node_syncs_and_takes_over_a_lease_run_out() {
@@ -237,8 +236,8 @@ fn the_directory_forgetting_a_configuration() {
     assert_eq!(host.configs(), 2, "not registered again");
 }
 
-/// Issue ebf7e29 (CI's 503 on a worker's first sign-in: its cold connection
-/// outlasted the request's timeout): each worker's context calls the
+/// A worker's first sign-in must not meet a cold connection that outlasts
+/// the request's timeout (a 503): each worker's context calls the
 /// service at its ticks, one call at a time, again after a failure (or a
 /// call the host could not send), until one is answered.
 #[test]
@@ -262,11 +261,10 @@ fn warm_up_tries_one_call_at_a_time_until_answered() {
     assert_eq!(host.logged(Level::Warn, "warm-up"), 0);
 }
 
-/// Issue ebf7e29 and 4af75ed: while the service is unreachable each try is
-/// one call a tick; after `warm_up::TRIES` it gives up (the first sign-in
-/// opens the connection) and says so once; a configuration no route of
-/// which calls the service never calls (4af75ed: it encoded a call every
-/// tick).
+/// While the service is unreachable each try is one call a tick; after
+/// `warm_up::TRIES` it gives up (the first sign-in opens the connection)
+/// and says so once; a configuration no route of which calls the service
+/// never calls (not even to encode a call every tick).
 #[test]
 fn warm_up_gives_up_after_its_tries_and_says_so_once() {
     let mut host = MockNodeHost::new(T0);
@@ -308,7 +306,7 @@ fn the_sweep_goes_through_a_table_in_chunks() {
         cap: 4_096,
     };
     let mut host = MockNodeHost::new(T0);
-    let mut n = Node::new(1, table);
+    let mut n = RootState::new(1, table);
     let json = r#"{"instance": "n", "routes": [{"name": "r", "bounds": [
         {"name": "a", "per": "address", "limit": 5, "window": "PT1S"}]}]}"#;
     assert!(n.configure(&mut host, json.as_bytes().to_vec()));
@@ -558,7 +556,7 @@ fn a_configuration_over_the_budget_is_refused_saying_why() {
             r#"{{"instance": "i{k}", "routes": [{{"name": "r", "bounds": [
                 {{"name": "a", "per": "route", "limit": 5, "window": "PT1S"}}]}}]}}"#
         );
-        let mut n = Node::new(1, SMALL);
+        let mut n = RootState::new(1, SMALL);
         let ok = n.configure(&mut host, json.into_bytes());
         assert_eq!(ok, k < alive, "configuration {k}");
         nodes.push(n);
@@ -745,7 +743,7 @@ fn a_failing_sync_is_logged_once_a_run_of_failures() {
     let mut n = node(&mut host, 1, &fleet(10));
     let failing = |host: &MockNodeHost| host.logged(Level::Warn, "fleet sync failed");
     let mut now = T0;
-    let mut sync = |host: &mut MockNodeHost, n: &mut Node<MockStats>, ok: bool| {
+    let mut sync = |host: &mut MockNodeHost, n: &mut RootState<MockStats>, ok: bool| {
         let calls = tick(host, n, now);
         now += 200;
         for c in calls {

@@ -2,12 +2,12 @@
 //! first sign-in (`pipeline::warm_up`): one call at a time, a tick apart,
 //! until one is answered.
 
-use super::{Active, Node, NodeHost, NodeStats};
+use super::{Active, NodeHost, NodeStats, RootState};
 use crate::pipeline::warm_up::{self, WarmUp};
 use crate::pipeline::Level;
 use crate::rls::GrpcCode;
 
-impl<S: NodeStats> Node<S> {
+impl<S: NodeStats> RootState<S> {
     pub(super) fn warm_up<H: NodeHost<Stats = S>>(&mut self, host: &mut H, active: &Active<S>) {
         if !self.warm.due() {
             return;

@@ -16,8 +16,8 @@
 use crate::config::installation::Unit;
 use crate::config::plan::{BoundId, Plan, RouteId};
 use crate::count::fleet::{Beat, Failure, Record};
-use crate::count::fleet_lane::{self, Candidate, Outcome, Taken};
-use crate::count::lane::Place;
+use crate::count::fleet_lane::{self, Candidate, SyncOutcome, Taken};
+use crate::count::lane::LanePlace;
 use crate::count::store::{update, Store, StoreError};
 use crate::pipeline::limiter::Limiter;
 use crate::rls::{self, DescriptorSpec, GrpcCode, Override, RlsError};
@@ -196,8 +196,8 @@ pub fn collect<S: Store + ?Sized>(
 /// A key's descriptor value: the fleet's key, or the overflow counter.
 fn key_value(t: &Taken) -> String {
     match t.place {
-        Place::Single => "overflow".to_string(),
-        Place::Bucket(_) => format!("f{:016x}", t.fleet_id),
+        LanePlace::Single => "overflow".to_string(),
+        LanePlace::Bucket(_) => format!("f{:016x}", t.fleet_id),
     }
 }
 
@@ -341,7 +341,7 @@ pub fn settle<S: Store + ?Sized>(
             .skip(at)
             .position(|(r2, b2, _)| (r2, b2) != (r, b))
             .map_or(batch.items.len(), |n| at + n);
-        let outcome: Vec<(Taken, Outcome)> = batch
+        let outcome: Vec<(Taken, SyncOutcome)> = batch
             .items
             .get(at..end)
             .unwrap_or_default()
@@ -349,8 +349,8 @@ pub fn settle<S: Store + ?Sized>(
             .enumerate()
             .map(|(k, (_, _, t))| {
                 let o = match (count(skip + at + k), failure) {
-                    (Some(fleet), _) => Outcome::Count { fleet, nodes },
-                    (None, f) => Outcome::Failed(f.unwrap_or(Failure::NotCounted)),
+                    (Some(fleet), _) => SyncOutcome::Count { fleet, nodes },
+                    (None, f) => SyncOutcome::Failed(f.unwrap_or(Failure::NotCounted)),
                 };
                 (*t, o)
             })

@@ -394,8 +394,10 @@ impl<'p> Worker<'p> {
             .collect();
         let read = ready.also.iter().flatten().count();
         let answer = match rls::outcome(grpc_status, body.as_deref(), bounds.len() + read) {
-            rls::Outcome::Error(e) => return self.service_failed(host, r, ready, &e),
-            rls::Outcome::Admit { statuses } | rls::Outcome::Refuse { statuses, .. } => statuses,
+            rls::CallOutcome::Error(e) => return self.service_failed(host, r, ready, &e),
+            rls::CallOutcome::Admit { statuses } | rls::CallOutcome::Refuse { statuses, .. } => {
+                statuses
+            }
         };
         // Every descriptor went with a limit: one answered without is a
         // service that does not know the domain, and counted nothing.

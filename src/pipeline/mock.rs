@@ -385,7 +385,7 @@ impl Host for MockHost {
 }
 
 /// A configuration in force over a [`MockHost`]'s store, with a worker's
-/// memories: what `node::Node::configure` builds, with small caller
+/// memories: what `node::RootState::configure` builds, with small caller
 /// tables.
 pub struct Filter {
     pub limiter: Limiter,

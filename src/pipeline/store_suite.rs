@@ -377,7 +377,7 @@ impl<S: Store + ?Sized> Store for RaceOnce<'_, S> {
 /// failed sync puts its hits back.
 fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str) -> Check {
     use crate::count::fleet::Failure;
-    use crate::count::fleet_lane::{self, Fleet, Known, Outcome};
+    use crate::count::fleet_lane::{self, Fleet, Known, SyncOutcome};
     let mut l = lane(s, &format!("{p}:f"), 6, Some(small()))?;
     l.fleet = true;
     let fleet = Fleet {
@@ -415,7 +415,7 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
     fleet_lane::settle(
         s,
         &l,
-        &[(first, Outcome::Count { fleet: 5, nodes: 2 })],
+        &[(first, SyncOutcome::Count { fleet: 5, nodes: 2 })],
         t + 101,
     )
     .map_err(e)?;
@@ -427,7 +427,7 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
     fleet_lane::settle(
         s,
         &l,
-        &[(second, Outcome::Failed(Failure::NotCounted))],
+        &[(second, SyncOutcome::Failed(Failure::NotCounted))],
         t + 301,
     )
     .map_err(e)?;
@@ -467,7 +467,7 @@ fn a_fleet_cost_is_synced_as_its_true_total<S: Store + ?Sized>(s: &S, p: &str) -
         let hits = taken.iter().map(|x| x.sent.hits).collect();
         let answers: Vec<_> = taken
             .into_iter()
-            .map(|x| (x, fleet_lane::Outcome::Count { fleet: 0, nodes: 1 }))
+            .map(|x| (x, fleet_lane::SyncOutcome::Count { fleet: 0, nodes: 1 }))
             .collect();
         fleet_lane::settle(s, &l, &answers, now).map_err(e)?;
         Ok(hits)

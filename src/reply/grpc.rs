@@ -1,12 +1,111 @@
-//! A refusal in gRPC's terms: `google.rpc.Status` with a
-//! `google.rpc.RetryInfo`, as gRPC clients read it from
-//! `grpc-status-details-bin` (base64 of the serialized Status).
+//! gRPC's status codes (the one table: a refusal carries them, a call to the
+//! rate-limit service ends in them), and a refusal in gRPC's terms:
+//! `google.rpc.Status` with a `google.rpc.RetryInfo`, as gRPC clients read
+//! it from `grpc-status-details-bin` (base64 of the serialized Status).
 
 use prost::Message;
+use std::fmt;
 
-/// gRPC's RESOURCE_EXHAUSTED and UNAVAILABLE.
-pub const RESOURCE_EXHAUSTED: u32 = 8;
-pub const UNAVAILABLE: u32 = 14;
+/// The two statuses a refusal may carry.
+pub const RESOURCE_EXHAUSTED: u32 = GrpcCode::ResourceExhausted.number();
+pub const UNAVAILABLE: u32 = GrpcCode::Unavailable.number();
+
+/// A gRPC status code other than OK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrpcCode {
+    Cancelled,
+    Unknown,
+    InvalidArgument,
+    DeadlineExceeded,
+    NotFound,
+    AlreadyExists,
+    PermissionDenied,
+    ResourceExhausted,
+    FailedPrecondition,
+    Aborted,
+    OutOfRange,
+    Unimplemented,
+    Internal,
+    Unavailable,
+    DataLoss,
+    Unauthenticated,
+    /// A number outside the gRPC codes (0 included: it is no error).
+    Other(u32),
+}
+
+impl GrpcCode {
+    pub fn from_wire(code: u32) -> GrpcCode {
+        match code {
+            1 => GrpcCode::Cancelled,
+            2 => GrpcCode::Unknown,
+            3 => GrpcCode::InvalidArgument,
+            4 => GrpcCode::DeadlineExceeded,
+            5 => GrpcCode::NotFound,
+            6 => GrpcCode::AlreadyExists,
+            7 => GrpcCode::PermissionDenied,
+            8 => GrpcCode::ResourceExhausted,
+            9 => GrpcCode::FailedPrecondition,
+            10 => GrpcCode::Aborted,
+            11 => GrpcCode::OutOfRange,
+            12 => GrpcCode::Unimplemented,
+            13 => GrpcCode::Internal,
+            14 => GrpcCode::Unavailable,
+            15 => GrpcCode::DataLoss,
+            16 => GrpcCode::Unauthenticated,
+            other => GrpcCode::Other(other),
+        }
+    }
+
+    pub const fn number(self) -> u32 {
+        match self {
+            GrpcCode::Cancelled => 1,
+            GrpcCode::Unknown => 2,
+            GrpcCode::InvalidArgument => 3,
+            GrpcCode::DeadlineExceeded => 4,
+            GrpcCode::NotFound => 5,
+            GrpcCode::AlreadyExists => 6,
+            GrpcCode::PermissionDenied => 7,
+            GrpcCode::ResourceExhausted => 8,
+            GrpcCode::FailedPrecondition => 9,
+            GrpcCode::Aborted => 10,
+            GrpcCode::OutOfRange => 11,
+            GrpcCode::Unimplemented => 12,
+            GrpcCode::Internal => 13,
+            GrpcCode::Unavailable => 14,
+            GrpcCode::DataLoss => 15,
+            GrpcCode::Unauthenticated => 16,
+            GrpcCode::Other(n) => n,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            GrpcCode::Cancelled => "CANCELLED",
+            GrpcCode::Unknown => "UNKNOWN",
+            GrpcCode::InvalidArgument => "INVALID_ARGUMENT",
+            GrpcCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            GrpcCode::NotFound => "NOT_FOUND",
+            GrpcCode::AlreadyExists => "ALREADY_EXISTS",
+            GrpcCode::PermissionDenied => "PERMISSION_DENIED",
+            GrpcCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            GrpcCode::FailedPrecondition => "FAILED_PRECONDITION",
+            GrpcCode::Aborted => "ABORTED",
+            GrpcCode::OutOfRange => "OUT_OF_RANGE",
+            GrpcCode::Unimplemented => "UNIMPLEMENTED",
+            GrpcCode::Internal => "INTERNAL",
+            GrpcCode::Unavailable => "UNAVAILABLE",
+            GrpcCode::DataLoss => "DATA_LOSS",
+            GrpcCode::Unauthenticated => "UNAUTHENTICATED",
+            GrpcCode::Other(_) => "not a gRPC status code",
+        }
+    }
+}
+
+impl fmt::Display for GrpcCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.number(), self.name())
+    }
+}
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Status {
@@ -32,12 +131,13 @@ struct RetryInfo {
     retry_delay: Option<Duration>,
 }
 
+/// `google.protobuf.Duration`.
 #[derive(Clone, PartialEq, prost::Message)]
-struct Duration {
+pub struct Duration {
     #[prost(int64, tag = "1")]
-    seconds: i64,
+    pub seconds: i64,
     #[prost(int32, tag = "2")]
-    nanos: i32,
+    pub nanos: i32,
 }
 
 /// `grpc-status-details-bin`: the status, its message and a RetryInfo of
@@ -51,7 +151,7 @@ pub fn status_details(code: u32, message: &str, retry_s: u64) -> String {
         }),
     };
     let status = Status {
-        code: i32::try_from(code).unwrap_or(2),
+        code: i32::try_from(code).unwrap_or(GrpcCode::Unknown.number() as i32),
         message: message.to_string(),
         details: vec![Any {
             type_url: "type.googleapis.com/google.rpc.RetryInfo".to_string(),

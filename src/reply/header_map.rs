@@ -1,6 +1,8 @@
 //! The proxy-wasm header map encoding, both ways: local replies' headers
 //! are written in it, and a request's headers come back in it.
 
+use crate::count::bytes::read_u32;
+
 /// The proxy-wasm map encoding: the count, each key's and value's length
 /// (u32, little-endian), then each key and value followed by a NUL.
 pub fn encode(map: &[(&str, &str)]) -> Vec<u8> {
@@ -28,10 +30,7 @@ pub fn encode(map: &[(&str, &str)]) -> Vec<u8> {
 /// The proxy-wasm map encoding read back (see [`encode`]); a
 /// truncated map ends where it stops making sense.
 pub fn pairs(bytes: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
-    let word = |at: usize| -> Option<usize> {
-        let b = bytes.get(at..at + 4)?;
-        Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
-    };
+    let word = |at: usize| read_u32(bytes, at).map(|n| n as usize);
     let n = word(0).unwrap_or(0);
     let mut p = 4usize.saturating_add(n.saturating_mul(8));
     (0..n).map_while(move |i| {

@@ -25,6 +25,8 @@ pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 pub const METHOD: &str = "ShouldRateLimit";
 
 pub use crate::config::installation::Unit;
+/// The service's calls end in a gRPC status.
+pub use crate::reply::grpc::GrpcCode;
 
 /// Hashing keys every Envoy of an installation derives alike, for the keys
 /// callers are sent to the service under: from the installation's secret
@@ -102,7 +104,7 @@ pub fn encode_request(domain: &str, descriptors: &[DescriptorSpec<'_>]) -> Vec<u
                 entries: d
                     .entries
                     .iter()
-                    .map(|(key, value)| proto::Entry {
+                    .map(|(key, value)| proto::DescriptorEntry {
                         key: (*key).to_owned(),
                         value: (*value).to_owned(),
                     })
@@ -165,7 +167,7 @@ pub struct DescriptorAnswer {
 
 /// A decoded `RateLimitResponse`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub struct ServiceAnswer {
     pub overall: Code,
     /// One per descriptor sent, in the same order.
     pub statuses: Vec<DescriptorAnswer>,
@@ -185,7 +187,7 @@ fn reset_seconds(d: &proto::Duration) -> u64 {
 }
 
 /// Decodes a `RateLimitResponse`.
-pub fn decode_answer(bytes: &[u8]) -> Result<Answer, RlsError> {
+pub fn decode_answer(bytes: &[u8]) -> Result<ServiceAnswer, RlsError> {
     let response = proto::RateLimitResponse::decode(bytes).map_err(RlsError::Decode)?;
     let mut statuses = Vec::with_capacity(response.statuses.len());
     for status in &response.statuses {
@@ -199,7 +201,7 @@ pub fn decode_answer(bytes: &[u8]) -> Result<Answer, RlsError> {
             reset_s: status.duration_until_reset.as_ref().map(reset_seconds),
         });
     }
-    Ok(Answer {
+    Ok(ServiceAnswer {
         overall: Code::from_wire(response.overall_code)?,
         statuses,
     })
@@ -207,7 +209,7 @@ pub fn decode_answer(bytes: &[u8]) -> Result<Answer, RlsError> {
 
 /// What the filter does with a call to the service.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum CallOutcome {
     /// The service admitted the request (and counted it, for descriptors
     /// sent with a non-zero `hits_addend`). Per descriptor, `remaining`
     /// tells whether this request took the last one (0 with a limit).
@@ -230,14 +232,14 @@ pub enum Outcome {
 /// status (0 OK; Envoy reports an unreachable service as 14 UNAVAILABLE and
 /// a timeout as 4 DEADLINE_EXCEEDED), `body` the response message, if any,
 /// and `sent` the number of descriptors in the request.
-pub fn outcome(grpc_status: u32, body: Option<&[u8]>, sent: usize) -> Outcome {
+pub fn outcome(grpc_status: u32, body: Option<&[u8]>, sent: usize) -> CallOutcome {
     match answer_of(grpc_status, body, sent) {
         Ok(outcome) => outcome,
-        Err(e) => Outcome::Error(e),
+        Err(e) => CallOutcome::Error(e),
     }
 }
 
-fn answer_of(grpc_status: u32, body: Option<&[u8]>, sent: usize) -> Result<Outcome, RlsError> {
+fn answer_of(grpc_status: u32, body: Option<&[u8]>, sent: usize) -> Result<CallOutcome, RlsError> {
     if grpc_status != 0 {
         return Err(RlsError::Grpc(GrpcCode::from_wire(grpc_status)));
     }
@@ -252,7 +254,7 @@ fn answer_of(grpc_status: u32, body: Option<&[u8]>, sent: usize) -> Result<Outco
         Code::Unknown => Err(RlsError::OverallUnknown),
         // Trust the overall code: with the service's global shadow mode on,
         // it is OK while descriptors still say OVER_LIMIT.
-        Code::Ok => Ok(Outcome::Admit {
+        Code::Ok => Ok(CallOutcome::Admit {
             statuses: answer.statuses,
         }),
         Code::OverLimit => {
@@ -266,7 +268,7 @@ fn answer_of(grpc_status: u32, body: Option<&[u8]>, sent: usize) -> Result<Outco
             let reset_s = status
                 .reset_s
                 .ok_or(RlsError::MissingReset { descriptor })?;
-            Ok(Outcome::Refuse {
+            Ok(CallOutcome::Refuse {
                 descriptor,
                 limit: limit.requests_per_unit,
                 reset_s,
@@ -306,111 +308,12 @@ pub fn unframe(body: &[u8]) -> Result<&[u8], RlsError> {
 /// is 200. No answer at all (reset, timeout: Envoy reports no `:status`)
 /// is UNAVAILABLE; another HTTP status is UNKNOWN, as gRPC clients map them.
 pub fn call_status(http_status: Option<&str>, grpc_status: Option<&str>) -> u32 {
-    const UNKNOWN: u32 = 2;
-    const UNAVAILABLE: u32 = 14;
     match http_status {
-        None => UNAVAILABLE,
+        None => GrpcCode::Unavailable.number(),
         Some("200") => grpc_status
             .and_then(|g| g.trim().parse().ok())
-            .unwrap_or(UNKNOWN),
-        Some(_) => UNKNOWN,
-    }
-}
-
-/// A gRPC status code other than OK.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GrpcCode {
-    Cancelled,
-    Unknown,
-    InvalidArgument,
-    DeadlineExceeded,
-    NotFound,
-    AlreadyExists,
-    PermissionDenied,
-    ResourceExhausted,
-    FailedPrecondition,
-    Aborted,
-    OutOfRange,
-    Unimplemented,
-    Internal,
-    Unavailable,
-    DataLoss,
-    Unauthenticated,
-    /// A number outside the gRPC codes (0 included: it is no error).
-    Other(u32),
-}
-
-impl GrpcCode {
-    pub fn from_wire(code: u32) -> GrpcCode {
-        match code {
-            1 => GrpcCode::Cancelled,
-            2 => GrpcCode::Unknown,
-            3 => GrpcCode::InvalidArgument,
-            4 => GrpcCode::DeadlineExceeded,
-            5 => GrpcCode::NotFound,
-            6 => GrpcCode::AlreadyExists,
-            7 => GrpcCode::PermissionDenied,
-            8 => GrpcCode::ResourceExhausted,
-            9 => GrpcCode::FailedPrecondition,
-            10 => GrpcCode::Aborted,
-            11 => GrpcCode::OutOfRange,
-            12 => GrpcCode::Unimplemented,
-            13 => GrpcCode::Internal,
-            14 => GrpcCode::Unavailable,
-            15 => GrpcCode::DataLoss,
-            16 => GrpcCode::Unauthenticated,
-            other => GrpcCode::Other(other),
-        }
-    }
-
-    pub fn number(self) -> u32 {
-        match self {
-            GrpcCode::Cancelled => 1,
-            GrpcCode::Unknown => 2,
-            GrpcCode::InvalidArgument => 3,
-            GrpcCode::DeadlineExceeded => 4,
-            GrpcCode::NotFound => 5,
-            GrpcCode::AlreadyExists => 6,
-            GrpcCode::PermissionDenied => 7,
-            GrpcCode::ResourceExhausted => 8,
-            GrpcCode::FailedPrecondition => 9,
-            GrpcCode::Aborted => 10,
-            GrpcCode::OutOfRange => 11,
-            GrpcCode::Unimplemented => 12,
-            GrpcCode::Internal => 13,
-            GrpcCode::Unavailable => 14,
-            GrpcCode::DataLoss => 15,
-            GrpcCode::Unauthenticated => 16,
-            GrpcCode::Other(n) => n,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            GrpcCode::Cancelled => "CANCELLED",
-            GrpcCode::Unknown => "UNKNOWN",
-            GrpcCode::InvalidArgument => "INVALID_ARGUMENT",
-            GrpcCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
-            GrpcCode::NotFound => "NOT_FOUND",
-            GrpcCode::AlreadyExists => "ALREADY_EXISTS",
-            GrpcCode::PermissionDenied => "PERMISSION_DENIED",
-            GrpcCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
-            GrpcCode::FailedPrecondition => "FAILED_PRECONDITION",
-            GrpcCode::Aborted => "ABORTED",
-            GrpcCode::OutOfRange => "OUT_OF_RANGE",
-            GrpcCode::Unimplemented => "UNIMPLEMENTED",
-            GrpcCode::Internal => "INTERNAL",
-            GrpcCode::Unavailable => "UNAVAILABLE",
-            GrpcCode::DataLoss => "DATA_LOSS",
-            GrpcCode::Unauthenticated => "UNAUTHENTICATED",
-            GrpcCode::Other(_) => "not a gRPC status code",
-        }
-    }
-}
-
-impl fmt::Display for GrpcCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.number(), self.name())
+            .unwrap_or(GrpcCode::Unknown.number()),
+        Some(_) => GrpcCode::Unknown.number(),
     }
 }
 

@@ -8,6 +8,8 @@
 //! `envoy/extensions/common/ratelimit/v3/ratelimit.pb.go`
 //! (docs/rate-limit-service.md).
 
+pub use crate::reply::grpc::Duration;
+
 /// `envoy.service.ratelimit.v3.RateLimitRequest`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RateLimitRequest {
@@ -25,7 +27,7 @@ pub struct RateLimitRequest {
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RateLimitDescriptor {
     #[prost(message, repeated, tag = "1")]
-    pub entries: Vec<Entry>,
+    pub entries: Vec<DescriptorEntry>,
     #[prost(message, optional, tag = "2")]
     pub limit: Option<RateLimitOverride>,
     /// A wrapper so that 0 ("check, do not count") differs from unset.
@@ -35,7 +37,7 @@ pub struct RateLimitDescriptor {
 
 /// `envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.Entry`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Entry {
+pub struct DescriptorEntry {
     #[prost(string, tag = "1")]
     pub key: String,
     #[prost(string, tag = "2")]
@@ -95,13 +97,4 @@ pub struct RateLimit {
     pub unit: i32,
     #[prost(string, tag = "3")]
     pub name: String,
-}
-
-/// `google.protobuf.Duration`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Duration {
-    #[prost(int64, tag = "1")]
-    pub seconds: i64,
-    #[prost(int32, tag = "2")]
-    pub nanos: i32,
 }

@@ -15,7 +15,7 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-fn decoded(s: &str) -> Answer {
+fn decoded(s: &str) -> ServiceAnswer {
     decode_answer(&hex(s)).unwrap()
 }
 
@@ -170,7 +170,7 @@ fn call_that_takes_the_last_one_is_ok_with_zero_left() {
     assert_eq!((s.code, s.limit, s.remaining), (Code::Ok, Some(YAML), 0));
     assert_eq!(
         outcome(0, Some(&hex(recorded::OK_REMAINING_0)), 1),
-        Outcome::Admit { statuses: vec![s] }
+        CallOutcome::Admit { statuses: vec![s] }
     );
 }
 
@@ -187,7 +187,7 @@ fn call_above_the_limit_is_refused() {
     let reset_s = s.reset_s.unwrap();
     assert_eq!(
         outcome(0, Some(&bytes), 1),
-        Outcome::Refuse {
+        CallOutcome::Refuse {
             descriptor: 0,
             limit: 2,
             reset_s,
@@ -245,7 +245,7 @@ fn refusal_names_the_descriptor_over_its_limit() {
     assert_eq!(a.statuses[0].remaining, 4);
     assert_eq!(a.statuses[1].code, Code::OverLimit);
     match outcome(0, Some(&bytes), 2) {
-        Outcome::Refuse {
+        CallOutcome::Refuse {
             descriptor, limit, ..
         } => assert_eq!((descriptor, limit), (1, 2)),
         other => panic!("{other:?}"),
@@ -284,7 +284,7 @@ fn failed_calls_are_errors_with_their_grpc_code() {
         for body in [None, Some(ok_body.as_slice())] {
             assert_eq!(
                 outcome(status, body, 1),
-                Outcome::Error(RlsError::Grpc(code))
+                CallOutcome::Error(RlsError::Grpc(code))
             );
         }
         assert_eq!(code.number(), status);
@@ -304,18 +304,18 @@ fn every_grpc_code_keeps_its_number() {
 
 #[test]
 fn ok_status_without_or_with_a_bad_body_is_an_error() {
-    assert_eq!(outcome(0, None, 1), Outcome::Error(RlsError::NoBody));
+    assert_eq!(outcome(0, None, 1), CallOutcome::Error(RlsError::NoBody));
     // A truncated answer (a length past the end).
     let mut cut = hex(recorded::OK_REMAINING_1);
     cut.truncate(cut.len() - 2);
     assert!(matches!(
         outcome(0, Some(&cut), 1),
-        Outcome::Error(RlsError::Decode(_))
+        CallOutcome::Error(RlsError::Decode(_))
     ));
     // Not protobuf at all: wire type 7 does not exist.
     assert!(matches!(
         outcome(0, Some(&[0x0f, 0xff]), 1),
-        Outcome::Error(RlsError::Decode(_))
+        CallOutcome::Error(RlsError::Decode(_))
     ));
 }
 
@@ -324,7 +324,7 @@ fn overall_unknown_is_an_error() {
     // An empty message: every field at its default, overall UNKNOWN.
     assert_eq!(
         outcome(0, Some(&[]), 0),
-        Outcome::Error(RlsError::OverallUnknown)
+        CallOutcome::Error(RlsError::OverallUnknown)
     );
     let unknown = proto::RateLimitResponse {
         overall_code: 0,
@@ -332,7 +332,7 @@ fn overall_unknown_is_an_error() {
     };
     assert_eq!(
         outcome(0, Some(&unknown.encode_to_vec()), 1),
-        Outcome::Error(RlsError::OverallUnknown)
+        CallOutcome::Error(RlsError::OverallUnknown)
     );
 }
 
@@ -355,7 +355,7 @@ fn codes_outside_the_enum_are_errors() {
     };
     assert_eq!(
         outcome(0, Some(&status.encode_to_vec()), 1),
-        Outcome::Error(RlsError::UnknownCode(-1))
+        CallOutcome::Error(RlsError::UnknownCode(-1))
     );
 }
 
@@ -364,11 +364,11 @@ fn a_status_count_other_than_the_descriptors_sent_is_an_error() {
     let two = hex(recorded::TWO_DESCRIPTORS);
     assert_eq!(
         outcome(0, Some(&two), 1),
-        Outcome::Error(RlsError::StatusCount { sent: 1, got: 2 })
+        CallOutcome::Error(RlsError::StatusCount { sent: 1, got: 2 })
     );
     assert_eq!(
         outcome(0, Some(&hex(recorded::OK_REMAINING_1)), 3),
-        Outcome::Error(RlsError::StatusCount { sent: 3, got: 1 })
+        CallOutcome::Error(RlsError::StatusCount { sent: 3, got: 1 })
     );
 }
 
@@ -400,7 +400,7 @@ fn over_limit_answers_missing_parts_are_errors() {
     }]);
     assert_eq!(
         outcome(0, Some(&none_over), 1),
-        Outcome::Error(RlsError::OverLimitWithoutDescriptor)
+        CallOutcome::Error(RlsError::OverLimitWithoutDescriptor)
     );
     let no_limit = over(vec![proto::DescriptorStatus {
         code: 2,
@@ -410,7 +410,7 @@ fn over_limit_answers_missing_parts_are_errors() {
     }]);
     assert_eq!(
         outcome(0, Some(&no_limit), 1),
-        Outcome::Error(RlsError::MissingLimit { descriptor: 0 })
+        CallOutcome::Error(RlsError::MissingLimit { descriptor: 0 })
     );
     let no_reset = over(vec![
         proto::DescriptorStatus {
@@ -426,7 +426,7 @@ fn over_limit_answers_missing_parts_are_errors() {
     ]);
     assert_eq!(
         outcome(0, Some(&no_reset), 2),
-        Outcome::Error(RlsError::MissingReset { descriptor: 1 })
+        CallOutcome::Error(RlsError::MissingReset { descriptor: 1 })
     );
 }
 
@@ -451,7 +451,7 @@ fn first_descriptor_over_its_limit_is_the_one_named() {
         status(20, 9),
     ]);
     match outcome(0, Some(&body), 3) {
-        Outcome::Refuse {
+        CallOutcome::Refuse {
             descriptor,
             limit,
             reset_s,
@@ -474,7 +474,7 @@ fn shadow_mode_answer_ok_over_a_descriptor_over_is_admitted() {
     .encode_to_vec();
     assert!(matches!(
         outcome(0, Some(&body), 1),
-        Outcome::Admit { statuses } if statuses[0].code == Code::OverLimit
+        CallOutcome::Admit { statuses } if statuses[0].code == Code::OverLimit
     ));
 }
 

@@ -13,7 +13,7 @@ use ratebound::config::plan::Plan;
 use ratebound::config::{Config, ConfigError};
 use ratebound::console::source::Document;
 use ratebound::console::stream::{cross_check, EnvoyFilter, Plugin, Workloads};
-use ratebound::console::{input, rls_config, warnings, words, Level};
+use ratebound::console::{input, rls_config, warnings, words, Severity};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -374,7 +374,7 @@ fn valid_document(
     let mut out = String::new();
     let label = name(file, &c.doc);
     let ws = warnings(&Plan::compile(config), s.nodes);
-    let mut warned = ws.iter().filter(|w| w.level == Level::Warning).count() + yaml11_json.len();
+    let mut warned = ws.iter().filter(|w| w.level == Severity::Warning).count() + yaml11_json.len();
     for w in &ws {
         out.push_str(&format!("{w}\n"));
         if let Some(at) = c.doc.position(&w.path, false) {
@@ -397,7 +397,7 @@ fn valid_document(
             }
         }
     }
-    let noted = ws.iter().filter(|w| w.level != Level::Warning).count();
+    let noted = ws.iter().filter(|w| w.level != Severity::Warning).count();
     let bounds: usize = config.routes.iter().map(|r| r.bounds.len()).sum();
     let operations: usize = config.routes.iter().map(|r| r.operations.len()).sum();
     let ops_text = if operations == 0 {

@@ -4,7 +4,7 @@
 use crate::args;
 use crate::output::{err, out, plural, INVALID, USAGE, VALID};
 use ratebound::config::plan::Plan;
-use ratebound::console::{input, openapi, warnings, Level};
+use ratebound::console::{input, openapi, warnings, Severity};
 
 /// `ratebound openapi`: the configuration on stdout; what was done, the
 /// errors and the warnings on stderr (stdout stays a configuration).
@@ -68,7 +68,7 @@ pub fn run(o: &args::Openapi) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(&[e]),
     };
-    let request = openapi::Request {
+    let request = openapi::OpenapiRequest {
         route: o.route.clone(),
         match_prefix: o.match_prefix.clone(),
         servers: o.servers,
@@ -84,7 +84,7 @@ pub fn run(o: &args::Openapi) -> u8 {
             let mut s: String = g.notes.iter().map(|n| format!("note: {n}\n")).collect();
             let ws: Vec<_> = warnings(&Plan::compile(&g.config), None)
                 .into_iter()
-                .filter(|w| w.level == Level::Warning)
+                .filter(|w| w.level == Severity::Warning)
                 .collect();
             s.extend(ws.iter().map(|w| format!("{w}\n")));
             let ops: usize = g

@@ -20,7 +20,7 @@ pub const METHODS: [&str; 8] = [
 
 /// An operation of the document.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Operation {
+pub struct OpenapiOperation {
     /// In capitals.
     pub method: String,
     /// The path template as the document writes it.
@@ -31,7 +31,7 @@ pub struct Operation {
     pub servers: Vec<Result<String, String>>,
 }
 
-impl Operation {
+impl OpenapiOperation {
     /// "POST /orders/{id}/pay (payOrder)".
     pub fn title(&self) -> String {
         crate::console::words::operation(&self.method, &self.path, self.operation_id.as_deref())
@@ -40,9 +40,9 @@ impl Operation {
 
 /// What is read of an OpenAPI document.
 #[derive(Debug, Clone, Default)]
-pub struct Document {
+pub struct OpenapiDocument {
     pub version: String,
-    pub operations: Vec<Operation>,
+    pub operations: Vec<OpenapiOperation>,
     /// Path items that are a `$ref` (not followed).
     pub references: Vec<String>,
 }
@@ -152,7 +152,7 @@ struct RawOperation {
 /// Reads an OpenAPI 3.0 or 3.1 document (JSON or YAML, at most
 /// [`MAX_DOCUMENT_BYTES`]), keeping its operations only. `label` names the
 /// file in errors.
-pub fn read_document(bytes: &[u8], format: Format, label: &str) -> Result<Document, Error> {
+pub fn read_document(bytes: &[u8], format: Format, label: &str) -> Result<OpenapiDocument, Error> {
     if bytes.len() > MAX_DOCUMENT_BYTES {
         return Err(error(
             label,
@@ -219,9 +219,9 @@ pub fn read_document(bytes: &[u8], format: Format, label: &str) -> Result<Docume
         ));
     }
     let top = servers(raw.servers.as_deref());
-    let mut doc = Document {
+    let mut doc = OpenapiDocument {
         version,
-        ..Document::default()
+        ..OpenapiDocument::default()
     };
     for (path, item) in raw.paths.unwrap_or_default().0 {
         if let Some(r) = &item.reference {
@@ -245,7 +245,7 @@ pub fn read_document(bytes: &[u8], format: Format, label: &str) -> Result<Docume
                 (None, Some(s)) => s.clone(),
                 (None, None) => top.clone(),
             };
-            doc.operations.push(Operation {
+            doc.operations.push(OpenapiOperation {
                 method: method.to_ascii_uppercase(),
                 path: path.clone(),
                 operation_id: op.operation_id,

@@ -2,7 +2,7 @@
 //! one) as route `--route`'s `operations`, then read back by the filter's
 //! own parser, its errors told against what the user wrote.
 
-use super::document::{server_path, Document, Operation};
+use super::document::{server_path, OpenapiDocument, OpenapiOperation};
 use super::picks::{duplicate_ids, pick, Picked};
 use super::{error, Error};
 use crate::config::{self, Config};
@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 /// What `ratebound openapi` was asked.
 #[derive(Debug, Clone, Default)]
-pub struct Request {
+pub struct OpenapiRequest {
     /// The route whose `operations` are set.
     pub route: String,
     /// `match.path_prefix` of the route, when it is created.
@@ -23,7 +23,7 @@ pub struct Request {
     pub bounds_label: String,
 }
 
-impl Request {
+impl OpenapiRequest {
     /// Where a key of the bounds file is: `bounds.json "payOrder"`.
     pub(super) fn at_key(&self, key: &str) -> String {
         format!("{} {key:?}", self.bounds_label)
@@ -41,10 +41,10 @@ pub struct Generated {
 /// The BASE configuration (or none) with route `req.route`'s operations
 /// set to the picked operations and their bounds. Every problem is told.
 pub fn generate(
-    doc: &Document,
+    doc: &OpenapiDocument,
     picks: &[(String, Value)],
     base: Option<Value>,
-    req: &Request,
+    req: &OpenapiRequest,
 ) -> Result<Generated, Vec<Error>> {
     let mut errors = Vec::new();
     let mut notes = Vec::new();
@@ -68,9 +68,9 @@ pub fn generate(
 /// (the operationId when it can be one), the operationId, the method, the
 /// path (behind its servers' path with `--servers`), the bounds as written.
 fn write_operations(
-    doc: &Document,
+    doc: &OpenapiDocument,
     picked: &[Picked],
-    req: &Request,
+    req: &OpenapiRequest,
     errors: &mut Vec<Error>,
 ) -> Vec<Value> {
     let mut names: Vec<String> = Vec::new();
@@ -120,7 +120,7 @@ fn write_operations(
 fn into_base(
     base: Option<Value>,
     operations: Vec<Value>,
-    req: &Request,
+    req: &OpenapiRequest,
     notes: &mut Vec<String>,
 ) -> Result<(Value, usize), Vec<Error>> {
     let mut root = match base {
@@ -161,7 +161,7 @@ fn into_base(
 fn replace_operations(
     route: &mut Value,
     operations: Vec<Value>,
-    req: &Request,
+    req: &OpenapiRequest,
     notes: &mut Vec<String>,
 ) -> Result<(), Vec<Error>> {
     let prefix = route
@@ -197,7 +197,7 @@ fn replace_operations(
 
 /// A new route for `operations`: it takes `--match-prefix`, or what the
 /// operations' paths have in common.
-fn new_route(operations: Vec<Value>, req: &Request, notes: &mut Vec<String>) -> Value {
+fn new_route(operations: Vec<Value>, req: &OpenapiRequest, notes: &mut Vec<String>) -> Value {
     let prefix = match &req.match_prefix {
         Some(p) => p.clone(),
         None => {
@@ -223,8 +223,8 @@ fn read_back(
     root: Value,
     route: usize,
     picked: &[Picked],
-    doc: &Document,
-    req: &Request,
+    doc: &OpenapiDocument,
+    req: &OpenapiRequest,
     notes: Vec<String>,
 ) -> Result<Generated, Vec<Error>> {
     let text = serde_json::to_vec(&root).unwrap_or_default();
@@ -279,7 +279,7 @@ pub(super) fn common_prefix(paths: &[&str]) -> String {
 }
 
 /// The path prefix its servers give an operation: they must agree.
-fn prefix_of(op: &Operation) -> Result<String, String> {
+fn prefix_of(op: &OpenapiOperation) -> Result<String, String> {
     let mut prefixes: Vec<String> = Vec::new();
     for s in &op.servers {
         let url = s.clone()?;
@@ -312,7 +312,7 @@ fn stat_name(s: &str) -> bool {
 
 /// A stat name for an operation whose operationId cannot be one:
 /// the id made legal, else `post_orders_id_pay`.
-fn derived_name(op: &Operation) -> String {
+fn derived_name(op: &OpenapiOperation) -> String {
     let source = match &op.operation_id {
         Some(id) => id.clone(),
         None => format!("{} {}", op.method.to_ascii_lowercase(), op.path),
@@ -353,8 +353,8 @@ fn blame(
     e: config::ConfigError,
     route: usize,
     picked: &[Picked],
-    doc: &Document,
-    req: &Request,
+    doc: &OpenapiDocument,
+    req: &OpenapiRequest,
 ) -> Error {
     let ops = format!("$.routes[{route}].operations[");
     if let Some(rest) = e.path.strip_prefix(&ops) {

@@ -25,8 +25,10 @@ mod picks;
 #[cfg(test)]
 mod tests;
 
-pub use document::{read_document, server_path, Document, Operation, MAX_DOCUMENT_BYTES, METHODS};
-pub use generate::{generate, Generated, Request};
+pub use document::{
+    read_document, server_path, OpenapiDocument, OpenapiOperation, MAX_DOCUMENT_BYTES, METHODS,
+};
+pub use generate::{generate, Generated, OpenapiRequest};
 pub use picks::{read_picks, Pick};
 
 use crate::config;

@@ -1,8 +1,8 @@
 //! The bounds file (a pick, an operationId or `"METHOD /path"`, to its
 //! bounds) and which operation of the document each pick names.
 
-use super::document::{Document, Ordered, METHODS};
-use super::{error, Error, Request};
+use super::document::{OpenapiDocument, Ordered, METHODS};
+use super::{error, Error, OpenapiRequest};
 use crate::config::operations::parse_template;
 use crate::console::input::{self, Format};
 use serde_json::Value;
@@ -65,9 +65,9 @@ pub(super) type Picked<'a> = (usize, &'a str, &'a Value);
 /// Which operation each key picks, in the order written; a key that picks
 /// none, or one already picked, is an error.
 pub(super) fn pick<'a>(
-    doc: &Document,
+    doc: &OpenapiDocument,
     picks: &'a [(String, Value)],
-    req: &Request,
+    req: &OpenapiRequest,
     errors: &mut Vec<Error>,
 ) -> Vec<Picked<'a>> {
     let mut picked: Vec<Picked> = Vec::new();
@@ -108,7 +108,7 @@ pub(super) fn pick<'a>(
     picked
 }
 
-fn find_by_id(doc: &Document, id: &str, spec: &str) -> Result<usize, String> {
+fn find_by_id(doc: &OpenapiDocument, id: &str, spec: &str) -> Result<usize, String> {
     let found: Vec<usize> = (0..doc.operations.len())
         .filter(|&i| doc.operations[i].operation_id.as_deref() == Some(id))
         .collect();
@@ -139,7 +139,12 @@ fn find_by_id(doc: &Document, id: &str, spec: &str) -> Result<usize, String> {
     }
 }
 
-fn find_by_route(doc: &Document, method: &str, path: &str, spec: &str) -> Result<usize, String> {
+fn find_by_route(
+    doc: &OpenapiDocument,
+    method: &str,
+    path: &str,
+    spec: &str,
+) -> Result<usize, String> {
     let same_path = |p: &str| -> bool {
         p == path
             || match (parse_template(p), parse_template(path)) {
@@ -188,7 +193,7 @@ fn find_by_route(doc: &Document, method: &str, path: &str, spec: &str) -> Result
 
 /// Says once, as a note, that operationIds occur twice (picking them is an
 /// error; leaving them alone is the document's business).
-pub(super) fn duplicate_ids(doc: &Document, req: &Request, notes: &mut Vec<String>) {
+pub(super) fn duplicate_ids(doc: &OpenapiDocument, req: &OpenapiRequest, notes: &mut Vec<String>) {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for o in &doc.operations {
         if let Some(id) = &o.operation_id {
@@ -215,7 +220,7 @@ pub(super) fn duplicate_ids(doc: &Document, req: &Request, notes: &mut Vec<Strin
 }
 
 /// The operationId closest to `id`, when close (case, or a few edits).
-fn nearest<'a>(doc: &'a Document, id: &str) -> Option<&'a str> {
+fn nearest<'a>(doc: &'a OpenapiDocument, id: &str) -> Option<&'a str> {
     doc.operations
         .iter()
         .filter_map(|o| o.operation_id.as_deref())

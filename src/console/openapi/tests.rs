@@ -20,16 +20,16 @@ const SHOP: &str = r#"{"openapi":"3.1.0","info":{"title":"shop","version":"1"},
   },
   "components":{"schemas":{"Order":{"type":"object"}}}}"#;
 
-fn doc() -> Document {
+fn doc() -> OpenapiDocument {
     read_document(SHOP.as_bytes(), Format::Json, "shop.json").unwrap()
 }
 
-fn req() -> Request {
-    Request {
+fn req() -> OpenapiRequest {
+    OpenapiRequest {
         route: "shop".into(),
         spec_label: "shop.json".into(),
         bounds_label: "bounds.json".into(),
-        ..Request::default()
+        ..OpenapiRequest::default()
     }
 }
 
@@ -37,7 +37,7 @@ fn picks(json: &str) -> Vec<(String, Value)> {
     read_picks(json.as_bytes(), Format::Json, "bounds.json").unwrap()
 }
 
-fn gen(json: &str, r: &Request) -> Result<Generated, Vec<String>> {
+fn gen(json: &str, r: &OpenapiRequest) -> Result<Generated, Vec<String>> {
     generate(&doc(), &picks(json), None, r).map_err(|e| e.iter().map(ToString::to_string).collect())
 }
 
@@ -47,7 +47,7 @@ const B: &str = r#"[{"per":"address","limit":5,"window":"PT1M"}]"#;
 fn the_document_is_read_for_its_operations_only() {
     let d = doc();
     assert_eq!(d.version, "3.1.0");
-    let titles: Vec<String> = d.operations.iter().map(Operation::title).collect();
+    let titles: Vec<String> = d.operations.iter().map(OpenapiOperation::title).collect();
     assert_eq!(
         titles,
         [
@@ -72,7 +72,7 @@ fn the_document_is_read_for_its_operations_only() {
 fn picks_by_id_and_by_method_and_path() {
     let g = gen(
         &format!(r#"{{"payOrder":{B},"GET /orders/mine":{B},"delete /orders/{{id}}":{B},"weird.op/v1":{B}}}"#),
-        &Request { match_prefix: Some("/orders".into()), ..req() },
+        &OpenapiRequest { match_prefix: Some("/orders".into()), ..req() },
     )
     .unwrap();
     let ops = &g.json["routes"][0]["operations"];
@@ -181,7 +181,7 @@ fn the_base_configuration_keeps_its_routes_and_gains_operations() {
         g.notes
     );
     // --match-prefix may not change an existing route.
-    let r = Request {
+    let r = OpenapiRequest {
         match_prefix: Some("/api".into()),
         ..req()
     };
@@ -207,7 +207,7 @@ fn a_new_route_takes_what_the_picks_have_in_common() {
     assert_eq!(common_prefix(&["/{tenant}/a"]), "/");
     let e = gen(
         &format!(r#"{{"payOrder":{B}}}"#),
-        &Request {
+        &OpenapiRequest {
             route: "a b".into(),
             ..req()
         },
@@ -221,7 +221,7 @@ fn a_new_route_takes_what_the_picks_have_in_common() {
 
 #[test]
 fn servers_put_their_path_in_front_when_asked() {
-    let r = Request {
+    let r = OpenapiRequest {
         servers: true,
         ..req()
     };

@@ -2,7 +2,7 @@
 //! route, of the operation, or a route bound over an operation's), and the
 //! per-node note every bound gets.
 
-use super::{about_bound, Code, Warning};
+use super::{about_bound, Warning, WarningCode};
 use crate::config::plan::{Bound, Operation, Route};
 use crate::config::Per;
 use crate::console::words;
@@ -67,7 +67,7 @@ pub(super) fn loose_operation_bound(
         "counts the same callers' requests to the whole route, these included,"
     };
     Some(about_bound(
-        Code::LooseOperationBound,
+        WarningCode::LooseOperationBound,
         route,
         bound,
         format!(
@@ -100,7 +100,7 @@ pub(super) fn unreachable(route: &Route, op: Option<&Operation>, bound: &Bound) 
         "counts the same callers' requests".to_string()
     };
     Some(about_bound(
-        Code::UnreachableBound,
+        WarningCode::UnreachableBound,
         route,
         bound,
         format!(
@@ -124,10 +124,10 @@ pub(super) fn per_node(route: &Route, bound: &Bound, nodes: Option<u32>) -> Opti
         None => words::per_node(limit, ms, bound.per, nodes),
         Some(_) => words::per_node_operation(limit, ms, bound.per, nodes),
     };
-    Some(about_bound(Code::PerNode, route, bound, message))
+    Some(about_bound(WarningCode::PerNode, route, bound, message))
 }
 
 /// A note about `bound`.
-pub(super) fn about(code: Code, route: &Route, bound: &Bound, message: String) -> Warning {
+pub(super) fn about(code: WarningCode, route: &Route, bound: &Bound, message: String) -> Warning {
     about_bound(code, route, bound, message)
 }

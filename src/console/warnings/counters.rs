@@ -2,7 +2,7 @@
 //! when that is many: a keyed bound is a counter per operation and per
 //! caller.
 
-use super::{about_route, route_path, Code, Warning};
+use super::{about_route, route_path, Warning, WarningCode};
 use crate::config::plan::Route;
 use crate::config::Per;
 use crate::console::words;
@@ -96,7 +96,7 @@ pub(super) fn many_counters(route: &Route) -> Option<Warning> {
     let c = Counters::of(route);
     (c.total > MANY_COUNTERS).then(|| {
         about_route(
-            Code::ManyCounters,
+            WarningCode::ManyCounters,
             format!("{}.operations", route_path(route)),
             route,
             format!(

@@ -31,7 +31,7 @@ use std::fmt;
 /// something that is probably a mistake, and fails `check --strict`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Level {
+pub enum Severity {
     Note,
     Warning,
 }
@@ -39,7 +39,7 @@ pub enum Level {
 /// Stable codes: tools and tests match on these, never on the messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Code {
+pub enum WarningCode {
     /// A route that matches requests and bounds none of them.
     NoBounds,
     /// A route whose every bound is narrowed: everyone else is unbounded.
@@ -81,54 +81,54 @@ pub enum Code {
     SignInHeadsGoOn,
 }
 
-impl Code {
+impl WarningCode {
     pub fn as_str(self) -> &'static str {
         match self {
-            Code::NoBounds => "no-bounds",
-            Code::NarrowedOnly => "narrowed-only",
-            Code::PerNode => "per-node",
-            Code::UnreachableBound => "unreachable-bound",
-            Code::ShadowedRoute => "shadowed-route",
-            Code::ManyCounters => "many-counters",
-            Code::LooseOperationBound => "loose-operation-bound",
-            Code::UnreachableOperation => "unreachable-operation",
-            Code::Installation => "installation",
-            Code::Fleet => "fleet",
-            Code::NoRoutes => "no-routes",
-            Code::NoKeySecret => "no-key-secret",
-            Code::SignInAnyMethod => "sign-in-any-method",
-            Code::FleetNodes => "fleet-nodes",
-            Code::PartlyEnforced => "partly-enforced",
-            Code::CostReserve => "cost-reserve",
-            Code::SignInHeadsGoOn => "sign-in-heads-go-on",
+            WarningCode::NoBounds => "no-bounds",
+            WarningCode::NarrowedOnly => "narrowed-only",
+            WarningCode::PerNode => "per-node",
+            WarningCode::UnreachableBound => "unreachable-bound",
+            WarningCode::ShadowedRoute => "shadowed-route",
+            WarningCode::ManyCounters => "many-counters",
+            WarningCode::LooseOperationBound => "loose-operation-bound",
+            WarningCode::UnreachableOperation => "unreachable-operation",
+            WarningCode::Installation => "installation",
+            WarningCode::Fleet => "fleet",
+            WarningCode::NoRoutes => "no-routes",
+            WarningCode::NoKeySecret => "no-key-secret",
+            WarningCode::SignInAnyMethod => "sign-in-any-method",
+            WarningCode::FleetNodes => "fleet-nodes",
+            WarningCode::PartlyEnforced => "partly-enforced",
+            WarningCode::CostReserve => "cost-reserve",
+            WarningCode::SignInHeadsGoOn => "sign-in-heads-go-on",
         }
     }
 
-    pub fn level(self) -> Level {
+    pub fn level(self) -> Severity {
         match self {
-            Code::PerNode
-            | Code::Installation
-            | Code::Fleet
-            | Code::PartlyEnforced
-            | Code::SignInHeadsGoOn => Level::Note,
-            _ => Level::Warning,
+            WarningCode::PerNode
+            | WarningCode::Installation
+            | WarningCode::Fleet
+            | WarningCode::PartlyEnforced
+            | WarningCode::SignInHeadsGoOn => Severity::Note,
+            _ => Severity::Warning,
         }
     }
 }
 
-impl Level {
+impl Severity {
     pub fn as_str(self) -> &'static str {
         match self {
-            Level::Note => "note",
-            Level::Warning => "warning",
+            Severity::Note => "note",
+            Severity::Warning => "warning",
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Warning {
-    pub code: Code,
-    pub level: Level,
+    pub code: WarningCode,
+    pub level: Severity,
     /// JSON path of what the warning is about.
     pub path: String,
     /// Index of the route it concerns.
@@ -168,8 +168,8 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
     let mut out = check(&plan.routes, nodes);
     if plan.routes.is_empty() {
         out.push(Warning {
-            code: Code::NoRoutes,
-            level: Code::NoRoutes.level(),
+            code: WarningCode::NoRoutes,
+            level: WarningCode::NoRoutes.level(),
             path: "$.routes".into(),
             route: 0,
             operation: None,
@@ -199,7 +199,7 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
                  (docs/cost.md)",
                 cost.unit
             );
-            out.push(about_bound(Code::CostReserve, route, b, message));
+            out.push(about_bound(WarningCode::CostReserve, route, b, message));
         }
     }
     // Installation and fleet bounds: the per-node reading does not apply;
@@ -209,7 +209,7 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
     for route in &plan.routes {
         for b in route.bounds.iter().filter(|b| b.fleet().is_some()) {
             let message = crate::console::words::fleet(b, cluster, sync_ms, nodes, rate);
-            out.push(bounds::about(Code::Fleet, route, b, message));
+            out.push(bounds::about(WarningCode::Fleet, route, b, message));
         }
     }
     out.extend(fleet_nodes_unset(plan));
@@ -225,15 +225,15 @@ pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Wa
                  `wasm.ratebound.would_refuse` for access logs (docs/rollout.md)",
                 b.enforce_percent, route.name, b.name
             );
-            out.push(about_bound(Code::PartlyEnforced, route, b, message));
+            out.push(about_bound(WarningCode::PartlyEnforced, route, b, message));
         }
     }
     for route in &plan.routes {
         for b in route.installation_bounds_all() {
             let at = &b.written;
             out.push(Warning {
-                code: Code::Installation,
-                level: Code::Installation.level(),
+                code: WarningCode::Installation,
+                level: WarningCode::Installation.level(),
                 path: at.path.clone(),
                 route: route.index,
                 operation: at.operation,
@@ -255,8 +255,8 @@ fn fleet_nodes_unset(plan: &Plan) -> Option<Warning> {
         .iter()
         .find(|r| r.bounds.iter().any(|b| b.fleet().is_some()))?;
     service.fleet_nodes.is_none().then(|| Warning {
-        code: Code::FleetNodes,
-        level: Code::FleetNodes.level(),
+        code: WarningCode::FleetNodes,
+        level: WarningCode::FleetNodes.level(),
         path: "$.rate_limit_service".into(),
         route: route.index,
         operation: None,
@@ -311,7 +311,7 @@ fn operation_path(route: &Route, op: &Operation) -> String {
 }
 
 /// A warning about a route, at `path` (the route or a part of it).
-fn about_route(code: Code, path: String, route: &Route, message: String) -> Warning {
+fn about_route(code: WarningCode, path: String, route: &Route, message: String) -> Warning {
     Warning {
         code,
         level: code.level(),
@@ -325,7 +325,7 @@ fn about_route(code: Code, path: String, route: &Route, message: String) -> Warn
 
 /// A warning about an operation, at `path` (the operation or a part of it).
 fn about_operation(
-    code: Code,
+    code: WarningCode,
     path: String,
     route: &Route,
     op: &Operation,
@@ -338,7 +338,7 @@ fn about_operation(
 }
 
 /// A warning about a bound of the route or of one of its operations.
-fn about_bound(code: Code, route: &Route, bound: &Bound, message: String) -> Warning {
+fn about_bound(code: WarningCode, route: &Route, bound: &Bound, message: String) -> Warning {
     Warning {
         operation: bound.written.operation,
         bound: Some(bound.written.index),

@@ -2,7 +2,7 @@
 //! operation's methods, or no path its template takes starts with the
 //! route's `path_prefix`.
 
-use super::{about_operation, operation_path, Code, Warning};
+use super::{about_operation, operation_path, Warning, WarningCode};
 use crate::config::normalize::method_matches;
 use crate::config::operations::{parse_template, Segment};
 use crate::config::plan::{Operation, Route};
@@ -16,7 +16,7 @@ pub(super) fn unreachable_operation(route: &Route, op: &Operation) -> Option<War
     let reached = |m: &String| method_matches(&op.method, m);
     if !methods.is_empty() && !methods.iter().any(reached) {
         return Some(about_operation(
-            Code::UnreachableOperation,
+            WarningCode::UnreachableOperation,
             format!("{at}.method"),
             route,
             op,
@@ -31,7 +31,7 @@ pub(super) fn unreachable_operation(route: &Route, op: &Operation) -> Option<War
     let prefix = route.matching.path_prefix.as_deref()?;
     (!template_reachable(prefix, &op.path)).then(|| {
         about_operation(
-            Code::UnreachableOperation,
+            WarningCode::UnreachableOperation,
             format!("{at}.path"),
             route,
             op,
@@ -47,7 +47,7 @@ pub(super) fn unreachable_operation(route: &Route, op: &Operation) -> Option<War
 
 /// One step of a path template, for [`template_reachable`].
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Step {
+enum TemplateStep {
     Byte(u8),
     /// One or more bytes other than `/`.
     Param,
@@ -70,18 +70,18 @@ pub fn template_reachable(prefix: &str, template: &str) -> bool {
     };
     let mut steps = Vec::new();
     for seg in &segments {
-        steps.push(Step::Byte(b'/'));
+        steps.push(TemplateStep::Byte(b'/'));
         match seg {
-            Segment::Literal(l) => steps.extend(l.bytes().map(Step::Byte)),
+            Segment::Literal(l) => steps.extend(l.bytes().map(TemplateStep::Byte)),
             Segment::Param { prefix, suffix } => {
-                steps.extend(prefix.bytes().map(Step::Byte));
-                steps.push(Step::Param);
-                steps.extend(suffix.bytes().map(Step::Byte));
+                steps.extend(prefix.bytes().map(TemplateStep::Byte));
+                steps.push(TemplateStep::Param);
+                steps.extend(suffix.bytes().map(TemplateStep::Byte));
             }
         }
     }
     if segments.is_empty() {
-        steps.push(Step::Byte(b'/'));
+        steps.push(TemplateStep::Byte(b'/'));
     }
     let end = steps.len();
     // States: (i, inside): before step i, or inside the parameter at step i
@@ -111,10 +111,10 @@ pub fn template_reachable(prefix: &str, template: &str) -> bool {
 }
 
 /// The states after byte `c` from before step `i`.
-fn step(steps: &[Step], end: usize, i: usize, c: u8, next: &mut Vec<(usize, bool)>) {
+fn step(steps: &[TemplateStep], end: usize, i: usize, c: u8, next: &mut Vec<(usize, bool)>) {
     match steps.get(i) {
-        Some(Step::Byte(b)) if *b == c => next.push((i + 1, false)),
-        Some(Step::Param) if c != b'/' => next.push((i, true)),
+        Some(TemplateStep::Byte(b)) if *b == c => next.push((i + 1, false)),
+        Some(TemplateStep::Param) if c != b'/' => next.push((i, true)),
         None if i == end && c == b'/' => next.push((end + 1, false)),
         _ => {}
     }

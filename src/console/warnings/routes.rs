@@ -1,7 +1,7 @@
 //! Warnings about a route as a whole: never reached, bounding nothing, or
 //! bounding only some callers.
 
-use super::{about_route, route_path, Code, Warning};
+use super::{about_route, route_path, Warning, WarningCode};
 use crate::config::plan::Route;
 use crate::console::words;
 
@@ -11,7 +11,7 @@ use crate::console::words;
 pub(super) fn shadowed(earlier: &[Route], route: &Route) -> Option<Warning> {
     let by = earlier.iter().find(|e| e.matcher.covers(&route.matcher))?;
     Some(about_route(
-        Code::ShadowedRoute,
+        WarningCode::ShadowedRoute,
         format!("{}.match", route_path(route)),
         route,
         format!(
@@ -40,7 +40,7 @@ pub(super) fn no_bounds(route: &Route) -> Option<Warning> {
         )
     };
     Some(about_route(
-        Code::NoBounds,
+        WarningCode::NoBounds,
         format!("{}.bounds", route_path(route)),
         route,
         message,
@@ -65,7 +65,7 @@ pub(super) fn narrowed_only(route: &Route) -> Option<Warning> {
         who.join("; ")
     };
     Some(about_route(
-        Code::NarrowedOnly,
+        WarningCode::NarrowedOnly,
         format!("{}.bounds", route_path(route)),
         route,
         format!(

@@ -1,7 +1,7 @@
 //! Sign-in routes and the keys sent to the rate-limit service: what would
 //! refuse honest requests or let Redis give accounts away.
 
-use super::{about_route, route_path, Code, Warning};
+use super::{about_route, route_path, Warning, WarningCode};
 use crate::config::plan::{Plan, Route};
 
 /// A configuration whose keys for the service are hashed without a secret.
@@ -14,7 +14,7 @@ pub fn no_key_secret(plan: &Plan) -> Option<Warning> {
     Some(Warning {
         path: "$.rate_limit_service".into(),
         ..about_route(
-            Code::NoKeySecret,
+            WarningCode::NoKeySecret,
             String::new(),
             route,
             format!(
@@ -36,7 +36,7 @@ pub fn any_method(route: &Route) -> Option<Warning> {
     let body = account.header.is_none();
     (body && route.matching.methods.is_empty() && !route.service_bounds.is_empty()).then(|| {
         about_route(
-            Code::SignInAnyMethod,
+            WarningCode::SignInAnyMethod,
             format!("{}.match", route_path(route)),
             route,
             "a sign-in route whose account is in the body takes every method: any request \
@@ -54,7 +54,7 @@ pub fn heads_go_on(route: &Route) -> Option<Warning> {
     let account = route.account.as_ref()?;
     (account.header.is_none() && !route.service_bounds.is_empty()).then(|| {
         about_route(
-            Code::SignInHeadsGoOn,
+            WarningCode::SignInHeadsGoOn,
             format!("{}.account", route_path(route)),
             route,
             "the account is in the body: a refused attempt's headers reach the upstream (a \

@@ -78,7 +78,7 @@ fn with_operation(mut route: Route, bounds: Vec<Bound>) -> Route {
     route
 }
 
-fn codes(ws: &[Warning], code: Code) -> Vec<String> {
+fn codes(ws: &[Warning], code: WarningCode) -> Vec<String> {
     ws.iter()
         .filter(|w| w.code == code)
         .map(|w| w.path.clone())
@@ -86,7 +86,10 @@ fn codes(ws: &[Warning], code: Code) -> Vec<String> {
 }
 
 fn unreachable_paths(bounds: Vec<Bound>) -> Vec<String> {
-    codes(&check(&[route(bounds)], None), Code::UnreachableBound)
+    codes(
+        &check(&[route(bounds)], None),
+        WarningCode::UnreachableBound,
+    )
 }
 
 fn from_json(json: &str, nodes: Option<u32>) -> Vec<Warning> {
@@ -189,10 +192,13 @@ fn a_route_whose_bounds_are_all_narrowed_is_said_to_be_open_to_everyone_else() {
         narrowed(b(1, Per::User, 60, MINUTE), "trial"),
     ]);
     let ws = check(&[r], None);
-    let w: Vec<_> = ws.iter().filter(|w| w.code == Code::NarrowedOnly).collect();
+    let w: Vec<_> = ws
+        .iter()
+        .filter(|w| w.code == WarningCode::NarrowedOnly)
+        .collect();
     assert_eq!(w.len(), 1, "{ws:?}");
     assert_eq!(w[0].path, "$.routes[0].bounds");
-    assert_eq!(w[0].level, Level::Warning);
+    assert_eq!(w[0].level, Severity::Warning);
     assert!(
         w[0].message
             .contains("anyone holding partner; anyone holding trial"),
@@ -209,7 +215,7 @@ fn a_route_whose_bounds_are_all_narrowed_is_said_to_be_open_to_everyone_else() {
         narrowed(b(0, Per::User, 1_000, MINUTE), "partner"),
         b(1, Per::Address, 100, MINUTE),
     ]);
-    assert!(codes(&check(&[r], None), Code::NarrowedOnly).is_empty());
+    assert!(codes(&check(&[r], None), WarningCode::NarrowedOnly).is_empty());
 }
 
 #[test]
@@ -217,9 +223,12 @@ fn every_bound_gets_its_cluster_reading() {
     let json = r#"{"routes":[{"name":"a","bounds":[
         {"per":"address","limit":5,"window":"PT1M"},{"per":"route","limit":1000,"window":"PT1S"}]}]}"#;
     let ws = from_json(json, Some(4));
-    let notes: Vec<_> = ws.iter().filter(|w| w.code == Code::PerNode).collect();
+    let notes: Vec<_> = ws
+        .iter()
+        .filter(|w| w.code == WarningCode::PerNode)
+        .collect();
     assert_eq!(notes.len(), 2);
-    assert_eq!(notes[0].level, Level::Note);
+    assert_eq!(notes[0].level, Severity::Note);
     assert_eq!(notes[0].path, "$.routes[0].bounds[0]");
     assert_eq!(
         notes[1].message,
@@ -242,14 +251,14 @@ fn routes_without_bounds_and_shadowed_routes_are_warned_about() {
             {"name":"after_rest","match":{"host":"example.com"},"bounds":[{"per":"address","limit":5,"window":"PT1S"}]}]}"#,
         None,
     );
-    assert_eq!(codes(&ws, Code::NoBounds), ["$.routes[0].bounds"]);
+    assert_eq!(codes(&ws, WarningCode::NoBounds), ["$.routes[0].bounds"]);
     assert_eq!(
-        codes(&ws, Code::ShadowedRoute),
+        codes(&ws, WarningCode::ShadowedRoute),
         ["$.routes[2].match", "$.routes[4].match"]
     );
     let shadowed: Vec<_> = ws
         .iter()
-        .filter(|w| w.code == Code::ShadowedRoute)
+        .filter(|w| w.code == WarningCode::ShadowedRoute)
         .collect();
     assert!(
         shadowed[0].message.contains("route \"api\" ($.routes[1])"),
@@ -294,7 +303,7 @@ fn an_operation_bound_no_stricter_than_a_route_bound_is_loose() {
     );
     let loose: Vec<&Warning> = ws
         .iter()
-        .filter(|w| w.code == Code::LooseOperationBound)
+        .filter(|w| w.code == WarningCode::LooseOperationBound)
         .collect();
     let paths: Vec<&str> = loose.iter().map(|w| w.path.as_str()).collect();
     assert_eq!(
@@ -307,7 +316,7 @@ fn an_operation_bound_no_stricter_than_a_route_bound_is_loose() {
     );
     assert_eq!(loose[0].operation, Some(0));
     assert_eq!(loose[0].bound, Some(0));
-    assert_eq!(loose[0].level, Level::Warning);
+    assert_eq!(loose[0].level, Severity::Warning);
     assert_eq!(
         loose[0].message,
         "bound \"b0\" of POST /api/orders/{id}/pay (payOrder) (60 a minute per user, per operation) refuses nothing the route would admit: route bound \"user\" (60 a minute per user) counts the same callers' requests to the whole route, these included, over the same window with a limit no higher; lower the operation's limit below the route's"
@@ -318,7 +327,7 @@ fn an_operation_bound_no_stricter_than_a_route_bound_is_loose() {
 fn loose_operation_bounds_are_claimed_only_when_proved() {
     let r = |bounds: Vec<Bound>, ob: Vec<Bound>| {
         let r = with_operation(route(bounds), ob);
-        codes(&check(&[r], None), Code::LooseOperationBound)
+        codes(&check(&[r], None), WarningCode::LooseOperationBound)
     };
     // A route counter covers any key of the operation's.
     assert_eq!(
@@ -384,7 +393,7 @@ fn bounds_of_one_operation_are_compared_among_themselves() {
     );
     let w: Vec<_> = ws
         .iter()
-        .filter(|w| w.code == Code::UnreachableBound)
+        .filter(|w| w.code == WarningCode::UnreachableBound)
         .collect();
     assert_eq!(w.len(), 1, "{ws:#?}");
     assert_eq!(w[0].path, "$.routes[0].operations[0].bounds[1]");
@@ -417,11 +426,14 @@ fn operation_bounds_multiply_into_counters() {
         .collect();
     let ws = shop("", &many[..10].join(","));
     assert!(
-        codes(&ws, Code::ManyCounters).is_empty(),
+        codes(&ws, WarningCode::ManyCounters).is_empty(),
         "100,000 is not more than 100,000"
     );
     let ws = shop("", &many.join(","));
-    let w: Vec<_> = ws.iter().filter(|w| w.code == Code::ManyCounters).collect();
+    let w: Vec<_> = ws
+        .iter()
+        .filter(|w| w.code == WarningCode::ManyCounters)
+        .collect();
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].path, "$.routes[0].operations");
     assert_eq!(w[0].operation, None);
@@ -474,7 +486,7 @@ fn operations_the_route_never_sees_are_warned_about() {
         .join(","),
     );
     assert_eq!(
-        codes(&ws, Code::UnreachableOperation),
+        codes(&ws, WarningCode::UnreachableOperation),
         [
             "$.routes[0].operations[1].path",
             "$.routes[0].operations[2].method"
@@ -483,7 +495,7 @@ fn operations_the_route_never_sees_are_warned_about() {
     );
     let w = ws
         .iter()
-        .find(|w| w.code == Code::UnreachableOperation)
+        .find(|w| w.code == WarningCode::UnreachableOperation)
         .unwrap();
     assert_eq!(w.operation, Some(1));
     assert!(w.message.starts_with("operation GET /health (health) never matches: route \"shop\" takes only paths starting with /api"), "{}", w.message);
@@ -495,9 +507,16 @@ fn operations_the_route_never_sees_are_warned_about() {
         r#"{"per":"user","limit":5,"window":"PT1M"}"#,
     );
     let ws = shop(r#","methods":["HEAD"]"#, &get);
-    assert!(codes(&ws, Code::UnreachableOperation).is_empty(), "{ws:#?}");
+    assert!(
+        codes(&ws, WarningCode::UnreachableOperation).is_empty(),
+        "{ws:#?}"
+    );
     let ws = shop(r#","methods":["POST"]"#, &get);
-    assert_eq!(codes(&ws, Code::UnreachableOperation).len(), 1, "{ws:#?}");
+    assert_eq!(
+        codes(&ws, WarningCode::UnreachableOperation).len(),
+        1,
+        "{ws:#?}"
+    );
 }
 
 #[test]
@@ -508,7 +527,7 @@ fn the_demo_configuration_has_only_its_cluster_reading() {
         None,
     );
     assert_eq!(ws.len(), 1);
-    assert_eq!(ws[0].code, Code::PerNode);
+    assert_eq!(ws[0].code, WarningCode::PerNode);
     assert_eq!(ws[0].to_string().split(':').next(), Some("note[per-node]"));
 }
 
@@ -523,15 +542,15 @@ fn fleet_bounds_without_fleet_nodes_are_warned_about() {
     };
     let unset = from_json(&json("", "fleet"), None);
     assert_eq!(
-        codes(&unset, Code::FleetNodes),
+        codes(&unset, WarningCode::FleetNodes),
         vec!["$.rate_limit_service"]
     );
     assert!(from_json(&json(r#","fleet_nodes":3"#, "fleet"), None)
         .iter()
-        .all(|w| w.code != Code::FleetNodes));
+        .all(|w| w.code != WarningCode::FleetNodes));
 }
 
-/// Issue 37: a cost the response names, reserved 1 (the default), lets k
+/// A cost the response names, reserved 1 (the default), lets k
 /// requests in flight pass the limit by nearly k answers: said by `check`.
 #[test]
 fn a_response_cost_reserving_one_is_warned_of() {
@@ -546,7 +565,10 @@ fn a_response_cost_reserving_one_is_warned_of() {
         r#"{"response_json":"/usage/total_tokens","reserve":1}"#,
     ] {
         let ws = from_json(&json(one), None);
-        assert_eq!(codes(&ws, Code::CostReserve), ["$.routes[0].bounds[0]"]);
+        assert_eq!(
+            codes(&ws, WarningCode::CostReserve),
+            ["$.routes[0].bounds[0]"]
+        );
         assert!(ws
             .iter()
             .any(|w| w.message.contains("k requests in flight")));
@@ -558,13 +580,13 @@ fn a_response_cost_reserving_one_is_warned_of() {
         r#"{"request_header":"x-cost"}"#,
     ] {
         assert!(
-            codes(&from_json(&json(fine), None), Code::CostReserve).is_empty(),
+            codes(&from_json(&json(fine), None), WarningCode::CostReserve).is_empty(),
             "{fine}"
         );
     }
 }
 
-/// Issue 36: a body-carried sign-in's head reaches the upstream unless the
+/// A body-carried sign-in's head reaches the upstream unless the
 /// configuration holds the headers; noted, since Istio cannot set it yet.
 #[test]
 fn a_sign_in_whose_heads_go_on_is_noted() {
@@ -579,15 +601,15 @@ fn a_sign_in_whose_heads_go_on_is_noted() {
     let ws = from_json(&json(false, r#"{"json":"username"}"#), None);
     let noted: Vec<_> = ws
         .iter()
-        .filter(|w| w.code == Code::SignInHeadsGoOn)
+        .filter(|w| w.code == WarningCode::SignInHeadsGoOn)
         .collect();
     assert_eq!(noted.len(), 1);
     assert_eq!(
         (noted[0].level, noted[0].path.as_str()),
-        (Level::Note, "$.routes[0].account")
+        (Severity::Note, "$.routes[0].account")
     );
     let held = from_json(&json(true, r#"{"json":"username"}"#), None);
-    assert!(codes(&held, Code::SignInHeadsGoOn).is_empty());
+    assert!(codes(&held, WarningCode::SignInHeadsGoOn).is_empty());
     let header = from_json(&json(false, r#"{"header":"x-login"}"#), None);
-    assert!(codes(&header, Code::SignInHeadsGoOn).is_empty());
+    assert!(codes(&header, WarningCode::SignInHeadsGoOn).is_empty());
 }

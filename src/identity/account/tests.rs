@@ -134,7 +134,7 @@ fn the_query_string_and_the_body_must_agree() {
     );
 }
 
-/// Issue 36: `victim\u{1}` was a fresh counter per spelling, while Spring
+/// `victim\u{1}` must not be a fresh counter per spelling: Spring
 /// (`String.trim`), Django and DRF (`str.strip`) sign in as `victim`.
 #[test]
 fn a_control_character_anywhere_is_refused_not_folded() {

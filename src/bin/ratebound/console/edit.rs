@@ -350,7 +350,7 @@ fn diff(before: &str, after: &str) -> Vec<Value> {
 fn inventory(bytes: &[u8], label: &str) -> Result<Inventory, ConfigError> {
     let doc = openapi::read_document(bytes, input::detect(label, bytes), label)?;
     let start = json!([{"name": "per_address", "per": "address", "limit": 10, "window": "PT1M"}]);
-    let request = |servers| openapi::Request {
+    let request = |servers| openapi::OpenapiRequest {
         route: "inventory".into(),
         match_prefix: None,
         servers,
