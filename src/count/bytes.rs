@@ -15,6 +15,10 @@ pub fn read_u64(b: &[u8], at: usize) -> Option<u64> {
     array_at(b, at).map(u64::from_le_bytes)
 }
 
+pub fn read_f64(b: &[u8], at: usize) -> Option<f64> {
+    array_at(b, at).map(f64::from_le_bytes)
+}
+
 // For values whose length the caller checked first: a short slice reads as
 // 0, never a panic.
 pub fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -67,6 +71,7 @@ mod tests {
         assert_eq!(read_u32(&b, 0), Some(1));
         assert_eq!(read_u64(&b, 4), Some(2));
         assert_eq!(read_u64(&b, 5), None);
+        assert_eq!(read_f64(&2.5f64.to_le_bytes(), 0), Some(2.5));
         assert_eq!(read_u32(&b, usize::MAX), None);
         assert_eq!(u32_at(&b, 10), 0);
         assert_eq!(u64_at(&b, 4), 2);

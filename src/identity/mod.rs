@@ -8,7 +8,7 @@ pub mod cache;
 pub mod jwt_token;
 
 use crate::config::{Access, JwtSource};
-use crate::count::bytes::read_u32;
+use crate::count::bytes::{read_f64, read_u32};
 use std::fmt;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,10 +67,7 @@ pub fn text(bytes: &[u8]) -> Option<String> {
             return (!s.is_empty()).then(|| s.to_string());
         }
     }
-    if bytes.len() == 8 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(bytes);
-        let f = f64::from_le_bytes(a);
+    if let Some(f) = read_f64(bytes, 0).filter(|_| bytes.len() == 8) {
         if f.is_finite() {
             // Display writes a whole number without ".0" and never in
             // exponent form; -0 names whom 0 names.
