@@ -1,11 +1,10 @@
-//! Prints how far fleet bounds (`"scope": "fleet"`, src/count/fleet.rs) are
+//! Prints how far fleet bounds (`"scope": "fleet"`, src/count/fleet/) are
 //! from an exact fleet-wide sliding log, beside dividing the limit by the
 //! members, a service call per request and node scope, on the same traces.
 //! `cargo run --release --example fleet_accuracy`
-use ratebound::count::fleet_sim::BetweenAnswers;
 use ratebound::count::fleet_sim::{
-    compliant, fleet_sync, ideal, per_node, per_request, report, trace, Arrival, Report, Setup,
-    Skew,
+    compliant, fleet_sync, ideal, per_node, per_request, report, trace, Arrival, BetweenAnswers,
+    Report, Setup, Skew,
 };
 use ratebound::count::window::Rate;
 
@@ -214,8 +213,8 @@ fn both(rate: Rate, nodes: usize, setup: &Setup, tr: &[Arrival]) -> [usize; 2] {
     })
 }
 
-/// Issue 22's shapes, 300 a minute, 3 nodes, 200 ms syncs (the e2e trials'
-/// figures): admitted under the rule before it and under the shares.
+/// The attack shapes, 300 a minute, 3 nodes, 200 ms syncs (the e2e trials'
+/// figures): admitted under the estimate alone and under the shares.
 fn attacks() {
     let rate = Rate {
         limit: 300,

@@ -414,15 +414,17 @@ impl FleetRate {
         (share / 10).max(per_sync).clamp(1, share)
     }
 
-    /// Decides one more request: with the fleet counts when an answer is
-    /// fresh; for a key never answered while the service answers, the join
-    /// share; alone otherwise.
+    /// [`decide_hits`](Self::decide_hits) for one unit: what the simulator
+    /// and the tests ask (a lane always knows its request's units).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn decide(&self, state: FleetCounts, now_ms: u64) -> FleetVerdict {
         self.decide_hits(state, now_ms, 1)
     }
 
-    /// [`decide`](Self::decide) for a request of `hits` units (a cost
-    /// bound's reservation, or a cost its request names).
+    /// Decides one more request of `hits` units (1, a cost bound's
+    /// reservation, or a cost its request names): with the fleet counts
+    /// when an answer is fresh; for a key never answered while the service
+    /// answers, the join share; alone otherwise.
     pub fn decide_hits(&self, state: FleetCounts, now_ms: u64, hits: u32) -> FleetVerdict {
         if state.fresh(now_ms, self.stale_ms) {
             self.decide_fleet(state, now_ms, hits)
