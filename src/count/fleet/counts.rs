@@ -77,7 +77,7 @@ pub struct FleetCounts {
 /// the hits it was taken from, to put them back if the call fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
-    /// `hits_addend`: `from_cur` plus `from_prev` weighted (module doc).
+    /// `hits_addend`: `from_cur` plus `from_prev` weighted (docs/fleet.md, "Window boundaries").
     pub hits: u32,
     /// The window the sync was taken in.
     pub win: u64,
@@ -160,7 +160,7 @@ impl FleetCounts {
                     .saturating_add(self.doubt),
                 cur: 0,
                 unsynced: 0,
-                // The service will count them in `win` (module doc).
+                // The service will count them in `win` (docs/fleet.md, "Window boundaries").
                 carried: self.unsynced,
                 unplaced: 0,
                 doubt: 0,
