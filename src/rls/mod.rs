@@ -24,7 +24,7 @@ use prost::Message;
 pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 pub const METHOD: &str = "ShouldRateLimit";
 
-pub use crate::config::installation::Unit;
+pub use crate::config::Unit;
 
 /// Hashing keys every Envoy of an installation derives alike, for the keys
 /// callers are sent to the service under: from the installation's secret
