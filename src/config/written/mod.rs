@@ -22,7 +22,7 @@ mod validate;
 
 pub use cost::*;
 pub use duration::{window_ms, WindowError};
-pub use error::{number, ConfigError};
+pub use error::{number, ConfigError, ErrorKind};
 pub use identity::*;
 pub use routes::*;
 pub use service::*;

@@ -12,7 +12,7 @@ mod service;
 #[cfg(test)]
 mod tests;
 
-use super::error::{err, ConfigError};
+use super::error::{err, text_err, ConfigError, ErrorKind};
 use super::names::{is_header_name, valid_name};
 use super::*;
 use identity::{validate_account, validate_identity};
@@ -22,29 +22,30 @@ use service::validate_service;
 /// Parses and validates a JSON configuration. Returns every error found.
 pub fn parse(bytes: &[u8]) -> Result<Config, Vec<ConfigError>> {
     if bytes.len() > MAX_CONFIG_BYTES {
-        return Err(vec![err(
-            "$",
-            format!(
-                "configuration is {} bytes; at most {MAX_CONFIG_BYTES} are accepted",
-                bytes.len()
-            ),
-        )]);
+        return Err(vec![text_err(format!(
+            "configuration is {} bytes; at most {MAX_CONFIG_BYTES} are accepted",
+            bytes.len()
+        ))]);
     }
     let text = std::str::from_utf8(bytes).map_err(|e| {
-        vec![err(
-            "$",
-            format!("configuration is not UTF-8 (byte {})", e.valid_up_to()),
-        )]
+        vec![text_err(format!(
+            "configuration is not UTF-8 (byte {})",
+            e.valid_up_to()
+        ))]
     })?;
     let text = if text.trim().is_empty() { "{}" } else { text };
     let mut de = serde_json::Deserializer::from_str(text);
     let config: Config = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = json_path(&e.path().to_string());
         // serde_json's message ends with "at line L column C": kept, it helps in big files.
-        vec![err(path, e.inner().to_string())]
+        vec![ConfigError {
+            path,
+            kind: ErrorKind::of_serde(e.inner()),
+            message: e.inner().to_string(),
+        }]
     })?;
     de.end()
-        .map_err(|e| vec![err("$", format!("trailing characters: {e}"))])?;
+        .map_err(|e| vec![text_err(format!("trailing characters: {e}"))])?;
     let errors = validate(&config);
     if errors.is_empty() {
         Ok(config)

@@ -470,3 +470,22 @@ fn each_identity_source_gives_what_it_says() {
         }
     }
 }
+
+#[test]
+fn every_error_says_its_kind() {
+    let kind = |json: &str| match parse(json.as_bytes()) {
+        Ok(_) => panic!("{json} parsed"),
+        Err(e) => e.first().map(|e| e.kind),
+    };
+    assert_eq!(kind(r#"{"burst":1}"#), Some(ErrorKind::UnknownField));
+    assert_eq!(kind(r#"{"routes":[{}]}"#), Some(ErrorKind::MissingField));
+    assert_eq!(kind(r#"{"instance":5}"#), Some(ErrorKind::WrongType));
+    assert_eq!(
+        kind(r#"{"header_profile":"nope"}"#),
+        Some(ErrorKind::WrongType)
+    );
+    assert_eq!(kind(r#"{"instance":"a b"}"#), Some(ErrorKind::Invalid));
+    assert_eq!(kind("{"), Some(ErrorKind::Text));
+    assert_eq!(kind("{} x"), Some(ErrorKind::Text));
+    assert_eq!(kind("\u{0}"), Some(ErrorKind::Text));
+}
