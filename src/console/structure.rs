@@ -9,7 +9,7 @@
 //! goes through `parse` again, so the checks that only the parser makes
 //! (unique names, windows, identity sources) are reported too.
 
-use crate::config::{self, Config, ConfigError, ErrorKind};
+use crate::config::{self, Config, ConfigError, ErrorKind, WrittenConfig};
 use crate::console::{schema, words};
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::paths::LocationSegment;
@@ -34,7 +34,7 @@ pub fn parse(json: &[u8]) -> Result<Config, Vec<ConfigError>> {
     // Each structural error's member is taken out and the rest parsed again,
     // until the structure holds and the parser's own checks run.
     for _ in 0..64 {
-        let structural: Result<Config, _> = serde_path_to_error::deserialize(&value);
+        let structural: Result<WrittenConfig, _> = serde_path_to_error::deserialize(&value);
         let e = match structural {
             Ok(_) => {
                 let rest = serde_json::to_vec(&value).unwrap_or_default();

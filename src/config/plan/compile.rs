@@ -3,10 +3,10 @@
 use super::cost::Cost;
 use super::fingerprint::{bound_fingerprint, route_fingerprint, stable_hash};
 use super::*;
-use crate::config::operations::{parse_template, OpTree};
+use crate::config::operations::OpTree;
 use crate::config::{
-    bound_name, operation_name, window_ms, BoundConfig, ClientAddressConfig, Config, GrpcRefusal,
-    HeaderProfile, Per, Scope, Secret, Unit,
+    bound_name, operation_name, BoundConfig, CheckedBound, Config, Counted, GrpcRefusal,
+    HeaderProfile, Per, Secret,
 };
 use crate::count::window::Rate;
 use crate::reply::Style;
@@ -22,7 +22,14 @@ struct At<'a> {
     slot: usize,
 }
 
-fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, c: &Config) -> Bound {
+fn compile_bound(
+    b: &BoundConfig,
+    checked: &CheckedBound,
+    route: &str,
+    at: At,
+    route_fp: u64,
+    c: &Config,
+) -> Bound {
     let all_shadow = c.shadow;
     let own = bound_name(b, at.index);
     let (name, path) = match at.op {
@@ -38,34 +45,27 @@ fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, c: &Config
             ),
         ),
     };
-    // The one conversion of a window to milliseconds. Validated: the
-    // fallback (a minute) is never reached.
-    let window_ms = window_ms(&b.window).unwrap_or(60_000);
     let descriptor = format!("{route}.{name}");
-    let cost = b.cost.as_ref().and_then(|c| Cost::compile(c, b.limit));
-    let scope = match b.scope {
-        Scope::Node => BoundScope::Node,
-        Scope::Fleet => BoundScope::Fleet { descriptor },
-        Scope::Installation => BoundScope::Installation {
-            descriptor,
-            // Validated: one of the service's units.
-            unit: Unit::of_ms(window_ms).unwrap_or(Unit::Minute),
-        },
+    let cost = b
+        .cost
+        .as_ref()
+        .zip(checked.cost.as_ref())
+        .map(|(c, checked_cost)| Cost::compile(c, checked_cost, checked.limit));
+    let scope = match checked.counted {
+        Counted::Node => BoundScope::Node,
+        Counted::Fleet => BoundScope::Fleet { descriptor },
+        Counted::Installation(unit) => BoundScope::Installation { descriptor, unit },
     };
     Bound {
         name,
         per: b.per,
         applies_to: b.applies_to.clone(),
         shadow: b.shadow || all_shadow,
-        // Validated: at most 100. Not in the fingerprint: a rollout's
-        // steps keep the counts.
-        enforce_percent: b
-            .enforce_percent
-            .or(c.enforce_percent)
-            .map_or(100, |p| p.min(100) as u8),
+        // Not in the fingerprint: a rollout's steps keep the counts.
+        enforce_percent: checked.enforce_percent,
         rate: Rate {
-            limit: u32::try_from(b.limit).unwrap_or(u32::MAX),
-            window_ms,
+            limit: checked.limit,
+            window_ms: checked.window_ms,
         },
         fingerprint: bound_fingerprint(route_fp, at.slot, b.scope, cost.as_ref()),
         cost,
@@ -81,14 +81,16 @@ fn compile_bound(b: &BoundConfig, route: &str, at: At, route_fp: u64, c: &Config
 }
 
 impl Plan {
-    /// Compiles a validated configuration.
+    /// Compiles a validated configuration: its typed values, read beside
+    /// what was written (each list as long as the one written).
     pub fn compile(c: &Config) -> Plan {
         let mut needs = Needs::default();
         let routes = c
             .routes
             .iter()
+            .zip(&c.checked().routes)
             .enumerate()
-            .map(|(i, r)| {
+            .map(|(i, (r, route_checked))| {
                 let m = &r.matching;
                 needs.route_name |= m.route_name.is_some();
                 needs.host |= m.host.is_some();
@@ -101,15 +103,16 @@ impl Plan {
                 let mut bounds: Vec<Bound> = r
                     .bounds
                     .iter()
+                    .zip(&route_checked.bounds)
                     .enumerate()
-                    .map(|(j, b)| {
+                    .map(|(j, (b, checked))| {
                         let at = At {
                             route: i,
                             op: None,
                             index: j,
                             slot: j,
                         };
-                        compile_bound(b, &r.name, at, route_fp, c)
+                        compile_bound(b, checked, &r.name, at, route_fp, c)
                     })
                     .collect();
                 let mut slot = bounds.iter().filter(|b| b.in_shared_data()).count();
@@ -128,10 +131,11 @@ impl Plan {
                 let (early, late) = phases(0..bounds.len(), &bounds);
                 let mut operations = Vec::with_capacity(r.operations.len());
                 let mut templates = Vec::with_capacity(r.operations.len());
-                for (k, o) in r.operations.iter().enumerate() {
+                let ops = r.operations.iter().zip(&route_checked.operations);
+                for (k, (o, op_checked)) in ops.enumerate() {
                     let name = operation_name(o, k);
                     let first = bounds.len();
-                    for (j, b) in o.bounds.iter().enumerate() {
+                    for (j, (b, checked)) in o.bounds.iter().zip(&op_checked.bounds).enumerate() {
                         let at = At {
                             route: i,
                             op: Some((k, &name)),
@@ -139,11 +143,10 @@ impl Plan {
                             slot,
                         };
                         slot += usize::from(b.scope.in_shared_data());
-                        bounds.push(compile_bound(b, &r.name, at, route_fp, c));
+                        bounds.push(compile_bound(b, checked, &r.name, at, route_fp, c));
                     }
                     let (op_early, op_late) = phases(first..bounds.len(), &bounds);
-                    // Validated; an unparsable template matches nothing.
-                    templates.push(parse_template(&o.path).unwrap_or_default());
+                    templates.push(op_checked.template.as_slice());
                     operations.push(Operation {
                         index: k,
                         name,
@@ -186,7 +189,7 @@ impl Plan {
                         operations
                             .iter()
                             .zip(&templates)
-                            .map(|(o, t)| (o.method.as_str(), t.as_slice())),
+                            .map(|(o, t)| (o.method.as_str(), *t)),
                     )
                 });
                 needs.path |= op_tree.is_some();
@@ -231,7 +234,10 @@ impl Plan {
             routes,
             needs,
             identity: c.identity.clone(),
-            client_address: prefixes(&c.client_address),
+            client_address: Prefixes {
+                ipv4: c.checked().ipv4_prefix,
+                ipv6: c.checked().ipv6_prefix,
+            },
             service: c.rate_limit_service.clone(),
             key_secret: c
                 .rate_limit_service
@@ -243,16 +249,7 @@ impl Plan {
                 .as_ref()
                 .and_then(|s| s.key_secret.as_ref()?.also_read.as_ref()?.value.as_ref())
                 .map(|v| Secret(v.as_bytes().to_vec())),
-            hash: stable_hash(&format!("{c:?}")),
+            hash: stable_hash(&format!("{:?}", c.written())),
         }
-    }
-}
-
-/// The prefixes as the request path uses them (validated ranges; out of
-/// range saturates, never panics).
-fn prefixes(a: &ClientAddressConfig) -> Prefixes {
-    Prefixes {
-        ipv4: u8::try_from(a.ipv4_prefix.min(32)).unwrap_or(32),
-        ipv6: u8::try_from(a.ipv6_prefix.min(128)).unwrap_or(128),
     }
 }

@@ -1,24 +1,8 @@
 //! A bound's cost, compiled: where a request's units are read, what is
 //! reserved at admission, and what tokens cost by model.
 
-use crate::config::{CostConfig, PriceConfig};
-
-/// Where a request's cost is read.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum CostSource {
-    /// A request header: known at admission.
-    RequestHeader(String),
-    /// A response header.
-    ResponseHeader(String),
-    /// A response trailer (gRPC), or the header of the same name in a
-    /// response that is all headers (gRPC's trailers-only answer).
-    ResponseTrailer(String),
-    /// A JSON pointer into the response body.
-    ResponseJson(String),
-    /// JSON pointers to the input and the output tokens in the response
-    /// body, summed or priced.
-    ResponseParts { input: String, output: String },
-}
+pub use crate::config::CostSource;
+use crate::config::{CheckedCost, CostConfig, PriceConfig};
 
 /// A price table: millionths of the unit a token in and a token out, by
 /// model (integers, so a charge is exact and the cost hashable).
@@ -58,55 +42,14 @@ pub struct Cost {
     pub unit: String,
 }
 
-impl CostSource {
-    /// Read in the response's body (`response_json`, or its parts).
-    pub fn in_body(&self) -> bool {
-        matches!(
-            self,
-            CostSource::ResponseJson(_) | CostSource::ResponseParts { .. }
-        )
-    }
-
-    /// The pointer an answer's usage event names (the output's, for parts).
-    pub fn usage_pointer(&self) -> Option<&str> {
-        match self {
-            CostSource::ResponseJson(p) => Some(p),
-            CostSource::ResponseParts { output, .. } => Some(output),
-            _ => None,
-        }
-    }
-}
-
 /// A request body read before admission, by default: 4 MiB (a prompt of a
 /// million tokens).
 pub const MAX_REQUEST_BYTES: usize = 4 << 20;
 
 impl Cost {
-    /// `c` compiled, for a bound of `limit`.
-    pub fn compile(c: &CostConfig, limit: u64) -> Option<Cost> {
-        let parts = match (&c.input_json, &c.output_json) {
-            (Some(i), Some(o)) => Some(CostSource::ResponseParts {
-                input: i.clone(),
-                output: o.clone(),
-            }),
-            (None, None) => None,
-            _ => return None,
-        };
-        let source = match (
-            &c.request_header,
-            &c.response_header,
-            &c.response_trailer,
-            &c.response_json,
-            parts,
-        ) {
-            (Some(h), None, None, None, None) => CostSource::RequestHeader(h.clone()),
-            (None, Some(h), None, None, None) => CostSource::ResponseHeader(h.clone()),
-            (None, None, Some(h), None, None) => CostSource::ResponseTrailer(h.clone()),
-            (None, None, None, Some(p), None) => CostSource::ResponseJson(p.clone()),
-            (None, None, None, None, Some(parts)) => parts,
-            _ => return None,
-        };
-        let units = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    /// `c` compiled, for a bound of `limit`, from what its checks found.
+    pub fn compile(c: &CostConfig, checked: &CheckedCost, limit: u32) -> Cost {
+        let source = checked.source.clone();
         let json = source.in_body();
         let prices = c.prices.as_ref().map(|table| {
             let models: Vec<(String, (u64, u64))> = table
@@ -122,17 +65,17 @@ impl Cost {
                 models,
             }
         });
-        let from_request = (json && c.reserve.is_none())
-            .then(|| units(c.reserve_ceiling.unwrap_or(limit).min(limit)));
-        Some(Cost {
+        let from_request = (json && checked.reserve.is_none())
+            .then(|| checked.reserve_ceiling.unwrap_or(limit).min(limit));
+        Cost {
             source,
-            reserve: units(c.reserve.or(c.reserve_floor).unwrap_or(1)),
+            reserve: checked.reserve.or(checked.reserve_floor).unwrap_or(1),
             from_request,
             ask_usage: json && c.ask_usage.unwrap_or(true),
             max_request_bytes: c.max_request_bytes.unwrap_or(MAX_REQUEST_BYTES),
             prices,
             unit: c.unit.clone().unwrap_or_else(|| "units".to_string()),
-        })
+        }
     }
 
     /// Known only once the response comes: taken as `reserve` at
@@ -174,31 +117,40 @@ impl Cost {
 
 #[cfg(test)]
 mod tests {
+    /// The compiled cost of a bound of a limit of 1,000,000 given `cost`.
+    fn compiled(cost: &str) -> super::Cost {
+        let json = format!(
+            r#"{{"routes":[{{"name":"a","bounds":[
+            {{"per":"address","limit":1000000,"window":"PT1M","cost":{cost}}}]}}]}}"#
+        );
+        let config = crate::config::parse(json.as_bytes()).unwrap();
+        crate::config::plan::Plan::compile(&config)
+            .routes
+            .first()
+            .and_then(|r| r.bounds.first())
+            .and_then(|b| b.cost.clone())
+            .unwrap()
+    }
+
     #[test]
     fn a_price_table_weighs_tokens_in_and_out_by_model() {
-        let c: crate::config::CostConfig = serde_json::from_str(
+        let cost = compiled(
             r#"{"input_json":"/i","output_json":"/o","prices":{
                 "a":{"input":0.5,"output":2},"b":{"input":3,"output":1},"*":{"input":1,"output":1}}}"#,
-        )
-        .unwrap();
-        let cost = super::Cost::compile(&c, 1_000_000).unwrap();
+        );
         assert_eq!(cost.units(10, 10, Some("a")), 25);
         assert_eq!(cost.units(10, 10, Some("b")), 40);
         assert_eq!(cost.units(10, 10, Some("zzz")), 20);
         // Rounded up, never down.
         assert_eq!(cost.units(1, 0, Some("a")), 1);
         // Without "*": the highest price in and the highest out.
-        let c: crate::config::CostConfig = serde_json::from_str(
+        let cost = compiled(
             r#"{"input_json":"/i","output_json":"/o","prices":{
                 "a":{"input":0.5,"output":2},"b":{"input":3,"output":1}}}"#,
-        )
-        .unwrap();
-        let cost = super::Cost::compile(&c, 1_000_000).unwrap();
+        );
         assert_eq!(cost.units(10, 10, None), 50);
         // Unpriced parts are summed.
-        let c: crate::config::CostConfig =
-            serde_json::from_str(r#"{"input_json":"/i","output_json":"/o"}"#).unwrap();
-        let cost = super::Cost::compile(&c, 1_000_000).unwrap();
+        let cost = compiled(r#"{"input_json":"/i","output_json":"/o"}"#);
         assert_eq!(cost.units(7, 5, Some("a")), 12);
     }
 }

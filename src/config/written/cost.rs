@@ -90,3 +90,39 @@ pub struct PriceConfig {
     #[cfg_attr(feature = "schema", schemars(range(min = 0, max = 1_000_000)))]
     pub output: f64,
 }
+
+/// Where a request's cost is read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CostSource {
+    /// A request header: known at admission.
+    RequestHeader(String),
+    /// A response header.
+    ResponseHeader(String),
+    /// A response trailer (gRPC), or the header of the same name in a
+    /// response that is all headers (gRPC's trailers-only answer).
+    ResponseTrailer(String),
+    /// A JSON pointer into the response body.
+    ResponseJson(String),
+    /// JSON pointers to the input and the output tokens in the response
+    /// body, summed or priced.
+    ResponseParts { input: String, output: String },
+}
+
+impl CostSource {
+    /// Read in the response's body (`response_json`, or its parts).
+    pub fn in_body(&self) -> bool {
+        matches!(
+            self,
+            CostSource::ResponseJson(_) | CostSource::ResponseParts { .. }
+        )
+    }
+
+    /// The pointer an answer's usage event names (the output's, for parts).
+    pub fn usage_pointer(&self) -> Option<&str> {
+        match self {
+            CostSource::ResponseJson(p) => Some(p),
+            CostSource::ResponseParts { output, .. } => Some(output),
+            _ => None,
+        }
+    }
+}

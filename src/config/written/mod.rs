@@ -3,13 +3,14 @@
 //! CLI publishes, and [`parse`], which reads the text and checks it. Nothing
 //! here knows the compiled plan ([`crate::config::plan`]) that is made of it.
 //!
-//! - this file: the root [`Config`] and its response settings; beside it
+//! - this file: the root [`WrittenConfig`] and its response settings; beside it
 //!   routes (matches, operations, bounds), identity sources, the
 //!   [`RateLimitServiceConfig`] and a bound's [`CostConfig`];
 //! - `validate`: [`parse`] and every check, by concern, with JSON paths;
 //! - [`ConfigError`], the [`Unit`]s the rate-limit service keeps, the names
 //!   and the windows ([`window_ms`]) a configuration may give.
 
+mod checked;
 mod cost;
 mod duration;
 mod error;
@@ -20,6 +21,7 @@ mod service;
 mod unit;
 mod validate;
 
+pub use checked::*;
 pub use cost::*;
 pub use duration::{window_ms, WindowError};
 pub use error::{number, ConfigError, ErrorKind};
@@ -53,7 +55,7 @@ pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(feature = "schema", schemars(title = "ratebound filter configuration"))]
 #[serde(deny_unknown_fields)]
-pub struct Config {
+pub struct WrittenConfig {
     /// The JSON Schema the file follows, for editors (e.g. a path or URL to
     /// `ratebound.schema.json`). Ignored by the filter.
     #[serde(rename = "$schema", default)]

@@ -2,7 +2,7 @@
 //! ones, and the key secret callers are sent to it under.
 
 use super::error::{err, ConfigError};
-use super::Config;
+use super::WrittenConfig;
 #[cfg(feature = "schema")]
 use super::NAME_PATTERN;
 use serde::Deserialize;
@@ -125,7 +125,7 @@ pub enum ServiceOnError {
 /// The same secret must reach every Envoy of the installation, or they
 /// count one caller under different keys.
 pub fn resolve_key_secret(
-    c: &Config,
+    c: &WrittenConfig,
     getenv: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<Secret>, ConfigError> {
     let Some(k) = key_secret(c) else {
@@ -134,7 +134,7 @@ pub fn resolve_key_secret(
     resolve(k, "$.rate_limit_service.key_secret", &getenv)
 }
 
-fn key_secret(c: &Config) -> Option<&KeySecretConfig> {
+fn key_secret(c: &WrittenConfig) -> Option<&KeySecretConfig> {
     c.rate_limit_service.as_ref()?.key_secret.as_ref()
 }
 
@@ -142,7 +142,7 @@ fn key_secret(c: &Config) -> Option<&KeySecretConfig> {
 /// [`resolve_key_secret`] resolved the secret (`counted`); refused when it
 /// holds the same bytes (every count would be read twice).
 pub fn resolve_also_read(
-    c: &Config,
+    c: &WrittenConfig,
     counted: Option<&Secret>,
     getenv: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<Secret>, ConfigError> {

@@ -2,17 +2,23 @@
 
 use super::super::error::{err, ConfigError};
 use super::super::names::is_header_name;
-use super::super::BoundConfig;
+use super::super::{BoundConfig, CheckedCost, CostConfig, CostSource};
 
 /// The range `max_body_bytes` is still accepted in (no longer used: a
 /// body of any size is read).
 const MAX_BODY_BYTES: usize = 1_048_576;
 
-/// A bound's `cost` at `at` (`$.routes[i].bounds[j]`).
-pub(super) fn validate(b: &BoundConfig, at: &str, errors: &mut Vec<ConfigError>) {
+/// A bound's `cost` at `at` (`$.routes[i].bounds[j]`): `Some` of its
+/// typed values (`None` without a cost) when it is valid.
+pub(super) fn validate(
+    b: &BoundConfig,
+    at: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Option<CheckedCost>> {
     let Some(c) = &b.cost else {
-        return;
+        return Some(None);
     };
+    let before = errors.len();
     let at = format!("{at}.cost");
     let parts = c.input_json.is_some() || c.output_json.is_some();
     let given = [
@@ -188,6 +194,45 @@ pub(super) fn validate(b: &BoundConfig, at: &str, errors: &mut Vec<ConfigError>)
             ));
         }
     }
+    if errors.len() > before {
+        return None;
+    }
+    // Valid: one source, reservations of 1 to the bound's limit.
+    let reservation = |n: Option<u64>| n.map(u32::try_from).transpose().ok();
+    Some(Some(CheckedCost {
+        source: source(c)?,
+        reserve: reservation(c.reserve)?,
+        reserve_floor: reservation(c.reserve_floor)?,
+        reserve_ceiling: reservation(c.reserve_ceiling)?,
+    }))
+}
+
+/// The one place a cost is read, when it names exactly one.
+fn source(c: &CostConfig) -> Option<CostSource> {
+    let parts = match (&c.input_json, &c.output_json) {
+        (Some(i), Some(o)) => Some(CostSource::ResponseParts {
+            input: i.clone(),
+            output: o.clone(),
+        }),
+        (None, None) => None,
+        _ => return None,
+    };
+    Some(
+        match (
+            &c.request_header,
+            &c.response_header,
+            &c.response_trailer,
+            &c.response_json,
+            parts,
+        ) {
+            (Some(h), None, None, None, None) => CostSource::RequestHeader(h.clone()),
+            (None, Some(h), None, None, None) => CostSource::ResponseHeader(h.clone()),
+            (None, None, Some(h), None, None) => CostSource::ResponseTrailer(h.clone()),
+            (None, None, None, Some(p), None) => CostSource::ResponseJson(p.clone()),
+            (None, None, None, None, Some(parts)) => parts,
+            _ => return None,
+        },
+    )
 }
 
 #[cfg(test)]

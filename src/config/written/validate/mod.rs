@@ -1,4 +1,4 @@
-//! [`parse`]: the configuration text to a [`Config`], or every problem
+//! [`parse`]: the configuration text to a [`WrittenConfig`], or every problem
 //! found, each with its JSON path and what would be valid.
 //!
 //! By concern: [`routes`] (matches, operations, bounds), [`identity`],
@@ -35,7 +35,7 @@ pub fn parse(bytes: &[u8]) -> Result<Config, Vec<ConfigError>> {
     })?;
     let text = if text.trim().is_empty() { "{}" } else { text };
     let mut de = serde_json::Deserializer::from_str(text);
-    let config: Config = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let config: WrittenConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = json_path(&e.path().to_string());
         // serde_json's message ends with "at line L column C": kept, it helps in big files.
         vec![ConfigError {
@@ -46,11 +46,10 @@ pub fn parse(bytes: &[u8]) -> Result<Config, Vec<ConfigError>> {
     })?;
     de.end()
         .map_err(|e| vec![text_err(format!("trailing characters: {e}"))])?;
-    let errors = validate(&config);
-    if errors.is_empty() {
-        Ok(config)
-    } else {
-        Err(errors)
+    let (errors, checked) = validate(&config);
+    match checked {
+        Some(checked) if errors.is_empty() => Ok(Config::new(config, checked)),
+        _ => Err(errors),
     }
 }
 
@@ -64,7 +63,8 @@ fn json_path(serde_path: &str) -> String {
     }
 }
 
-fn validate(c: &Config) -> Vec<ConfigError> {
+/// Every problem of `c`, and its typed values when it has none.
+fn validate(c: &WrittenConfig) -> (Vec<ConfigError>, Option<Checked>) {
     let mut errors = Vec::new();
     if !valid_name(&c.instance) {
         errors.push(err(
@@ -73,7 +73,13 @@ fn validate(c: &Config) -> Vec<ConfigError> {
         ));
     }
     let a = &c.client_address;
-    if !(1..=32).contains(&a.ipv4_prefix) {
+    let ipv4_prefix = u8::try_from(a.ipv4_prefix)
+        .ok()
+        .filter(|p| (1..=32).contains(p));
+    let ipv6_prefix = u8::try_from(a.ipv6_prefix)
+        .ok()
+        .filter(|p| (1..=128).contains(p));
+    if ipv4_prefix.is_none() {
         errors.push(err(
             "$.client_address.ipv4_prefix",
             format!(
@@ -82,7 +88,7 @@ fn validate(c: &Config) -> Vec<ConfigError> {
             ),
         ));
     }
-    if !(1..=128).contains(&a.ipv6_prefix) {
+    if ipv6_prefix.is_none() {
         errors.push(err(
             "$.client_address.ipv6_prefix",
             format!("{} is out of range: give 1 to 128 leading bits (64, the default, counts each /64 network; 128 each address)", a.ipv6_prefix),
@@ -105,6 +111,7 @@ fn validate(c: &Config) -> Vec<ConfigError> {
         ));
     }
     let mut seen = std::collections::HashSet::new();
+    let mut routes = Some(Vec::with_capacity(c.routes.len()));
     for (i, r) in c.routes.iter().enumerate() {
         let at = format!("$.routes[{i}]");
         if !valid_name(&r.name) {
@@ -125,17 +132,31 @@ fn validate(c: &Config) -> Vec<ConfigError> {
         if let Some(a) = &r.account {
             validate_account(a, &format!("{at}.account"), &mut errors);
         }
-        validate_bounds(c, r, &r.bounds, &format!("{at}.bounds"), &mut errors);
-        validate_operations(c, r, &at, &mut errors);
+        let bounds = validate_bounds(c, r, &r.bounds, &format!("{at}.bounds"), &mut errors);
+        let operations = validate_operations(c, r, &at, &mut errors);
+        let route = bounds
+            .zip(operations)
+            .map(|(bounds, operations)| CheckedRoute { bounds, operations });
+        routes = routes.zip(route).map(|(mut all, r)| {
+            all.push(r);
+            all
+        });
     }
     validate_service(c, &mut errors);
     validate_budget(c, &mut errors);
-    errors
+    let checked = (|| {
+        Some(Checked {
+            ipv4_prefix: ipv4_prefix?,
+            ipv6_prefix: ipv6_prefix?,
+            routes: routes?,
+        })
+    })();
+    (errors, checked)
 }
 
 /// Node and fleet bounds of every route and operation: (keyed per caller,
 /// per route). Installation bounds keep nothing in shared data.
-pub fn bound_kinds(c: &Config) -> (usize, usize) {
+pub fn bound_kinds(c: &WrittenConfig) -> (usize, usize) {
     let bounds = c.routes.iter().flat_map(|r| {
         r.bounds
             .iter()
@@ -147,7 +168,7 @@ pub fn bound_kinds(c: &Config) -> (usize, usize) {
 }
 
 /// The configuration fits the shared-data budget (`crate::count::budget`).
-fn validate_budget(c: &Config, errors: &mut Vec<ConfigError>) {
+fn validate_budget(c: &WrittenConfig, errors: &mut Vec<ConfigError>) {
     use crate::count::budget::{keys_of, CONFIG_BOUNDS, CONFIG_KEYS, TABLE_KEYS};
     let (tables, singles) = bound_kinds(c);
     if tables + singles > CONFIG_BOUNDS {

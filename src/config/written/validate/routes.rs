@@ -9,14 +9,16 @@ use super::service::validate_bound;
 use super::{authority_error, bound_name, operation_name};
 
 pub(super) fn validate_bounds(
-    c: &Config,
+    c: &WrittenConfig,
     route: &RouteConfig,
     bounds: &[BoundConfig],
     at: &str,
     errors: &mut Vec<ConfigError>,
-) {
+) -> Option<Vec<CheckedBound>> {
     let mut names = std::collections::HashSet::new();
+    let mut checked = Some(Vec::with_capacity(bounds.len()));
     for (j, b) in bounds.iter().enumerate() {
+        let before = errors.len();
         let bt = format!("{at}[{j}]");
         if let Some(name) = &b.name {
             if !valid_name(name) {
@@ -33,7 +35,8 @@ pub(super) fn validate_bounds(
                 format!("duplicate bound name {name:?} here"),
             ));
         }
-        if b.limit == 0 || b.limit > u64::from(u32::MAX) {
+        let limit = u32::try_from(b.limit).ok().filter(|l| *l > 0);
+        if limit.is_none() {
             errors.push(err(
                 format!("{bt}.limit"),
                 format!(
@@ -47,10 +50,11 @@ pub(super) fn validate_bounds(
         if let Err(e) = &ms {
             errors.push(err(format!("{bt}.window"), e.to_string()));
         }
-        validate_bound(c, route, b, ms.ok(), &bt, errors);
+        let ms = ms.ok();
+        validate_bound(c, route, b, ms, &bt, errors);
         validate_identity_needs(c.identity.as_ref(), b, &bt, errors);
         validate_enforcement(b.enforce_percent, b.shadow, &bt, errors);
-        validate_cost(b, &bt, errors);
+        let cost = validate_cost(b, &bt, errors);
         if b.per == Per::Model && !reads_its_answers_json(route) {
             errors.push(err(
                 format!("{bt}.per"),
@@ -59,7 +63,31 @@ pub(super) fn validate_bounds(
                  \"/usage/total_tokens\"} (or \"input_json\" and \"output_json\")",
             ));
         }
+        let bound = (|| {
+            let window_ms = ms?;
+            Some(CheckedBound {
+                limit: limit?,
+                window_ms,
+                counted: match b.scope {
+                    Scope::Node => Counted::Node,
+                    Scope::Fleet => Counted::Fleet,
+                    Scope::Installation => Counted::Installation(Unit::of_ms(window_ms)?),
+                },
+                // The configuration's share is checked once, at `$`.
+                enforce_percent: match b.enforce_percent.or(c.enforce_percent) {
+                    None => 100,
+                    Some(p) => u8::try_from(p).ok().filter(|p| *p <= 100)?,
+                },
+                cost: cost?,
+            })
+        })()
+        .filter(|_| errors.len() == before);
+        checked = checked.zip(bound).map(|(mut all, b)| {
+            all.push(b);
+            all
+        });
     }
+    checked
 }
 
 /// A bound of `route` (or of its operations) reads its cost in the
@@ -102,13 +130,14 @@ pub(super) fn validate_enforcement(
 }
 
 pub(super) fn validate_operations(
-    c: &Config,
+    c: &WrittenConfig,
     r: &RouteConfig,
     at: &str,
     errors: &mut Vec<ConfigError>,
-) {
+) -> Option<Vec<CheckedOperation>> {
     let mut names = std::collections::HashSet::new();
     let mut items = std::collections::HashSet::new();
+    let mut checked = Some(Vec::with_capacity(r.operations.len()));
     for (k, o) in r.operations.iter().enumerate() {
         let ot = format!("{at}.operations[{k}]");
         let name = operation_name(o, k);
@@ -132,25 +161,37 @@ pub(super) fn validate_operations(
                 ),
             ));
         }
-        match crate::config::operations::parse_template(&o.path) {
-            Err(m) => errors.push(err(format!("{ot}.path"), m)),
+        let template = match crate::config::operations::parse_template(&o.path) {
+            Err(m) => {
+                errors.push(err(format!("{ot}.path"), m));
+                None
+            }
             Ok(segments) => {
-                if !items.insert((o.method.clone(), segments)) {
+                if !items.insert((o.method.clone(), segments.clone())) {
                     errors.push(err(
                         format!("{ot}.path"),
                         format!("{} {} is listed twice in this route (parameter names do not make templates different)", o.method, o.path),
                     ));
                 }
+                Some(segments)
             }
-        }
+        };
         if o.bounds.is_empty() {
             errors.push(err(
                 format!("{ot}.bounds"),
                 "lists no bounds; an operation is listed only to carry bounds of its own",
             ));
         }
-        validate_bounds(c, r, &o.bounds, &format!("{ot}.bounds"), errors);
+        let bounds = validate_bounds(c, r, &o.bounds, &format!("{ot}.bounds"), errors);
+        let operation = template
+            .zip(bounds)
+            .map(|(template, bounds)| CheckedOperation { template, bounds });
+        checked = checked.zip(operation).map(|(mut all, o)| {
+            all.push(o);
+            all
+        });
     }
+    checked
 }
 
 pub(super) fn validate_match(m: &MatchConfig, at: &str, errors: &mut Vec<ConfigError>) {

@@ -17,7 +17,7 @@ const MIN_SYNCS_A_WINDOW: u64 = 10;
 /// Problems with installation bounds, the route's `account` and
 /// `rate_limit_service`, each with its JSON path.
 pub(super) fn validate_bound(
-    c: &Config,
+    c: &WrittenConfig,
     route: &RouteConfig,
     b: &BoundConfig,
     window_ms: Option<u64>,
@@ -91,7 +91,7 @@ pub(super) fn validate_bound(
 }
 
 /// The top-level `rate_limit_service`.
-pub(super) fn validate_service(c: &Config, errors: &mut Vec<ConfigError>) {
+pub(super) fn validate_service(c: &WrittenConfig, errors: &mut Vec<ConfigError>) {
     let Some(s) = &c.rate_limit_service else {
         return;
     };
