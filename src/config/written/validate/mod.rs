@@ -1,5 +1,6 @@
-//! [`parse`]: the configuration text to a [`WrittenConfig`], or every problem
-//! found, each with its JSON path and what would be valid.
+//! [`parse`]: the configuration text to a [`Config`] (what was written, with
+//! the typed values its checks read), or every problem found, each with its
+//! JSON path, its kind and what would be valid.
 //!
 //! By concern: [`routes`] (matches, operations, bounds), [`identity`],
 //! [`service`] (installation and fleet bounds, the rate-limit service),
@@ -19,7 +20,8 @@ use identity::{validate_account, validate_identity};
 use routes::{validate_bounds, validate_enforcement, validate_match, validate_operations};
 use service::validate_service;
 
-/// Parses and validates a JSON configuration. Returns every error found.
+/// Parses and validates a JSON configuration. Returns every error found;
+/// without one, the typed values `Plan::compile` reads.
 pub fn parse(bytes: &[u8]) -> Result<Config, Vec<ConfigError>> {
     if bytes.len() > MAX_CONFIG_BYTES {
         return Err(vec![text_err(format!(
