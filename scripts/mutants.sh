@@ -2,7 +2,7 @@
 # Mutation testing of the request path's core with cargo-mutants: the
 # counting engine (src/count), the pipeline (src/pipeline), the node's life
 # (src/node), identity (src/identity) and the configuration's validation
-# (src/config/validate.rs). A mutant that survives is a behaviour no test
+# (src/config/written/validate). A mutant that survives is a behaviour no test
 # pins down; docs/testing.md says how to read a run and records the last.
 #
 #   scripts/mutants.sh [PATH...]          # default: every folder above
@@ -42,7 +42,7 @@ if ! [[ -x "$BIN" ]] || ! "$BIN" mutants --version | grep -q " $CARGO_MUTANTS_VE
 fi
 
 if [[ $# -eq 0 ]]; then
-  set -- src/count src/pipeline src/node src/identity src/config/validate.rs
+  set -- src/count src/pipeline src/node src/identity src/config/written/validate
 fi
 files=()
 for p in "$@"; do

@@ -92,3 +92,46 @@ fn every_folder_of_src_is_on_a_floor() {
         }
     }
 }
+
+/// The identifiers `path`'s code (comments aside) names, under `src/`: a
+/// file, or every file of a folder.
+fn identifiers(path: &str) -> BTreeSet<String> {
+    let at = Path::new(env!("CARGO_MANIFEST_DIR")).join("src").join(path);
+    let mut files = Vec::new();
+    if at.is_dir() {
+        rust_files(&at, &mut files);
+    } else {
+        files.push(at);
+    }
+    let mut named = BTreeSet::new();
+    for file in files {
+        for line in fs::read_to_string(&file).unwrap().lines() {
+            let code = line.split("//").next().unwrap();
+            named.extend(
+                code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_string),
+            );
+        }
+    }
+    named
+}
+
+/// Inside `config`, two rooms: `written` (what users write, and its
+/// checks) never names `plan` (what it compiles to), and the request
+/// readings both use (`normalize`, `operations`) name neither, so no
+/// circle can form between them.
+#[test]
+fn the_written_configuration_never_names_the_plan() {
+    assert!(
+        !identifiers("config/written").contains("plan"),
+        "src/config/written names the plan"
+    );
+    for shared in ["config/normalize.rs", "config/operations.rs"] {
+        let named = identifiers(shared);
+        assert!(
+            !named.contains("plan") && !named.contains("written"),
+            "src/{shared} names a room of config"
+        );
+    }
+}

@@ -1,27 +1,18 @@
-//! The configuration as users write it (Envoy `configuration`, Istio
-//! `pluginConfig`): serde types, then a validation pass that reports every
-//! problem with its JSON path and what would be valid. The filter and the CLI
-//! both go through [`parse`]; nothing else reads configuration text.
+//! Configuration, in two rooms: [`written`], what users write (Envoy
+//! `configuration`, Istio `pluginConfig`) read by [`parse`] and checked with
+//! JSON paths, and [`plan`], the compiled form the request path and the
+//! console read. The filter and the CLI both go through [`parse`]; nothing
+//! else reads configuration text. `written` never names `plan`
+//! (tests/layers.rs).
 //!
-//! - [`model`]: the serde types;
-//! - [`validate`]: [`parse`] and every check, with JSON paths;
-//! - [`plan`]: the compiled form the request path reads;
-//! - [`operations`], [`normalize`]: OpenAPI operations and request paths as
-//!   the matchers compare them;
-//! - [`duration`]: windows as written (the shared-data key budget they are
-//!   checked against is [`crate::count::budget`]).
+//! [`operations`] and [`normalize`] read a request as the matchers compare
+//! it (OpenAPI operations, request paths and hosts); both rooms use them.
+//! The shared-data key budget windows and bounds are checked against is
+//! [`crate::count::budget`].
 
-pub mod cost;
-pub mod duration;
-pub mod error;
-pub mod installation;
-pub mod model;
-pub mod names;
 pub mod normalize;
 pub mod operations;
 pub mod plan;
-pub mod validate;
+pub mod written;
 
-pub use error::ConfigError;
-pub use model::*;
-pub use validate::*;
+pub use written::*;

@@ -3,7 +3,7 @@
 //! then goes through the very same [`config::parse`] as JSON, so errors carry
 //! the same JSON paths whichever was written.
 
-use crate::config::{self, Config, ConfigError, MAX_CONFIG_BYTES};
+use crate::config::{self, Config, ConfigError, ErrorKind, MAX_CONFIG_BYTES};
 use std::io::Read;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +67,8 @@ pub fn load(bytes: &[u8], format: Format) -> Result<Config, Vec<ConfigError>> {
                 errors
                     .into_iter()
                     .map(|e| ConfigError {
-                        path: e.path,
                         message: without_json_location(&e.message).to_string(),
+                        ..e
                     })
                     .collect()
             })
@@ -79,6 +79,7 @@ pub fn load(bytes: &[u8], format: Format) -> Result<Config, Vec<ConfigError>> {
 fn too_big(what: &str) -> ConfigError {
     ConfigError {
         path: "$".into(),
+        kind: ErrorKind::Text,
         message: format!(
             "{what} is larger than {MAX_CONFIG_BYTES} bytes (1 MiB), the most that is accepted"
         ),
@@ -88,6 +89,7 @@ fn too_big(what: &str) -> ConfigError {
 fn root_error(message: String) -> ConfigError {
     ConfigError {
         path: "$".into(),
+        kind: ErrorKind::Text,
         message,
     }
 }

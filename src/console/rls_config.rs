@@ -8,9 +8,9 @@
 //! needs the domain: it answers OK to every descriptor of a domain it does
 //! not know, and the installation bounds would then admit everything.
 
-use crate::config::installation::Unit;
 use crate::config::plan::Plan;
 use crate::config::Config;
+use crate::config::Unit;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

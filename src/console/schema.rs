@@ -2,7 +2,7 @@
 //! [`crate::config`]. `filter-config/ratebound.schema.json` is this text; a
 //! test keeps the two equal.
 
-use crate::config::Config;
+use crate::config::WrittenConfig;
 
 /// The schema's `$id`: names this schema, version by version of the
 /// configuration format (a name, not a download address).
@@ -10,7 +10,7 @@ pub const ID: &str = "urn:ratebound:filter-config:v1";
 
 /// The schema as pretty JSON with a final newline, as committed.
 pub fn text() -> String {
-    let mut schema = schemars::schema_for!(Config);
+    let mut schema = schemars::schema_for!(WrittenConfig);
     // The schema names itself (editors and validators key on it); `$id`
     // goes right after `$schema`.
     if let Some(map) = schema.as_object_mut() {

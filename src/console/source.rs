@@ -17,7 +17,7 @@
 //! this only finds them and keeps the positions that turning YAML into JSON
 //! loses.
 
-use crate::config::{ConfigError, MAX_CONFIG_BYTES};
+use crate::config::{ConfigError, ErrorKind, MAX_CONFIG_BYTES};
 use crate::console::input::Format;
 use crate::console::stream::{EnvoyFilter, PluginVm, Workloads};
 use crate::console::yaml11::{self, Flag};
@@ -127,6 +127,7 @@ fn not_found(message: impl Into<String>, position: Option<Position>) -> NotFound
     NotFound {
         error: ConfigError {
             path: "$".into(),
+            kind: ErrorKind::Text,
             message: message.into(),
         },
         position,

@@ -9,7 +9,7 @@
 //!   bounds call `rate_limit_service.cluster` while the EnvoyFilters read in
 //!   the same run add clusters of other names, or none.
 
-use crate::config::{Config, ConfigError, Scope, MIN_SECRET_BYTES};
+use crate::config::{Config, ConfigError, ErrorKind, Scope, MIN_SECRET_BYTES};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -189,6 +189,7 @@ impl PluginVm {
         match self.env.iter().rev().find(|e| e.name == name) {
             None => Some(ConfigError {
                 path: path.into(),
+                kind: ErrorKind::Invalid,
                 message: format!(
                     "the WasmPlugin's spec.vmConfig.env has no {name:?}, so the filter would \
                      refuse this configuration (the variable is not set in the VM): add \
@@ -202,6 +203,7 @@ impl PluginVm {
                 ..
             }) if v.len() < MIN_SECRET_BYTES => Some(ConfigError {
                 path: path.into(),
+                kind: ErrorKind::Invalid,
                 message: format!(
                     "the WasmPlugin's spec.vmConfig.env gives {name:?} inline with {} bytes, \
                      fewer than {MIN_SECRET_BYTES}, so the filter would refuse this \

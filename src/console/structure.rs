@@ -9,7 +9,7 @@
 //! goes through `parse` again, so the checks that only the parser makes
 //! (unique names, windows, identity sources) are reported too.
 
-use crate::config::{self, Config, ConfigError};
+use crate::config::{self, Config, ConfigError, ErrorKind, WrittenConfig};
 use crate::console::{schema, words};
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::paths::LocationSegment;
@@ -34,7 +34,7 @@ pub fn parse(json: &[u8]) -> Result<Config, Vec<ConfigError>> {
     // Each structural error's member is taken out and the rest parsed again,
     // until the structure holds and the parser's own checks run.
     for _ in 0..64 {
-        let structural: Result<Config, _> = serde_path_to_error::deserialize(&value);
+        let structural: Result<WrittenConfig, _> = serde_path_to_error::deserialize(&value);
         let e = match structural {
             Ok(_) => {
                 let rest = serde_json::to_vec(&value).unwrap_or_default();
@@ -68,6 +68,7 @@ pub fn parse(json: &[u8]) -> Result<Config, Vec<ConfigError>> {
         if !worded {
             all.push(ConfigError {
                 path: path.clone(),
+                kind: ErrorKind::of_serde(e.inner()),
                 message: plain_message(&message),
             });
         }
@@ -203,11 +204,7 @@ fn set_member(value: &mut Value, segments: &[String], v: Value) -> bool {
 /// types, unknown values and fields, missing fields. (Patterns and ranges
 /// are the parser's, in its words.)
 fn is_structural(e: &ConfigError) -> bool {
-    let m = &e.message;
-    m.starts_with("unknown field")
-        || m.starts_with("missing field")
-        || m.contains(" must be ") && m.contains(", not ")
-        || m.contains(": it must be one of ")
+    e.kind.is_structural()
 }
 
 /// serde_path_to_error's `routes[0].per` as `$.routes[0].per`.
@@ -245,7 +242,7 @@ fn plain(errors: Vec<ConfigError>) -> Vec<ConfigError> {
         .into_iter()
         .map(|e| ConfigError {
             message: plain_message(&e.message),
-            path: e.path,
+            ..e
         })
         .collect()
 }
@@ -312,7 +309,7 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
         let field = field_name(value, &segments);
         let sub = subschema(root, value, &segments);
         let instance = e.instance().as_ref().clone();
-        let (message, remove) = match e.kind() {
+        let (kind, message, remove) = match e.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
                 let known = sub
                     .and_then(|s| s.get("properties"))
@@ -331,6 +328,7 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
                     out.push((
                         config_error(
                             &format!("{path}.{u}"),
+                            ErrorKind::UnknownField,
                             format!("unknown field `{u}`, expected one of {known}"),
                         ),
                         Some(seg),
@@ -339,6 +337,7 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
                 continue;
             }
             ValidationErrorKind::Required { property } => (
+                ErrorKind::MissingField,
                 format!(
                     "missing field `{}`{}",
                     property.as_str().unwrap_or_default(),
@@ -352,6 +351,7 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
                 None,
             ),
             ValidationErrorKind::Type { kind } => (
+                ErrorKind::WrongType,
                 format!(
                     "{field} must be {}, not {}",
                     expected_words(kind, sub),
@@ -360,6 +360,7 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
                 Some(segments.clone()),
             ),
             ValidationErrorKind::Minimum { .. } | ValidationErrorKind::Maximum { .. } => (
+                ErrorKind::Invalid,
                 format!(
                     "{field} is {instance}: it must be {}",
                     range_words(sub).unwrap_or_else(|| e.to_string())
@@ -367,6 +368,7 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
                 Some(segments.clone()),
             ),
             ValidationErrorKind::Enum { options } => (
+                ErrorKind::WrongType,
                 format!(
                     "{field} is {instance}: it must be one of {}",
                     list(options.as_array().map(Vec::as_slice).unwrap_or_default())
@@ -375,22 +377,33 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
             ),
             ValidationErrorKind::OneOfNotValid { .. } | ValidationErrorKind::AnyOf { .. } => {
                 let consts = sub.map(consts_of).unwrap_or_default();
-                let message = if consts.is_empty() {
-                    format!("{field} is {instance}: not a valid {field}")
+                // A word none of the allowed ones is a wrong shape; a value
+                // no alternative takes, without words to list, is invalid.
+                let (kind, message) = if consts.is_empty() {
+                    (
+                        ErrorKind::Invalid,
+                        format!("{field} is {instance}: not a valid {field}"),
+                    )
                 } else {
-                    format!("{field} is {instance}: it must be one of {}", list(&consts))
+                    (
+                        ErrorKind::WrongType,
+                        format!("{field} is {instance}: it must be one of {}", list(&consts)),
+                    )
                 };
-                (message, Some(segments.clone()))
+                (kind, message, Some(segments.clone()))
             }
             ValidationErrorKind::MinLength { limit } => (
+                ErrorKind::Invalid,
                 format!("{field} must be at least {limit} characters long"),
                 Some(segments.clone()),
             ),
             ValidationErrorKind::MaxLength { limit } => (
+                ErrorKind::Invalid,
                 format!("{field} must be at most {limit} characters long"),
                 Some(segments.clone()),
             ),
             ValidationErrorKind::Pattern { .. } => (
+                ErrorKind::Invalid,
                 format!(
                     "{field} {instance} is not valid{}",
                     sub.and_then(|s| s.get("description"))
@@ -400,19 +413,20 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
                 ),
                 Some(segments.clone()),
             ),
-            _ => (e.to_string(), Some(segments.clone())),
+            _ => (ErrorKind::Invalid, e.to_string(), Some(segments.clone())),
         };
         // Only object members are taken out: removing a list item would
         // move the paths of the items after it.
         let remove = remove.filter(|seg| is_member(value, seg));
-        out.push((config_error(&path, message), remove));
+        out.push((config_error(&path, kind, message), remove));
     }
     out
 }
 
-fn config_error(path: &str, message: String) -> ConfigError {
+fn config_error(path: &str, kind: ErrorKind, message: String) -> ConfigError {
     ConfigError {
         path: path.to_string(),
+        kind,
         message,
     }
 }

@@ -2,11 +2,11 @@
 //! client address", "100 a second for the whole route", "1,000 a minute per
 //! user, for anyone holding partner".
 
-use crate::config::cost::{Cost, CostSource};
 use crate::config::plan::{Bound, Operation};
+use crate::config::plan::{Cost, CostSource};
 use crate::config::{Access, MatchConfig, Per};
 
-pub use crate::config::error::number;
+pub use crate::config::number;
 
 /// A window as it is said after a count: "a minute", "10 seconds", "an hour".
 pub fn window(window_ms: u64) -> String {
@@ -125,7 +125,7 @@ pub fn of_bound(b: &Bound) -> String {
 
 /// A price table in words: "priced by its request's `model`: gpt-4o at
 /// 2.5 microdollars a token in and 10 out; any other at 2.5 and 10".
-fn prices(p: &crate::config::cost::Prices, unit: &str) -> String {
+fn prices(p: &crate::config::plan::Prices, unit: &str) -> String {
     let price = |m: u64| {
         let whole = m as f64 / 1e6;
         format!("{whole}")

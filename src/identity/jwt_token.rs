@@ -88,6 +88,7 @@ mod tests {
         )
         .unwrap()
         .identity
+        .clone()
         .unwrap()
         .jwt
         .unwrap()

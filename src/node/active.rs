@@ -71,13 +71,11 @@ pub fn activate<H: NodeHost>(
     })?;
     let mut plan = Plan::compile(&config);
     // A secret named by `env` is the VM's environment variable (WASI).
-    plan.key_secret = config::installation::resolve_key_secret(&config, |name| host.env_var(name))
+    plan.key_secret = config::resolve_key_secret(&config, |name| host.env_var(name))
         .map_err(|e| vec![ConfigureError::Config(e)])?;
     plan.also_key_secret =
-        config::installation::resolve_also_read(&config, plan.key_secret.as_ref(), |name| {
-            host.env_var(name)
-        })
-        .map_err(|e| vec![ConfigureError::Config(e)])?;
+        config::resolve_also_read(&config, plan.key_secret.as_ref(), |name| host.env_var(name))
+            .map_err(|e| vec![ConfigureError::Config(e)])?;
     let (now, seed) = (host.now_ms(), host.random());
     let resolved = directory::register(
         host.store(),

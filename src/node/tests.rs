@@ -583,7 +583,7 @@ fn a_full_owed_queue_counts_what_it_dropped_and_a_tick_sends_it_all() {
         caller: Some(("address", "n0".into())),
         limit: crate::rls::Override {
             requests_per_unit: 1000,
-            unit: crate::config::installation::Unit::Minute,
+            unit: crate::config::Unit::Minute,
         },
         units: 5,
     };

@@ -11,7 +11,7 @@ use super::request_body::Entry;
 use super::usage_event::UsageEvents;
 use super::Charges;
 use super::{Begun, Decision, Host, Level, LocalReply, SessionError, Step, Waiting, Worker};
-use crate::config::cost::CostSource;
+use crate::config::plan::CostSource;
 use crate::config::plan::{BoundId, RouteId};
 use crate::count::window::Quota;
 use crate::pipeline::limiter::BoundEvent;

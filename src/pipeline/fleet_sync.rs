@@ -13,8 +13,8 @@
 //! override is not part of the service's key). The first call of a sync
 //! carries the heartbeat descriptor the nodes are counted with.
 
-use crate::config::installation::Unit;
 use crate::config::plan::{BoundId, Plan, RouteId};
+use crate::config::Unit;
 use crate::count::fleet::{Beat, Failure, Record};
 use crate::count::fleet_lane::{self, Candidate, SyncOutcome, Taken};
 use crate::count::lane::LanePlace;

@@ -17,8 +17,8 @@
 //! and refused here until that window ends, without a call.
 
 use super::{Decision, Level, Pending, Worker};
-use crate::config::installation::Unit;
 use crate::config::plan::{Bound, BoundId, OpId, Route};
+use crate::config::Unit;
 use crate::config::{Per, RateLimitServiceConfig, ServiceOnError};
 use crate::count::locks;
 use crate::count::window::Quota;

@@ -188,7 +188,7 @@ impl Pending {
     /// of them, at most its limit (a cut answer's estimate counts the
     /// prompt too: [`Counted::prompt`]).
     ///
-    /// [`Cost::reservation`]: crate::config::cost::Cost::reservation
+    /// [`Cost::reservation`]: crate::config::plan::Cost::reservation
     pub fn reserve_prompt(
         &mut self,
         route: &Route,

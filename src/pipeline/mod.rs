@@ -49,7 +49,7 @@ mod tests;
 mod usage_event;
 pub mod warm_up;
 
-use crate::config::cost::CostSource;
+use crate::config::plan::CostSource;
 use crate::config::plan::{BoundId, OpId, RequestInfo, Route, RouteId};
 use crate::config::{OnError, SessionSource};
 use crate::count::store::Store;

@@ -94,7 +94,7 @@ pub fn charge_call<'p>(plan: &'p Plan, batch: &[Charge]) -> Option<ServiceCall<'
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::installation::Unit;
+    use crate::config::Unit;
 
     fn charge(caller: &str, units: u32) -> Charge {
         Charge {

@@ -24,7 +24,7 @@ use prost::Message;
 pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 pub const METHOD: &str = "ShouldRateLimit";
 
-pub use crate::config::installation::Unit;
+pub use crate::config::Unit;
 /// The service's calls end in a gRPC status.
 pub use crate::reply::grpc::GrpcCode;
 

@@ -10,7 +10,7 @@ use crate::load::{
 };
 use crate::output::{err, out, plural, pretty, INVALID, USAGE, VALID};
 use ratebound::config::plan::Plan;
-use ratebound::config::{Config, ConfigError};
+use ratebound::config::{Config, ConfigError, ErrorKind};
 use ratebound::console::source::Document;
 use ratebound::console::stream::{cross_check, EnvoyFilter, Plugin, Workloads};
 use ratebound::console::{input, rls_config, warnings, words, Severity};
@@ -232,6 +232,7 @@ fn unreadable(file: &str, why: &str, c: &Check) -> Outcome {
     }
     let e = ConfigError {
         path: "$".into(),
+        kind: ErrorKind::Text,
         message: why.to_string(),
     };
     Outcome {

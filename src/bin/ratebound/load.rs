@@ -4,7 +4,7 @@
 
 use crate::args::Format;
 use crate::output::{err, out, pretty, INVALID, USAGE};
-use ratebound::config::{Config, ConfigError};
+use ratebound::config::{Config, ConfigError, ErrorKind};
 use ratebound::console::source::{self, Document, Position};
 use ratebound::console::stream::EnvoyFilter;
 use ratebound::console::{input, snippet, structure, Warning};
@@ -69,6 +69,7 @@ fn with_yaml11_errors(
         .filter(|f| f.error)
         .map(|f| ConfigError {
             path: f.path.clone(),
+            kind: ErrorKind::Invalid,
             message: f.message.clone(),
         })
         .collect();
@@ -119,6 +120,7 @@ pub fn load(file: &str, format: Format) -> Result<Loaded, u8> {
             let nf = source::NotFound {
                 error: ConfigError {
                     path: "$".into(),
+                    kind: ErrorKind::Text,
                     message: "no ratebound configuration here: no Istio WasmPlugin (extensions.istio.io) among the objects".into(),
                 },
                 position: None,
@@ -246,7 +248,7 @@ pub fn document_json(file: &str, c: &Checked, ws: &[Warning], counts: Option<Val
 
 /// An unknown field is shown at its key, other errors at the value.
 pub fn is_key_error(e: &ConfigError) -> bool {
-    e.message.starts_with("unknown field")
+    e.kind == ErrorKind::UnknownField
 }
 
 /// `error: …` with the line of `text` at `at` and a caret under the

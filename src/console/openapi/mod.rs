@@ -41,6 +41,7 @@ pub type Error = config::ConfigError;
 fn error(at: impl Into<String>, message: impl Into<String>) -> Error {
     Error {
         path: at.into(),
+        kind: config::ErrorKind::Invalid,
         message: message.into(),
     }
 }

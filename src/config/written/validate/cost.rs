@@ -1,189 +1,24 @@
-//! Cost bounds (`"cost"`): a request counts the units its header or its
-//! response names instead of 1. Validation here; compiled, a bound's
-//! [`Cost`].
+//! A bound's `cost`: one source, a reservation that fits.
 
-use super::error::{err, ConfigError};
-use super::model::{BoundConfig, CostConfig, PriceConfig};
-use super::names::is_header_name;
+use super::super::error::{err, ConfigError};
+use super::super::names::is_header_name;
+use super::super::{BoundConfig, CheckedCost, CostConfig, CostSource};
 
 /// The range `max_body_bytes` is still accepted in (no longer used: a
 /// body of any size is read).
-pub const MAX_BODY_BYTES: usize = 1_048_576;
+const MAX_BODY_BYTES: usize = 1_048_576;
 
-/// Where a request's cost is read.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum CostSource {
-    /// A request header: known at admission.
-    RequestHeader(String),
-    /// A response header.
-    ResponseHeader(String),
-    /// A response trailer (gRPC), or the header of the same name in a
-    /// response that is all headers (gRPC's trailers-only answer).
-    ResponseTrailer(String),
-    /// A JSON pointer into the response body.
-    ResponseJson(String),
-    /// JSON pointers to the input and the output tokens in the response
-    /// body, summed or priced.
-    ResponseParts { input: String, output: String },
-}
-
-/// A price table: millionths of the unit a token in and a token out, by
-/// model (integers, so a charge is exact and the cost hashable).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Prices {
-    pub models: Vec<(String, (u64, u64))>,
-    /// Any other model's (`"*"`, or the table's highest).
-    pub other: (u64, u64),
-}
-
-/// One unit, in millionths.
-const WHOLE: u64 = 1_000_000;
-
-fn millionths(p: &PriceConfig) -> (u64, u64) {
-    let m = |x: f64| (x.clamp(0.0, 1e6) * WHOLE as f64).round() as u64;
-    (m(p.input), m(p.output))
-}
-
-/// A bound's cost, compiled.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Cost {
-    pub source: CostSource,
-    /// Units taken at admission for a cost the response gives (and the
-    /// charge of a request whose cost never comes): `reserve`, or the
-    /// floor of what the request allows itself (`from_request`).
-    pub reserve: u32,
-    /// A `response_json` cost without `reserve`: the reservation is what
-    /// the request allows itself, at most this ceiling.
-    pub from_request: Option<u32>,
-    /// A stream that does not ask for its usage is made to
-    /// (`stream_options.include_usage`).
-    pub ask_usage: bool,
-    /// The largest request body read before admission.
-    pub max_request_bytes: usize,
-    /// Prices by the request's model (`ResponseParts` only).
-    pub prices: Option<Prices>,
-    pub unit: String,
-}
-
-impl CostSource {
-    /// Read in the response's body (`response_json`, or its parts).
-    pub fn in_body(&self) -> bool {
-        matches!(
-            self,
-            CostSource::ResponseJson(_) | CostSource::ResponseParts { .. }
-        )
-    }
-
-    /// The pointer an answer's usage event names (the output's, for parts).
-    pub fn usage_pointer(&self) -> Option<&str> {
-        match self {
-            CostSource::ResponseJson(p) => Some(p),
-            CostSource::ResponseParts { output, .. } => Some(output),
-            _ => None,
-        }
-    }
-}
-
-/// A request body read before admission, by default: 4 MiB (a prompt of a
-/// million tokens).
-pub const MAX_REQUEST_BYTES: usize = 4 << 20;
-
-impl Cost {
-    /// `c` compiled, for a bound of `limit`.
-    pub fn compile(c: &CostConfig, limit: u64) -> Option<Cost> {
-        let parts = match (&c.input_json, &c.output_json) {
-            (Some(i), Some(o)) => Some(CostSource::ResponseParts {
-                input: i.clone(),
-                output: o.clone(),
-            }),
-            (None, None) => None,
-            _ => return None,
-        };
-        let source = match (
-            &c.request_header,
-            &c.response_header,
-            &c.response_trailer,
-            &c.response_json,
-            parts,
-        ) {
-            (Some(h), None, None, None, None) => CostSource::RequestHeader(h.clone()),
-            (None, Some(h), None, None, None) => CostSource::ResponseHeader(h.clone()),
-            (None, None, Some(h), None, None) => CostSource::ResponseTrailer(h.clone()),
-            (None, None, None, Some(p), None) => CostSource::ResponseJson(p.clone()),
-            (None, None, None, None, Some(parts)) => parts,
-            _ => return None,
-        };
-        let units = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-        let json = source.in_body();
-        let prices = c.prices.as_ref().map(|table| {
-            let models: Vec<(String, (u64, u64))> = table
-                .iter()
-                .filter(|(m, _)| m.as_str() != "*")
-                .map(|(m, p)| (m.clone(), millionths(p)))
-                .collect();
-            let highest = models
-                .iter()
-                .fold((0, 0), |(i, o), (_, (pi, po))| (i.max(*pi), o.max(*po)));
-            Prices {
-                other: table.get("*").map_or(highest, millionths),
-                models,
-            }
-        });
-        let from_request = (json && c.reserve.is_none())
-            .then(|| units(c.reserve_ceiling.unwrap_or(limit).min(limit)));
-        Some(Cost {
-            source,
-            reserve: units(c.reserve.or(c.reserve_floor).unwrap_or(1)),
-            from_request,
-            ask_usage: json && c.ask_usage.unwrap_or(true),
-            max_request_bytes: c.max_request_bytes.unwrap_or(MAX_REQUEST_BYTES),
-            prices,
-            unit: c.unit.clone().unwrap_or_else(|| "units".to_string()),
-        })
-    }
-
-    /// Known only once the response comes: taken as `reserve` at
-    /// admission, trued up then.
-    pub fn from_response(&self) -> bool {
-        !matches!(self.source, CostSource::RequestHeader(_))
-    }
-
-    /// The request body is read before admission: for the reservation it
-    /// allows itself, or to ask for its usage.
-    pub fn reads_request(&self) -> bool {
-        self.from_request.is_some() || self.ask_usage
-    }
-
-    /// What a request for `model` that allows itself `ceiling` output
-    /// tokens and sends a prompt of `prompt` tokens takes at admission.
-    pub fn reservation(&self, ceiling: Option<u32>, prompt: u32, model: Option<&str>) -> u32 {
-        match self.from_request {
-            Some(most) => self
-                .units(prompt, ceiling.unwrap_or(0), model)
-                .clamp(self.reserve.min(most), most),
-            None => self.reserve.max(self.units(prompt, 0, model)),
-        }
-    }
-
-    /// What `input` tokens in and `output` tokens out cost, for `model`:
-    /// their sum, or their price (rounded up) when the cost has prices.
-    pub fn units(&self, input: u32, output: u32, model: Option<&str>) -> u32 {
-        let Some(prices) = &self.prices else {
-            return input.saturating_add(output);
-        };
-        let (pi, po) = model
-            .and_then(|m| prices.models.iter().find(|(name, _)| name == m))
-            .map_or(prices.other, |(_, p)| *p);
-        let total = u128::from(input) * u128::from(pi) + u128::from(output) * u128::from(po);
-        u32::try_from(total.div_ceil(u128::from(WHOLE))).unwrap_or(u32::MAX)
-    }
-}
-
-/// A bound's `cost` at `at` (`$.routes[i].bounds[j]`).
-pub fn validate(b: &BoundConfig, at: &str, errors: &mut Vec<ConfigError>) {
+/// A bound's `cost` at `at` (`$.routes[i].bounds[j]`): `Some` of its
+/// typed values (`None` without a cost) when it is valid.
+pub(super) fn validate(
+    b: &BoundConfig,
+    at: &str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Option<CheckedCost>> {
     let Some(c) = &b.cost else {
-        return;
+        return Some(None);
     };
+    let before = errors.len();
     let at = format!("{at}.cost");
     let parts = c.input_json.is_some() || c.output_json.is_some();
     let given = [
@@ -359,37 +194,49 @@ pub fn validate(b: &BoundConfig, at: &str, errors: &mut Vec<ConfigError>) {
             ));
         }
     }
+    if errors.len() > before {
+        return None;
+    }
+    // Valid: one source, reservations of 1 to the bound's limit.
+    let reservation = |n: Option<u64>| n.map(u32::try_from).transpose().ok();
+    Some(Some(CheckedCost {
+        source: source(c)?,
+        reserve: reservation(c.reserve)?,
+        reserve_floor: reservation(c.reserve_floor)?,
+        reserve_ceiling: reservation(c.reserve_ceiling)?,
+    }))
+}
+
+/// The one place a cost is read, when it names exactly one.
+fn source(c: &CostConfig) -> Option<CostSource> {
+    let parts = match (&c.input_json, &c.output_json) {
+        (Some(i), Some(o)) => Some(CostSource::ResponseParts {
+            input: i.clone(),
+            output: o.clone(),
+        }),
+        (None, None) => None,
+        _ => return None,
+    };
+    Some(
+        match (
+            &c.request_header,
+            &c.response_header,
+            &c.response_trailer,
+            &c.response_json,
+            parts,
+        ) {
+            (Some(h), None, None, None, None) => CostSource::RequestHeader(h.clone()),
+            (None, Some(h), None, None, None) => CostSource::ResponseHeader(h.clone()),
+            (None, None, Some(h), None, None) => CostSource::ResponseTrailer(h.clone()),
+            (None, None, None, Some(p), None) => CostSource::ResponseJson(p.clone()),
+            (None, None, None, None, Some(parts)) => parts,
+            _ => return None,
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_price_table_weighs_tokens_in_and_out_by_model() {
-        let c: crate::config::model::CostConfig = serde_json::from_str(
-            r#"{"input_json":"/i","output_json":"/o","prices":{
-                "a":{"input":0.5,"output":2},"b":{"input":3,"output":1},"*":{"input":1,"output":1}}}"#,
-        )
-        .unwrap();
-        let cost = super::Cost::compile(&c, 1_000_000).unwrap();
-        assert_eq!(cost.units(10, 10, Some("a")), 25);
-        assert_eq!(cost.units(10, 10, Some("b")), 40);
-        assert_eq!(cost.units(10, 10, Some("zzz")), 20);
-        // Rounded up, never down.
-        assert_eq!(cost.units(1, 0, Some("a")), 1);
-        // Without "*": the highest price in and the highest out.
-        let c: crate::config::model::CostConfig = serde_json::from_str(
-            r#"{"input_json":"/i","output_json":"/o","prices":{
-                "a":{"input":0.5,"output":2},"b":{"input":3,"output":1}}}"#,
-        )
-        .unwrap();
-        let cost = super::Cost::compile(&c, 1_000_000).unwrap();
-        assert_eq!(cost.units(10, 10, None), 50);
-        // Unpriced parts are summed.
-        let c: crate::config::model::CostConfig =
-            serde_json::from_str(r#"{"input_json":"/i","output_json":"/o"}"#).unwrap();
-        let cost = super::Cost::compile(&c, 1_000_000).unwrap();
-        assert_eq!(cost.units(7, 5, Some("a")), 12);
-    }
 
     fn errors(json: &str) -> Vec<String> {
         match crate::config::parse(json.as_bytes()) {

@@ -1,89 +1,23 @@
-//! Installation bounds (`"scope": "installation"`): counted by the Envoy
-//! rate-limit service (envoyproxy/ratelimit over Redis), one count for
-//! every Envoy of the installation, kept across restarts.
+//! Installation and fleet bounds and the rate-limit service that counts
+//! them (envoyproxy/ratelimit over Redis).
 //!
 //! The service counts in fixed windows aligned to the clock, one per unit
 //! (second, minute, hour, day), with no multiplier: those are the only
-//! windows such a bound may have. Validation here; compiled, it is a
-//! bound of the plan's one list whose scope says so
-//! ([`crate::config::plan::BoundScope`]): it has no lane, nothing of it
-//! lives in shared data.
+//! windows an installation bound may have. Compiled, such a bound has no
+//! lane: nothing of it lives in shared data.
 
-use super::error::{err, ConfigError};
-use super::model::{
-    AccountSource, BoundConfig, Config, KeySecretConfig, Per, RouteConfig, Scope, Secret,
-    MIN_SECRET_BYTES,
-};
-use super::names::{is_header_name, valid_name};
+use super::super::error::{err, ConfigError};
+use super::super::names::valid_name;
+use super::super::*;
 
 /// A fleet bound's window holds at least this many syncs (docs/fleet.md:
 /// fewer admit several times the limit).
-pub const MIN_SYNCS_A_WINDOW: u64 = 10;
-
-/// A window the service keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Unit {
-    Second,
-    Minute,
-    Hour,
-    Day,
-}
-
-pub const UNITS: [Unit; 4] = [Unit::Second, Unit::Minute, Unit::Hour, Unit::Day];
-
-impl Unit {
-    pub fn ms(self) -> u64 {
-        match self {
-            Unit::Second => 1_000,
-            Unit::Minute => 60_000,
-            Unit::Hour => 3_600_000,
-            Unit::Day => 86_400_000,
-        }
-    }
-
-    /// As a bound's `window` is written.
-    pub fn window(self) -> &'static str {
-        match self {
-            Unit::Second => "PT1S",
-            Unit::Minute => "PT1M",
-            Unit::Hour => "PT1H",
-            Unit::Day => "P1D",
-        }
-    }
-
-    /// As the service's configuration names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Unit::Second => "second",
-            Unit::Minute => "minute",
-            Unit::Hour => "hour",
-            Unit::Day => "day",
-        }
-    }
-
-    /// The unit of a window of `ms`, if the service keeps it.
-    pub fn of_ms(ms: u64) -> Option<Unit> {
-        UNITS.into_iter().find(|u| u.ms() == ms)
-    }
-
-    /// The kept window closest to `ms` (by ratio: 40 minutes is nearer an
-    /// hour than a minute).
-    pub fn nearest(ms: u64) -> Unit {
-        let ratio = |u: Unit| {
-            let (a, b) = (u.ms().max(ms) as f64, u.ms().min(ms).max(1) as f64);
-            a / b
-        };
-        UNITS
-            .into_iter()
-            .min_by(|a, b| ratio(*a).total_cmp(&ratio(*b)))
-            .unwrap_or(Unit::Minute)
-    }
-}
+const MIN_SYNCS_A_WINDOW: u64 = 10;
 
 /// Problems with installation bounds, the route's `account` and
 /// `rate_limit_service`, each with its JSON path.
-pub fn validate_bound(
-    c: &Config,
+pub(super) fn validate_bound(
+    c: &WrittenConfig,
     route: &RouteConfig,
     b: &BoundConfig,
     window_ms: Option<u64>,
@@ -156,48 +90,8 @@ pub fn validate_bound(
     }
 }
 
-/// The route's `account` source: exactly one place, a sane body cap.
-pub fn validate_account(a: &AccountSource, at: &str, errors: &mut Vec<ConfigError>) {
-    let given = [a.json.is_some(), a.form.is_some(), a.header.is_some()]
-        .into_iter()
-        .filter(|g| *g)
-        .count();
-    if given != 1 {
-        errors.push(err(
-            at,
-            "give exactly one of \"json\" (a top-level field of a JSON body), \"form\" \
-             (a field of a urlencoded form) or \"header\" (a request header)",
-        ));
-    }
-    for (field, v) in [("json", &a.json), ("form", &a.form)] {
-        if v.as_deref().is_some_and(str::is_empty) {
-            errors.push(err(
-                format!("{at}.{field}"),
-                "names no field; e.g. \"username\"",
-            ));
-        }
-    }
-    if let Some(h) = &a.header {
-        if !is_header_name(h) {
-            errors.push(err(
-                format!("{at}.header"),
-                format!("{h:?} is not a lowercase request header name; e.g. \"x-login\""),
-            ));
-        }
-    }
-    if !(64..=1_048_576).contains(&a.max_body_bytes) {
-        errors.push(err(
-            format!("{at}.max_body_bytes"),
-            format!(
-                "{} is out of range: read 64 bytes to 1 MiB of a sign-in body (16384 by default)",
-                a.max_body_bytes
-            ),
-        ));
-    }
-}
-
 /// The top-level `rate_limit_service`.
-pub fn validate_service(c: &Config, errors: &mut Vec<ConfigError>) {
+pub(super) fn validate_service(c: &WrittenConfig, errors: &mut Vec<ConfigError>) {
     let Some(s) = &c.rate_limit_service else {
         return;
     };
@@ -310,75 +204,6 @@ fn validate_key_secret(k: &KeySecretConfig, at: &str, errors: &mut Vec<ConfigErr
         _ => errors.push(err(
             at,
             "give exactly one of \"env\" (an environment variable of the Wasm VM) or \"value\"",
-        )),
-    }
-}
-
-/// The key secret a configuration names, resolved where the filter runs:
-/// its `value`, or the environment variable `env` read through `getenv`.
-/// The same secret must reach every Envoy of the installation, or they
-/// count one caller under different keys.
-pub fn resolve_key_secret(
-    c: &Config,
-    getenv: impl Fn(&str) -> Option<String>,
-) -> Result<Option<Secret>, ConfigError> {
-    let Some(k) = key_secret(c) else {
-        return Ok(None);
-    };
-    resolve(k, "$.rate_limit_service.key_secret", &getenv)
-}
-
-fn key_secret(c: &Config) -> Option<&KeySecretConfig> {
-    c.rate_limit_service.as_ref()?.key_secret.as_ref()
-}
-
-/// The other secret of a rotation (`key_secret.also_read`), resolved as
-/// [`resolve_key_secret`] resolved the secret (`counted`); refused when it
-/// holds the same bytes (every count would be read twice).
-pub fn resolve_also_read(
-    c: &Config,
-    counted: Option<&Secret>,
-    getenv: impl Fn(&str) -> Option<String>,
-) -> Result<Option<Secret>, ConfigError> {
-    let Some(other) = key_secret(c).and_then(|k| k.also_read.as_deref()) else {
-        return Ok(None);
-    };
-    const AT: &str = "$.rate_limit_service.key_secret.also_read";
-    let resolved = resolve(other, AT, &getenv)?;
-    if resolved.is_some() && resolved.as_ref() == counted {
-        return Err(err(
-            AT,
-            "holds the same secret as key_secret: every count would be read twice; give it \
-             the other secret of the rotation",
-        ));
-    }
-    Ok(resolved)
-}
-
-fn resolve(
-    k: &KeySecretConfig,
-    at: &str,
-    getenv: &impl Fn(&str) -> Option<String>,
-) -> Result<Option<Secret>, ConfigError> {
-    if let Some(v) = &k.value {
-        return Ok(Some(Secret(v.as_bytes().to_vec())));
-    }
-    let Some(name) = &k.env else {
-        return Ok(None);
-    };
-    match getenv(name) {
-        Some(v) if v.len() >= MIN_SECRET_BYTES => Ok(Some(Secret(v.into_bytes()))),
-        found => Err(err(
-            format!("{at}.env"),
-            format!(
-                "the environment variable {name:?} {}: give the Wasm VM the installation's \
-                 secret (Envoy: vm_config.environment_variables; Istio: the WasmPlugin's \
-                 vmConfig.env), the same on every Envoy",
-                match found {
-                    Some(v) => format!("holds {} bytes, fewer than {MIN_SECRET_BYTES}", v.len()),
-                    None => "is not set in the VM".to_string(),
-                }
-            ),
         )),
     }
 }
@@ -514,17 +339,5 @@ mod tests {
         assert!(errors("", account)
             .iter()
             .any(|e| e.contains("use \"scope\": \"installation\"")));
-    }
-
-    #[test]
-    fn nearest_unit_by_ratio() {
-        assert_eq!(Unit::nearest(30_000), Unit::Minute);
-        assert_eq!(Unit::nearest(5_000), Unit::Second);
-        assert_eq!(Unit::nearest(40 * 60_000), Unit::Hour);
-        assert_eq!(Unit::nearest(3 * 3_600_000), Unit::Hour);
-        assert_eq!(Unit::nearest(6 * 3_600_000), Unit::Day);
-        assert_eq!(Unit::nearest(12 * 3_600_000), Unit::Day);
-        assert_eq!(Unit::of_ms(60_000), Some(Unit::Minute));
-        assert_eq!(Unit::of_ms(120_000), None);
     }
 }
