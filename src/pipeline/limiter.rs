@@ -196,7 +196,7 @@ impl Pending {
         prompt: Prompt,
         ceiling: Option<u32>,
     ) {
-        let tokens = super::cost_scan::tokens_in(prompt.bytes);
+        let tokens = super::phase::cost::cost_scan::tokens_in(prompt.bytes);
         for (j, bound) in route.bounds.iter().enumerate() {
             if bound.written.operation.is_some() && bound.written.operation != op.map(OpId::index) {
                 continue;
