@@ -1,7 +1,7 @@
 //! A request kept between Envoy's callbacks ([`Flight`]) and what a step
 //! comes to ([`Next`]): decided, or waiting for something ([`WaitFor`]).
 
-use super::limiter::{Pending, RouteLanes};
+use super::limiter::{Reads, RouteLanes};
 use super::phase::identity::Ask;
 use super::phase::service::ServiceCall;
 use super::{Decision, Worker};
@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 /// A request kept while it waits: what its steps have read so far.
 pub struct Flight {
     /// The limiter's part: its route, its operation, the bounds read.
-    pub(super) pending: Pending,
+    pub(super) pending: Reads,
     /// The caller's address, without its port.
     pub(super) address: String,
     /// When its headers came: a request that waits for its body is decided
@@ -40,7 +40,7 @@ pub struct Flight {
 }
 
 impl Flight {
-    pub(super) fn new(pending: Pending, address: &str, now: u64) -> Box<Flight> {
+    pub(super) fn new(pending: Reads, address: &str, now: u64) -> Box<Flight> {
         Box::new(Flight {
             pending,
             address: address.to_string(),

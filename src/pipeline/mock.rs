@@ -410,11 +410,8 @@ impl Filter {
         })?;
         let plan = Plan::compile(&config);
         let memories = super::Memories::new(plan.identity.as_ref(), Default::default());
-        let limiter = Limiter::bind(plan, [5, 6], |n, bound| {
-            let lane = crate::pipeline::limiter::bound_lane(bound, &format!("m:{n}"), 1, SMALL);
-            lane.create_keys(store).map(|()| lane)
-        })
-        .map_err(|e| e.to_string())?;
+        let limiter =
+            Limiter::in_store(plan, [5, 6], store, ("m", 1), SMALL).map_err(|e| e.to_string())?;
         Ok(Filter { limiter, memories })
     }
 

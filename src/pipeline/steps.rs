@@ -18,7 +18,7 @@
 //! What a counted request comes to is concluded in `phase::reply`.
 
 use super::flight::{Flight, Next, WaitFor};
-use super::limiter::{Caller, Pending, RouteLanes};
+use super::limiter::{Caller, Reads, RouteLanes};
 use super::phase::cost::request::Read;
 use super::phase::identity::Identified;
 use super::{Decision, Host, Worker};
@@ -84,13 +84,13 @@ impl<'p> Worker<'p> {
 
     /// The bounds that need no identity, then who is calling and the
     /// bounds that depend on it, then the installation bounds. Inlined:
-    /// `begin` pays no call (and no move of its `Pending`) for it.
+    /// `begin` pays no call (and no move of its `Reads`) for it.
     #[inline(always)]
     fn admit<H: Host>(
         &self,
         host: &mut H,
         r: RouteLanes<'p>,
-        mut pending: Pending,
+        mut pending: Reads,
         address: &str,
         now: u64,
     ) -> Next<'p> {
@@ -150,7 +150,7 @@ impl<'p> Worker<'p> {
         &self,
         host: &mut H,
         r: RouteLanes<'p>,
-        mut pending: Pending,
+        mut pending: Reads,
         address: &str,
         id: Identity,
         now: u64,
@@ -175,7 +175,7 @@ impl<'p> Worker<'p> {
         &self,
         host: &mut H,
         r: RouteLanes<'p>,
-        mut pending: Pending,
+        mut pending: Reads,
         address: &str,
         identity: Option<Identity>,
         now: u64,

@@ -256,10 +256,7 @@ fn a_new_tag_starts_from_zero<S: Store + ?Sized>(s: &S, p: &str) -> Check {
 fn limiter(s: &(impl Store + ?Sized), p: &str, bounds: &str) -> Result<Limiter, String> {
     let json = format!(r#"{{"instance":"suite","routes":[{{"name":"r","bounds":[{bounds}]}}]}}"#);
     let config = crate::config::parse(json.as_bytes()).map_err(|es| format!("{es:?}"))?;
-    Limiter::bind(Plan::compile(&config), [1, 2], |n, b| {
-        let l = crate::pipeline::limiter::bound_lane(b, &format!("{p}:{n}"), 7, small());
-        l.create_keys(s).map(|()| l).map_err(e)
-    })
+    Limiter::in_store(Plan::compile(&config), [1, 2], s, (p, 7), small()).map_err(e)
 }
 
 fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -> Check {

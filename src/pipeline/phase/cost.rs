@@ -14,7 +14,7 @@ pub mod usage_event;
 use crate::config::cost::CostSource;
 use crate::config::plan::{BoundId, OpId, Route, RouteId};
 use crate::pipeline::exchange::Exchange;
-use crate::pipeline::limiter::{Pending, Prompt, Receipt};
+use crate::pipeline::limiter::{Prompt, Reads, Receipt};
 use crate::pipeline::{Charges, Host, Level, Worker};
 use crate::stats::Stat;
 use cost_scan::{tokens_in, Body, CostScan};
@@ -45,7 +45,7 @@ impl<'p> Worker<'p> {
         host: &mut H,
         route: &Route,
         op: Option<OpId>,
-        pending: &mut Pending,
+        pending: &mut Reads,
     ) {
         for &b in &route.named_costs {
             let Some(bound) = route.bound(b) else {
@@ -71,7 +71,7 @@ impl<'p> Worker<'p> {
         host: &mut H,
         route: &Route,
         op: Option<OpId>,
-        pending: &mut Pending,
+        pending: &mut Reads,
     ) {
         let bytes = host
             .request_header("content-length")

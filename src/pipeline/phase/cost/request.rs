@@ -7,7 +7,7 @@
 use super::chat_request::{self, Unclear};
 use crate::config::plan::Route;
 use crate::pipeline::flight::Next;
-use crate::pipeline::limiter::{Pending, Prompt};
+use crate::pipeline::limiter::{Prompt, Reads};
 use crate::pipeline::{Decision, Host, Worker};
 use crate::stats::Stat;
 
@@ -50,7 +50,7 @@ impl<'p> Worker<'p> {
         &self,
         host: &mut H,
         route: &'p Route,
-        pending: &mut Pending,
+        pending: &mut Reads,
         size: usize,
         held: bool,
     ) -> Result<Option<&'p str>, Unclear> {
