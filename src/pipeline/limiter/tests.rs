@@ -437,3 +437,40 @@ fn a_refusal_the_memory_suggests_is_checked_with_the_store() {
         );
     }
 }
+
+/// A standing refusal is of one bound of one route: it does not follow its
+/// caller to the bound in the same place on another route.
+#[test]
+fn a_standing_refusal_stays_with_its_own_bound() {
+    let s = MemStore::new();
+    let lim = limiter(
+        &s,
+        r#"{"routes":[
+        {"name":"a","match":{"path_prefix":"/a"},"bounds":[
+          {"per":"address","limit":1,"window":"PT1M"}]},
+        {"name":"b","match":{"path_prefix":"/b"},"bounds":[
+          {"per":"address","limit":1,"window":"PT1M"}]}]}"#,
+    );
+    let who = Caller {
+        address: "10.0.0.1",
+        identity: None,
+        model: None,
+    };
+    let now = 1_000_000;
+    assert!(decide(&lim, &s, RouteId(0), None, &who, now)
+        .refused
+        .is_none());
+    assert!(decide(&lim, &s, RouteId(0), None, &who, now)
+        .refused
+        .is_some());
+    // Refused again from the standing refusal, without a read.
+    assert!(decide(&lim, &s, RouteId(0), None, &who, now)
+        .refused
+        .is_some());
+    assert!(decide(&lim, &s, RouteId(1), None, &who, now)
+        .refused
+        .is_none());
+    assert!(decide(&lim, &s, RouteId(1), None, &who, now)
+        .refused
+        .is_some());
+}
