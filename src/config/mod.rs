@@ -11,6 +11,7 @@
 //! - [`duration`]: windows as written (the shared-data key budget they are
 //!   checked against is [`crate::count::budget`]).
 
+pub mod bound_table;
 pub mod cost;
 pub mod duration;
 pub mod error;

@@ -8,7 +8,7 @@
 //! [`MemStore`]: crate::count::store::MemStore
 
 use crate::config::plan::{BoundId, Plan, RouteId};
-use crate::count::lane::{self, Lane, Table};
+use crate::count::lane::{self, Lane, LaneKind, Table};
 use crate::count::store::{update, Store, StoreError, Versioned};
 use crate::count::window::{Rate, Verdict};
 use crate::count::{lane_upkeep, node_lane};
@@ -376,7 +376,7 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
     use crate::count::fleet::Failure;
     use crate::count::fleet_lane::{self, Fleet, Known, Outcome};
     let mut l = lane(s, &format!("{p}:f"), 6, Some(small()))?;
-    l.fleet = true;
+    l.kind = LaneKind::Fleet;
     let fleet = Fleet {
         stale_ms: 2_000,
         sync_ms: 200,
@@ -441,7 +441,7 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
 fn a_fleet_cost_is_synced_as_its_true_total<S: Store + ?Sized>(s: &S, p: &str) -> Check {
     use crate::count::fleet_lane::{self, Fleet, Known};
     let mut l = lane(s, &format!("{p}:g"), 1_000, Some(small()))?;
-    l.fleet = true;
+    l.kind = LaneKind::Fleet;
     let fleet = Fleet {
         stale_ms: 2_000,
         sync_ms: 200,

@@ -12,10 +12,11 @@
 //! - `commit`: the request recorded, each bound through the store's one
 //!   compare-and-swap loop ([`crate::count::store::retry`]).
 
+use crate::config::bound_table::BoundTable;
 use crate::config::plan::{Bound, BoundId, Plan, Route, RouteId};
 use crate::config::Per;
 use crate::count::fleet_lane::{self, Fleet};
-use crate::count::lane::{self, Lane, Table};
+use crate::count::lane::{self, Lane, LaneKind, Table};
 use crate::count::lane_upkeep;
 use crate::count::refusals::Refusals;
 use crate::count::store::{Store, StoreError};
@@ -30,9 +31,8 @@ use std::cell::RefCell;
 /// A compiled plan with every bound bound to its lane.
 pub struct Limiter {
     pub plan: Plan,
-    /// `lanes[route][bound]`: none for a bound the rate-limit service
-    /// counts.
-    pub lanes: Vec<Vec<Option<Lane>>>,
+    /// Each bound's lane: none for a bound the rate-limit service counts.
+    pub lanes: BoundTable<Option<Lane>>,
     seed: [u64; 2],
     /// This worker's standing refusals (see `refusals`).
     refusals: RefCell<Refusals>,
@@ -196,7 +196,11 @@ fn fleet_known<S: Store + ?Sized>(store: &S, f: &FleetKeys, now_ms: u64) -> flee
 /// size when the bound is keyed on a caller (one counter for `per: route`).
 pub fn bound_lane(bound: &Bound, prefix: &str, tag: u32, table: Table) -> Lane {
     let table = (bound.per != Per::Route).then_some(table);
-    Lane::new(prefix, tag, bound.rate, table).of_fleet(bound.fleet().is_some())
+    let kind = match bound.fleet() {
+        Some(_) => LaneKind::Fleet,
+        None => LaneKind::Node,
+    };
+    Lane::new(prefix, tag, bound.rate, table).of_kind(kind)
 }
 
 /// A route resolved from a request's [`RouteId`], once per callback, with
@@ -217,27 +221,21 @@ impl<'a> RouteLanes<'a> {
 
 /// Each shared-data bound of `plan` on the lane `lane` gives it, asked in
 /// plan order (route by route, as [`Plan::wants`] lists them, numbered from
-/// 0): `lanes[route][bound]`, as [`Limiter::new`] takes them. The one way a
-/// plan meets its lanes; [`bound_lane`] makes each lane.
+/// 0), as [`Limiter::new`] takes them. The one way a plan meets its lanes;
+/// [`bound_lane`] makes each lane.
 pub fn lanes_for<E>(
     plan: &Plan,
     mut lane: impl FnMut(usize, &Bound) -> Result<Lane, E>,
-) -> Result<Vec<Vec<Option<Lane>>>, E> {
+) -> Result<BoundTable<Option<Lane>>, E> {
     let mut n = 0;
-    let mut all = Vec::with_capacity(plan.routes.len());
-    for route in &plan.routes {
-        let mut of_route = Vec::with_capacity(route.bounds.len());
-        for bound in &route.bounds {
-            if bound.in_shared_data() {
-                of_route.push(Some(lane(n, bound)?));
-                n += 1;
-            } else {
-                of_route.push(None);
-            }
+    BoundTable::build(plan, |_, bound| {
+        if !bound.in_shared_data() {
+            return Ok(None);
         }
-        all.push(of_route);
-    }
-    Ok(all)
+        let l = lane(n, bound)?;
+        n += 1;
+        Ok(Some(l))
+    })
 }
 
 impl Limiter {
@@ -268,7 +266,7 @@ impl Limiter {
         })
     }
 
-    pub fn new(plan: Plan, lanes: Vec<Vec<Option<Lane>>>, seed: [u64; 2]) -> Limiter {
+    pub fn new(plan: Plan, lanes: BoundTable<Option<Lane>>, seed: [u64; 2]) -> Limiter {
         let service_keys = plan.service.as_ref().map_or((0, 0), |s| {
             crate::rls::service_keys(&s.domain, plan.key_secret.as_ref())
         });
@@ -368,7 +366,7 @@ impl Limiter {
         Some(RouteLanes {
             id,
             route: self.plan.route(id)?,
-            lanes: self.lanes.get(id.index())?,
+            lanes: self.lanes.route(id)?,
         })
     }
 
@@ -418,7 +416,7 @@ impl Limiter {
     /// The lane of bound `b` of route `r`, for a bound counted in shared
     /// data.
     pub fn lane(&self, r: RouteId, b: BoundId) -> Option<&Lane> {
-        self.lanes.get(r.index())?.get(b.index())?.as_ref()
+        self.lanes.get(r, b)?.as_ref()
     }
 
     /// Every shared-data bound with its lane, in plan order.

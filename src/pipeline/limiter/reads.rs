@@ -5,7 +5,7 @@ use super::{
     fleet_known, BoundEvent, Caller, Counted, Event, Keys, Limiter, Prompt, Receipts, RouteLanes,
 };
 use crate::config::plan::{Bound, BoundId, OpId, Route, RouteId};
-use crate::count::lane::{Lane, Prepared};
+use crate::count::lane::{Lane, LaneKind, Prepared};
 use crate::count::store::{Store, StoreError};
 use crate::count::window::{Quota, Verdict};
 use crate::count::{fleet_lane, node_lane};
@@ -112,7 +112,7 @@ impl Limiter {
         keys: Keys,
         now_ms: u64,
     ) -> Result<Prepared, StoreError> {
-        let Some(f) = self.fleet.as_ref().filter(|_| lane.fleet) else {
+        let Some(f) = self.fleet.as_ref().filter(|_| lane.kind == LaneKind::Fleet) else {
             return node_lane::prepare_hits(store, lane, keys.node, now_ms, keys.hits);
         };
         let known = || fleet_known(store, f, now_ms);
@@ -196,14 +196,11 @@ impl Limiter {
             let key = keys.node;
             // A standing refusal is the wait for one request of one unit:
             // a cost bound's requests differ in size, so it has none.
-            let standing = (!bound.shadow && bound.cost.is_none())
-                .then(|| {
-                    self.refusals
-                        .try_borrow()
-                        .ok()?
-                        .get(r.id.index(), i.index(), key, now_ms)
-                })
+            let place = (!bound.shadow && bound.cost.is_none())
+                .then(|| self.lanes.place(r.id, i))
                 .flatten();
+            let standing =
+                place.and_then(|at| self.refusals.try_borrow().ok()?.get(at, key, now_ms));
             if let Some(quota) = standing {
                 if self.spared(pending, i, bound) {
                     pending.shadowed.push((i, quota));
@@ -220,9 +217,9 @@ impl Limiter {
                             pending.shadowed.push((i, quota));
                             continue;
                         }
-                        if !p.overflow && bound.cost.is_none() {
+                        if let (false, Some(at)) = (p.overflow, place) {
                             if let Ok(mut r) = self.refusals.try_borrow_mut() {
-                                r.insert(pending.route.index(), i.index(), key, now_ms, quota);
+                                r.insert(at, key, now_ms, quota);
                             }
                         }
                         return Some(pending.refused(i, quota, p.overflow));
