@@ -12,7 +12,7 @@ pub mod request;
 pub mod usage_event;
 
 use crate::config::cost::CostSource;
-use crate::config::plan::{BoundId, OpId, Route, RouteId};
+use crate::config::plan::{Bound, BoundId, OpId, Route, RouteId};
 use crate::pipeline::exchange::Exchange;
 use crate::pipeline::limiter::{Prompt, Reads, Receipt};
 use crate::pipeline::{Charges, Host, Level, Worker};
@@ -24,6 +24,21 @@ use cost_scan::{tokens_in, Body, CostScan};
 pub fn units(text: &str) -> Option<u32> {
     let v: f64 = text.trim().parse().ok()?;
     (v.is_finite() && v >= 0.0).then(|| v.ceil().min(f64::from(u32::MAX)) as u32)
+}
+
+/// What an installation bound's caller owes the service: `units` more
+/// under the descriptor and limit its admission was sent with.
+fn owed_charge(bound: &Bound, caller: Option<String>, units: u32) -> Option<owed::Charge> {
+    let (descriptor, unit) = bound.installation()?;
+    (units > 0).then(|| owed::Charge {
+        descriptor: descriptor.to_string(),
+        caller: caller.map(|c| (bound.per.as_str(), c)),
+        limit: crate::rls::Override {
+            requests_per_unit: bound.rate.limit,
+            unit,
+        },
+        units,
+    })
 }
 
 /// A cost read in the response's body, for a bound's reservation: one
@@ -89,8 +104,7 @@ impl<'p> Worker<'p> {
         ex: &mut Exchange,
         charges: Charges,
     ) {
-        // The route of the configuration the request was admitted under
-        // (its context keeps it): always in this plan.
+        // Always resolves (see `admitted_route`).
         let Some(route) = self.limiter.plan.route(charges.route) else {
             return;
         };
@@ -103,13 +117,19 @@ impl<'p> Worker<'p> {
             match &cost.source {
                 CostSource::ResponseHeader(h) => {
                     let units = host.response_header(h).as_deref().and_then(units);
-                    self.charge(host, (charges.route, b, charges.at_ms), receipt, units);
+                    self.charge(
+                        host,
+                        route,
+                        (charges.route, b, charges.at_ms),
+                        receipt,
+                        units,
+                    );
                 }
                 CostSource::ResponseTrailer(h) => match host.response_header(h) {
                     // An answer that is all headers (gRPC's trailers-only).
                     Some(v) => {
                         let at = (charges.route, b, charges.at_ms);
-                        self.charge(host, at, receipt, units(&v));
+                        self.charge(host, route, at, receipt, units(&v));
                     }
                     None => ex.trailers.push((b, receipt)),
                 },
@@ -144,6 +164,7 @@ impl<'p> Worker<'p> {
     fn charge<H: Host>(
         &self,
         host: &mut H,
+        route: &Route,
         (r, b, at_ms): (RouteId, BoundId, u64),
         receipt: Receipt,
         units: Option<u32>,
@@ -155,7 +176,8 @@ impl<'p> Worker<'p> {
         let undo = match receipt {
             Receipt::Lane(u) => u,
             Receipt::Service { caller, hits } => {
-                if let Some(c) = self.owed_charge((r, b), caller, units.saturating_sub(hits)) {
+                let owed = units.saturating_sub(hits);
+                if let Some(c) = route.bound(b).and_then(|x| owed_charge(x, caller, owed)) {
                     if let Ok(mut owed) = self.owed.try_borrow_mut() {
                         owed.push(c);
                     }
@@ -170,27 +192,6 @@ impl<'p> Worker<'p> {
             host.count(Stat::StoreErrors);
             host.log(Level::Warn, &format!("ratebound: cost not charged: {e}"));
         }
-    }
-
-    /// What an installation bound's caller owes the service: `units` more
-    /// under the descriptor and limit its admission was sent with.
-    fn owed_charge(
-        &self,
-        (r, b): (RouteId, BoundId),
-        caller: Option<String>,
-        units: u32,
-    ) -> Option<owed::Charge> {
-        let bound = self.limiter.plan.route(r)?.bound(b)?;
-        let (descriptor, unit) = bound.installation()?;
-        (units > 0).then(|| owed::Charge {
-            descriptor: descriptor.to_string(),
-            caller: caller.map(|c| (bound.per.as_str(), c)),
-            limit: crate::rls::Override {
-                requests_per_unit: bound.rate.limit,
-                unit,
-            },
-            units,
-        })
     }
 
     /// A chunk of the response body passes (`end_of_stream`: the last):
@@ -219,8 +220,11 @@ impl<'p> Worker<'p> {
             }
         }
         if end_of_stream {
+            let Some(route) = self.admitted_route(ex) else {
+                return;
+            };
             for scan in std::mem::take(&mut ex.scans) {
-                self.settle(host, ex, scan, true);
+                self.settle(host, ex, route, scan, true);
             }
         }
     }
@@ -230,14 +234,8 @@ impl<'p> Worker<'p> {
     /// text and its prompt) where that is more than its reservation, and
     /// counted as unknown. No caller's choice — a stream that names no
     /// usage, a hang-up before it — moves what passed off the counter.
-    pub(in crate::pipeline) fn settle<H: Host>(
-        &self,
-        host: &mut H,
-        ex: &Exchange,
-        scan: Scan,
-        ended: bool,
-    ) {
-        let (route, at_ms) = ex.admitted;
+    fn settle<H: Host>(&self, host: &mut H, ex: &Exchange, route: &Route, scan: Scan, ended: bool) {
+        let (r, at_ms) = ex.admitted;
         let Scan {
             bound: b,
             receipt,
@@ -252,11 +250,7 @@ impl<'p> Worker<'p> {
             ),
             Some(out) => {
                 // Tokens in and out, priced by the request's model.
-                let cost = self
-                    .limiter
-                    .plan
-                    .route(route)
-                    .and_then(|r| r.bound(b)?.cost.as_ref());
+                let cost = route.bound(b).and_then(|x| x.cost.as_ref());
                 let model = ex.prompt.model.as_deref();
                 let units = |i, o| cost.map_or(0, |c| c.units(i, o, model));
                 let estimate = units(prompt, out.estimate());
@@ -281,7 +275,7 @@ impl<'p> Worker<'p> {
                 estimate
             }
         };
-        self.charge(host, (route, b, at_ms), receipt, Some(units));
+        self.charge(host, route, (r, b, at_ms), receipt, Some(units));
     }
 
     /// The response's trailers: each cost waiting for its trailer charged.
@@ -290,13 +284,17 @@ impl<'p> Worker<'p> {
         host: &mut H,
         ex: &mut Exchange,
     ) {
-        let (route, at_ms) = ex.admitted;
+        if ex.trailers.is_empty() {
+            return;
+        }
+        let Some(route) = self.admitted_route(ex) else {
+            return;
+        };
+        let (r, at_ms) = ex.admitted;
         for (b, receipt) in std::mem::take(&mut ex.trailers) {
-            let name = self
-                .limiter
-                .plan
-                .route(route)
-                .and_then(|r| r.bound(b)?.cost.as_ref())
+            let name = route
+                .bound(b)
+                .and_then(|x| x.cost.as_ref())
                 .and_then(|c| match &c.source {
                     CostSource::ResponseTrailer(h) => Some(h.as_str()),
                     _ => None,
@@ -305,7 +303,7 @@ impl<'p> Worker<'p> {
                 .and_then(|h| host.response_trailer(h))
                 .as_deref()
                 .and_then(units);
-            self.charge(host, (route, b, at_ms), receipt, units);
+            self.charge(host, route, (r, b, at_ms), receipt, units);
         }
     }
 
@@ -318,8 +316,21 @@ impl<'p> Worker<'p> {
         for _ in 0..waiting {
             host.count(Stat::CostsUnknown);
         }
-        for scan in std::mem::take(&mut ex.scans) {
-            self.settle(host, ex, scan, false);
+        if ex.scans.is_empty() {
+            return;
         }
+        let Some(route) = self.admitted_route(ex) else {
+            return;
+        };
+        for scan in std::mem::take(&mut ex.scans) {
+            self.settle(host, ex, route, scan, false);
+        }
+    }
+
+    /// The route the request was admitted on, resolved once per callback.
+    /// It always resolves: a request context keeps the configuration its
+    /// headers came under (`Request::active`, `src/host/mod.rs`).
+    fn admitted_route(&self, ex: &Exchange) -> Option<&'p Route> {
+        self.limiter.plan.route(ex.admitted.0)
     }
 }
