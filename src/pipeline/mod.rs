@@ -14,9 +14,6 @@
 //!   hands its facts to a step and carries out what it comes to;
 //! - [`limiter`]: every node and fleet bound of the route, read then
 //!   committed; `caller_key`: the one rule for what names a caller;
-//! - [`warm_up`]: each worker's connection to the rate-limit service,
-//!   opened before its first sign-in; [`fleet_sync`]: fleet bounds'
-//!   background sync;
 //! - `host`: the [`Host`] seam;
 //! - test support: [`mock`] and `store_suite` (one behaviour suite for
 //!   every store, also in the selftest module).
@@ -32,7 +29,6 @@
 
 mod caller_key;
 mod exchange;
-pub mod fleet_sync;
 mod flight;
 mod host;
 pub mod limiter;
@@ -47,7 +43,6 @@ mod steps;
 pub mod store_suite;
 #[cfg(test)]
 mod tests;
-pub mod warm_up;
 
 use crate::config::plan::{OpId, RouteId};
 use crate::count::store::Store;

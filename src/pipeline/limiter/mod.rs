@@ -61,7 +61,7 @@ pub struct FleetKeys {
     /// Hashing keys every node derives alike (from the service's domain):
     /// the key a caller is synced under.
     pub seed: [u64; 2],
-    /// This instance's fleet record in shared data (`pipeline::fleet_sync`).
+    /// This instance's fleet record in shared data (`node::fleet_sync`).
     pub record_key: String,
     pub fleet: Fleet,
     /// The node count assumed before the service counted them.
