@@ -61,11 +61,7 @@ fn core(c: &mut Criterion) {
         {"per":"address","limit":4000000000,"window":"PT1M"}]}]}"#;
     let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
     let store = MemStore::new();
-    let lim = Limiter::bind(plan, [1, 2], |n, b| {
-        let l = ratebound::pipeline::limiter::bound_lane(b, &format!("l:{n}"), 1, Table::DEFAULT);
-        l.create_keys(&store).map(|()| l)
-    })
-    .unwrap();
+    let lim = Limiter::in_store(plan, [1, 2], &store, ("l", 1), Table::DEFAULT).unwrap();
     let caller = Caller {
         address: "10.1.2.3",
         identity: None,

@@ -253,11 +253,7 @@ proptest! {
         let json = format!(r#"{{"routes":[{{"name":"r","bounds":[{}]}}]}}"#, bounds.join(","));
         let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
         let store = MemStore::new();
-        let lim = Limiter::bind(plan, [3, 4], |n, b| {
-            let l = ratebound::pipeline::limiter::bound_lane(b, &format!("p:{n}"), 1, TABLE);
-            l.create_keys(&store).map(|()| l)
-        })
-        .unwrap();
+        let lim = Limiter::in_store(plan, [3, 4], &store, ("p", 1), TABLE).unwrap();
         let mut now = 7_000_000u64;
         let mut refused = 0;
         for (who, dt) in reqs {
@@ -319,18 +315,14 @@ proptest! {
         let workers: Vec<Limiter> = (0..3)
             .map(|_| {
                 let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
-                Limiter::bind(plan, [5, 6], |n, b| {
-                    let l = ratebound::pipeline::limiter::bound_lane(b, &format!("x:{n}"), 1, TABLE);
-                    l.create_keys(&store).map(|()| l)
-                })
-                .unwrap()
+                Limiter::in_store(plan, [5, 6], &store, ("x", 1), TABLE).unwrap()
             })
             .collect();
         let addresses: Vec<String> = (0..4).map(|i| format!("10.1.0.{i}")).collect();
         let caller = |c: u8| Caller { address: &addresses[c as usize], identity: None, model: None };
         let counter = |c: u8| if per_route { 0 } else { c as usize };
         let now = 3_600_000 * 500 + 17;
-        let mut parked: Vec<Option<(u8, ratebound::pipeline::limiter::Pending)>> = vec![None, None, None];
+        let mut parked: Vec<Option<(u8, ratebound::pipeline::limiter::Reads)>> = vec![None, None, None];
         let mut admitted = [0usize; 4];
         let mut refused = [false; 4];
         let mut outcome = |c: u8, d: ratebound::pipeline::limiter::Counted, admitted: &mut [usize; 4]| {

@@ -378,7 +378,7 @@ fn cost_bounds_stay_within_their_budgets() {
         (
             json,
             // Issue 37: the usage read as the answer passes, with no cap
-            // and nothing kept (src/pipeline/json_scan.rs), the text counted
+            // and nothing kept (src/pipeline/phase/cost/json_scan.rs), the text counted
             // and the request's content-length read for the estimate of a
             // cut answer: 127,211 fuel and 9 calls before.
             Budget {

@@ -224,8 +224,9 @@ fn same_key(a: &Bound, b: &Bound) -> bool {
 }
 
 /// The identity sources that give a bound keyed `per` its value, in the
-/// order they are consulted (`pipeline::sources`), each with every setting
-/// that changes the value it reads; empty where no identity gives it.
+/// order they are consulted (`pipeline::phase::identity`), each with every
+/// setting that changes the value it reads; empty where no identity gives
+/// it.
 fn value_sources(id: Option<&IdentityConfig>, per: Per) -> Vec<String> {
     let Some(id) = id else {
         return Vec::new();

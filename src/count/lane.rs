@@ -51,6 +51,15 @@ impl Table {
     }
 }
 
+/// What a lane's values hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneKind {
+    /// A node bound's counts (`node_lane`).
+    Node,
+    /// A fleet bound's entries (`fleet_lane`).
+    Fleet,
+}
+
 /// One bound's storage, resolved at configure time.
 #[derive(Debug, Clone)]
 pub struct Lane {
@@ -58,8 +67,7 @@ pub struct Lane {
     pub rate: Rate,
     /// None for `per: route` (one counter, no buckets).
     pub table: Option<Table>,
-    /// A fleet bound's: its values hold `fleet_lane` entries.
-    pub fleet: bool,
+    pub kind: LaneKind,
     prefix: String,
     pub(crate) single_key: String,
     pub(crate) meta_key: String,
@@ -123,16 +131,16 @@ impl Lane {
             tag,
             rate,
             table,
-            fleet: false,
+            kind: LaneKind::Node,
             prefix: prefix.to_string(),
             single_key: format!("{prefix}:o"),
             meta_key: format!("{prefix}:m"),
         }
     }
 
-    /// The same lane holding a fleet bound's entries (`fleet_lane`).
-    pub fn of_fleet(self, fleet: bool) -> Lane {
-        Lane { fleet, ..self }
+    /// The same lane holding `kind`'s values.
+    pub fn of_kind(self, kind: LaneKind) -> Lane {
+        Lane { kind, ..self }
     }
 
     pub(crate) fn buckets(&self) -> usize {

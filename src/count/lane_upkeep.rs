@@ -1,7 +1,7 @@
 //! What works on a lane whatever kind of entry it holds (node or fleet):
 //! taking a counted request back, sweeping expired callers out.
 
-use crate::count::lane::{release, Lane, Undo};
+use crate::count::lane::{release, Lane, LaneKind, Undo};
 use crate::count::store::{update, Store, StoreError};
 use crate::count::{fleet_lane, node_lane};
 
@@ -34,10 +34,9 @@ fn charge<S: Store + ?Sized>(
     u: Undo,
     delta: i64,
 ) -> Result<(), StoreError> {
-    if lane.fleet {
-        fleet_lane::charge(store, lane, u.place, u.caller, u.win, delta)
-    } else {
-        node_lane::charge(store, lane, u.place, u.caller, u.win, delta)
+    match lane.kind {
+        LaneKind::Fleet => fleet_lane::charge(store, lane, u.place, u.caller, u.win, delta),
+        LaneKind::Node => node_lane::charge(store, lane, u.place, u.caller, u.win, delta),
     }
 }
 
@@ -53,10 +52,9 @@ pub fn sweep<S: Store + ?Sized>(
         return Ok(0);
     }
     let win = lane.rate.window_of(now_ms);
-    let value_of = if lane.fleet {
-        fleet_lane::sweep_value
-    } else {
-        node_lane::sweep_value
+    let value_of = match lane.kind {
+        LaneKind::Fleet => fleet_lane::sweep_value,
+        LaneKind::Node => node_lane::sweep_value,
     };
     let mut removed = 0u32;
     for i in range.filter(|i| *i < lane.bucket_count()) {

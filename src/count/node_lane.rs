@@ -4,7 +4,7 @@
 //! taking it back, sweeping expired callers, and reading a caller's counts.
 
 use crate::count::bytes::{u32_at, u64_at};
-use crate::count::lane::{decode_live, encode_live, tagged, Lane, LanePlace, Prepared};
+use crate::count::lane::{decode_live, encode_live, tagged, Lane, LaneKind, LanePlace, Prepared};
 use crate::count::store::{update_recalled, Store, StoreError};
 use crate::count::window::{Counts, Verdict};
 
@@ -89,7 +89,7 @@ pub fn prepare_hits<S: Store + ?Sized>(
     now_ms: u64,
     hits: u32,
 ) -> Result<Prepared, StoreError> {
-    if lane.fleet {
+    if lane.kind == LaneKind::Fleet {
         return Err(StoreError::Invalid("a fleet lane is decided by fleet_lane"));
     }
     let Some(table) = lane.table else {

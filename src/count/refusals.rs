@@ -22,7 +22,8 @@ const SLOTS: usize = 1_024;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct RefusalSlot {
-    /// `(route << 32 | bound) + 1`; 0 is an empty slot.
+    /// The bound's place in its plan (`BoundTable::place`) + 1; 0 is an
+    /// empty slot.
     bound: u64,
     caller: u64,
     /// Refused at `since_ms`, admitted again from `until_ms`.
@@ -43,8 +44,8 @@ impl Default for Refusals {
     }
 }
 
-fn bound_id(route: usize, bound: usize) -> u64 {
-    ((route as u64) << 32 | bound as u64) + 1
+fn bound_id(place: usize) -> u64 {
+    place as u64 + 1
 }
 
 impl Refusals {
@@ -54,10 +55,10 @@ impl Refusals {
         (h >> 54) as usize % SLOTS
     }
 
-    /// The refusal bound `bound` of `route` gave `caller` and still stands
-    /// at `now_ms`, with the wait left.
-    pub fn get(&self, route: usize, bound: usize, caller: u64, now_ms: u64) -> Option<Quota> {
-        let id = bound_id(route, bound);
+    /// The refusal the bound at `place` gave `caller` and still stands at
+    /// `now_ms`, with the wait left.
+    pub fn get(&self, place: usize, caller: u64, now_ms: u64) -> Option<Quota> {
+        let id = bound_id(place);
         let s = self.slots.get(Self::index(id, caller))?;
         let stands =
             s.bound == id && s.caller == caller && (s.since_ms..s.until_ms).contains(&now_ms);
@@ -68,12 +69,13 @@ impl Refusals {
         })
     }
 
-    /// Remembers that `caller` was refused at `now_ms` with `quota`.
-    pub fn insert(&mut self, route: usize, bound: usize, caller: u64, now_ms: u64, quota: Quota) {
+    /// Remembers that the bound at `place` refused `caller` at `now_ms`
+    /// with `quota`.
+    pub fn insert(&mut self, place: usize, caller: u64, now_ms: u64, quota: Quota) {
         if quota.remaining != 0 || quota.reset_ms == 0 {
             return;
         }
-        let id = bound_id(route, bound);
+        let id = bound_id(place);
         if let Some(s) = self.slots.get_mut(Self::index(id, caller)) {
             *s = RefusalSlot {
                 bound: id,
@@ -101,21 +103,21 @@ mod tests {
     #[test]
     fn remembered_until_the_wait_is_over_and_no_longer() {
         let mut r = Refusals::default();
-        r.insert(0, 1, 42, 1_000, q(250));
-        assert_eq!(r.get(0, 1, 42, 1_000), Some(q(250)));
-        assert_eq!(r.get(0, 1, 42, 1_249), Some(q(1)));
-        assert_eq!(r.get(0, 1, 42, 1_250), None);
+        r.insert(1, 42, 1_000, q(250));
+        assert_eq!(r.get(1, 42, 1_000), Some(q(250)));
+        assert_eq!(r.get(1, 42, 1_249), Some(q(1)));
+        assert_eq!(r.get(1, 42, 1_250), None);
         // A clock seen going back does not stretch the wait.
-        assert_eq!(r.get(0, 1, 42, 999), None);
+        assert_eq!(r.get(1, 42, 999), None);
     }
 
     #[test]
     fn only_for_the_same_bound_and_caller() {
         let mut r = Refusals::default();
-        r.insert(0, 1, 42, 0, q(100));
-        assert_eq!(r.get(0, 1, 43, 0), None);
-        assert_eq!(r.get(0, 0, 42, 0), None);
-        assert_eq!(r.get(1, 1, 42, 0), None);
+        r.insert(1, 42, 0, q(100));
+        assert_eq!(r.get(1, 43, 0), None);
+        assert_eq!(r.get(0, 42, 0), None);
+        assert_eq!(r.get(2, 42, 0), None);
     }
 
     /// Route-wide bounds all count their callers under key 0: the bound
@@ -124,12 +126,10 @@ mod tests {
     #[test]
     fn route_wide_refusals_of_different_bounds_are_all_remembered() {
         let mut r = Refusals::default();
-        for route in 0..8 {
-            r.insert(route, 0, 0, 0, q(100));
+        for place in 0..8 {
+            r.insert(place, 0, 0, q(100));
         }
-        let kept = (0..8)
-            .filter(|&route| r.get(route, 0, 0, 0).is_some())
-            .count();
+        let kept = (0..8).filter(|&place| r.get(place, 0, 0).is_some()).count();
         assert!(kept >= 7, "{kept} of 8 remembered");
     }
 
@@ -137,12 +137,12 @@ mod tests {
     fn a_collision_forgets_rather_than_confuses() {
         let mut r = Refusals::default();
         for caller in 0..(4 * SLOTS as u64) {
-            r.insert(0, 0, caller, 0, q(100));
+            r.insert(0, caller, 0, q(100));
         }
         let kept = (0..(4 * SLOTS as u64))
-            .filter(|c| r.get(0, 0, *c, 0).is_some())
+            .filter(|c| r.get(0, *c, 0).is_some())
             .count();
         assert!(kept <= SLOTS);
-        assert!(r.get(0, 0, u64::MAX, 0).is_none());
+        assert!(r.get(0, u64::MAX, 0).is_none());
     }
 }

@@ -70,6 +70,30 @@ pub trait Store {
 /// before the operation gives up with an error (and the request fails open).
 pub const CAS_RETRIES: usize = 32;
 
+/// What one attempt of a compare-and-swap came to.
+pub enum Attempt<T> {
+    Done(T),
+    /// Another writer won: try again.
+    Stale,
+}
+
+/// The one compare-and-swap loop: `attempt` until it is done, at most
+/// [`CAS_RETRIES`] times; then `what` names what stayed contended.
+pub fn retry<T>(
+    what: impl FnOnce() -> String,
+    mut attempt: impl FnMut() -> Result<Attempt<T>, StoreError>,
+) -> Result<T, StoreError> {
+    for _ in 0..CAS_RETRIES {
+        if let Attempt::Done(out) = attempt()? {
+            return Ok(out);
+        }
+    }
+    Err(StoreError::Contended {
+        what: what(),
+        attempts: CAS_RETRIES,
+    })
+}
+
 /// Runs `f` on the current value of `key` and writes its result with
 /// compare-and-swap, retrying on contention. `f` returns the value to write
 /// (or `None` to write nothing) and the result to hand back.
@@ -78,22 +102,22 @@ pub fn update<S: Store + ?Sized, T>(
     key: &str,
     mut f: impl FnMut(Option<&[u8]>) -> (Option<Vec<u8>>, T),
 ) -> Result<T, StoreError> {
-    for _ in 0..CAS_RETRIES {
-        let (value, cas) = store.get(key)?;
-        let (new, out) = f(value.as_deref());
-        match new {
-            None => return Ok(out),
-            Some(v) => {
-                if store.set(key, &v, cas)? {
-                    return Ok(out);
-                }
-            }
-        }
-    }
-    Err(StoreError::Contended {
-        what: key.to_string(),
-        attempts: CAS_RETRIES,
-    })
+    retry(
+        || key.to_string(),
+        || {
+            let (value, cas) = store.get(key)?;
+            let (new, out) = f(value.as_deref());
+            let written = match new {
+                None => true,
+                Some(v) => store.set(key, &v, cas)?,
+            };
+            Ok(if written {
+                Attempt::Done(out)
+            } else {
+                Attempt::Stale
+            })
+        },
+    )
 }
 
 /// [`update`] that first tries what this worker remembers of `key`

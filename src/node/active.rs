@@ -3,6 +3,7 @@
 
 use super::host::NodeHost;
 use crate::config;
+use crate::config::plan::BoundTable;
 use crate::config::plan::Plan;
 use crate::console;
 use crate::count::directory;
@@ -133,7 +134,7 @@ fn bind_lanes<S: Store>(
     plan: &Plan,
     assigned: &[directory::Assigned],
     table: Table,
-) -> Result<Vec<Vec<Option<Lane>>>, Vec<ConfigureError>> {
+) -> Result<BoundTable<Option<Lane>>, Vec<ConfigureError>> {
     let store_err = |e: StoreError| vec![ConfigureError::SharedData(e)];
     lanes_for(plan, |n, bound| {
         let a = assigned

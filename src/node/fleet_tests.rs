@@ -6,9 +6,9 @@
 #![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
+use crate::node::fleet_sync::{Settled, MAX_DESCRIPTORS, MAX_SYNC_KEYS};
 use crate::node::mock::{MockNodeHost, MockStats};
 use crate::node::{Active, NodeStat};
-use crate::pipeline::fleet_sync::{Settled, MAX_DESCRIPTORS, MAX_SYNC_KEYS};
 use crate::pipeline::mock::{request, SMALL};
 use crate::rls::proto;
 use prost::Message;
@@ -619,7 +619,7 @@ fn a_sync_call_may_take_a_sync_period_not_a_requests_timeout() {
 
 #[test]
 fn a_failed_sync_is_taken_as_possibly_counted_unless_envoy_says_it_never_left() {
-    use crate::pipeline::fleet_sync::failed_call_status;
+    use crate::node::fleet_sync::failed_call_status;
     const DEADLINE: u32 = 4;
     const UNAVAILABLE: u32 = 14;
     // No answer at all, a timeout, a reset after sending: maybe counted.
@@ -643,7 +643,7 @@ fn a_failed_sync_is_taken_as_possibly_counted_unless_envoy_says_it_never_left() 
 
 #[test]
 fn the_node_id_is_read_from_envoys_serialized_node() {
-    use crate::pipeline::fleet_sync::node_id_of;
+    use crate::node::fleet_sync::node_id_of;
     // Node { id: "gw-1", cluster: "ingress" } and its fields in another order.
     let node = [b"\x0a\x04gw-1".as_slice(), b"\x12\x07ingress"].concat();
     assert_eq!(node_id_of(&node).as_deref(), Some("gw-1"));

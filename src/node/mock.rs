@@ -6,7 +6,7 @@
 use super::{NodeHost, NodeStat, NodeStats, RootState};
 use crate::config::plan::Plan;
 use crate::count::store::MemStore;
-use crate::pipeline::fleet_sync::Settled;
+use crate::node::fleet_sync::Settled;
 use crate::pipeline::mock::MockHost;
 use crate::pipeline::{Base, CallOut, Level};
 use std::cell::RefCell;
@@ -23,7 +23,7 @@ pub struct Call {
 }
 
 impl Call {
-    /// A warm-up call (`pipeline::warm_up`), not a sync.
+    /// A warm-up call (`node::warm_up`), not a sync.
     pub fn is_warm_up(&self) -> bool {
         use prost::Message;
         crate::rls::proto::RateLimitRequest::decode(self.message.as_slice()).is_ok_and(|r| {

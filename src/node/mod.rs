@@ -7,13 +7,16 @@
 //! - this file: the state and its callbacks (configure, tick, a call
 //!   answered, done), the directory's join, leave and forgetting;
 //! - `active`: a configuration put in force ([`Active`]);
-//! - `sync`: the fleet sync driver and its calls in flight;
-//! - `warm`: the warm-up calls; `sweep`: the caller tables' sweep;
+//! - `sync`: the fleet sync driver and its calls in flight; [`fleet_sync`]:
+//!   what a sync claims, sends and settles;
+//! - `warm`: the warm-up calls, [`warm_up`] their state; `sweep`: the
+//!   caller tables' sweep;
 //! - `charges`: the costs owed to the rate-limit service, sent;
 //! - `host`: the [`NodeHost`] seam and [`NodeStat`].
 
 mod active;
 mod charges;
+pub mod fleet_sync;
 mod host;
 #[cfg(any(test, feature = "test-support"))]
 pub mod mock;
@@ -27,6 +30,7 @@ mod fleet_tests;
 #[cfg(test)]
 mod tests;
 mod warm;
+pub mod warm_up;
 
 pub use active::{Active, ConfigureError};
 pub use host::{NodeHost, NodeStat, NodeStats};
@@ -34,9 +38,9 @@ pub use stat_book::{StatBook, StatSink};
 
 use crate::count::directory;
 use crate::count::lane::Table;
-use crate::pipeline::fleet_sync::{Batch, Settled};
+use crate::node::fleet_sync::{Batch, Settled};
+use crate::node::warm_up::WarmUp;
 use crate::pipeline::owed::Owed;
-use crate::pipeline::warm_up::WarmUp;
 use crate::pipeline::Level;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -219,7 +223,7 @@ impl<S: NodeStats> RootState<S> {
                     .or_else(|| host.answer_header("grpc-message"))
                     .unwrap_or_default();
                 let status =
-                    crate::pipeline::fleet_sync::failed_call_status(grpc_status, headers, &message);
+                    crate::node::fleet_sync::failed_call_status(grpc_status, headers, &message);
                 Some(self.synced(host, &active, &batch, status, body))
             }
             None => {

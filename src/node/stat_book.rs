@@ -8,6 +8,7 @@
 //! that are at most a second late.
 
 use super::{NodeStat, NodeStats};
+use crate::config::plan::BoundTable;
 use crate::config::plan::{BoundId, Plan, RouteId};
 use crate::pipeline::limiter::{BoundEvent, Event};
 use crate::stats::{self, Kind, Stat};
@@ -65,8 +66,8 @@ type BoundSlots = Slots<{ Stat::PER_BOUND }>;
 pub struct StatBook<K> {
     sink: K,
     counters: Vec<Counter>,
-    /// `bounds[route][bound]`.
-    bounds: Vec<Vec<BoundSlots>>,
+    /// Each bound's stats.
+    bounds: BoundTable<BoundSlots>,
     instance: Slots<{ Stat::ALL.len() }>,
 }
 
@@ -88,23 +89,14 @@ impl<K: StatSink> StatBook<K> {
             })
         };
         let instance = &plan.instance;
-        let bounds = plan
-            .routes
-            .iter()
-            .map(|r| {
-                r.bounds
-                    .iter()
-                    .map(|b| {
-                        let mut slots = BoundSlots::new();
-                        for stat in stats::bound_stats(!b.in_shared_data()) {
-                            let n = stats::bound_name(instance, &r.name, &b.name, stat);
-                            slots.set(stat, define(stat, n));
-                        }
-                        slots
-                    })
-                    .collect()
-            })
-            .collect();
+        let bounds = BoundTable::of(plan, |r, b| {
+            let mut slots = BoundSlots::new();
+            for stat in stats::bound_stats(!b.in_shared_data()) {
+                let n = stats::bound_name(instance, &r.name, &b.name, stat);
+                slots.set(stat, define(stat, n));
+            }
+            slots
+        });
         let mut slots = Slots::new();
         for stat in stats::instance_stats(plan) {
             slots.set(stat, define(stat, stats::instance_name(instance, stat)));
@@ -118,7 +110,7 @@ impl<K: StatSink> StatBook<K> {
     }
 
     fn slots(&self, route: RouteId, bound: BoundId) -> Option<&BoundSlots> {
-        self.bounds.get(route.index())?.get(bound.index())
+        self.bounds.get(route, bound)
     }
 
     fn add(&self, slot: Option<StatSlot>, n: u64) {

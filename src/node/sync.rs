@@ -1,10 +1,10 @@
 //! The fleet sync driver: every `sync_ms`, if this context holds the node's
 //! lease, every fleet key's unsent hits go to the rate-limit service
-//! (`pipeline::fleet_sync`); each call stays in flight, with the
+//! (`node::fleet_sync`); each call stays in flight, with the
 //! configuration that sent it, until its answer is settled.
 
 use super::{Active, NodeHost, NodeStat, NodeStats, RootState, TICK_SLACK_MS};
-use crate::pipeline::fleet_sync::{self, Batch, Settled};
+use crate::node::fleet_sync::{self, Batch, Settled};
 use crate::pipeline::Level;
 use crate::rls::GrpcCode;
 use std::rc::Rc;

@@ -1,9 +1,9 @@
 //! Opening this worker's connection to the rate-limit service before its
-//! first sign-in (`pipeline::warm_up`): one call at a time, a tick apart,
+//! first sign-in (`node::warm_up`): one call at a time, a tick apart,
 //! until one is answered.
 
 use super::{Active, NodeHost, NodeStats, RootState};
-use crate::pipeline::warm_up::{self, WarmUp};
+use crate::node::warm_up::{self, WarmUp};
 use crate::pipeline::Level;
 use crate::rls::GrpcCode;
 

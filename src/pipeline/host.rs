@@ -3,7 +3,7 @@
 //! uses to say what to do (`Step`, `Level`; the instance stats it bumps
 //! are [`crate::stats::Stat`]'s, per-bound ones go through [`Host::record`]).
 
-use super::installation::ServiceCall;
+use super::phase::service::ServiceCall;
 use crate::config::plan::RouteId;
 use crate::count::store::Store;
 use crate::pipeline::limiter::BoundEvent;

@@ -1,7 +1,7 @@
 //! A [`Host`] that records every call, over a [`MemStore`]: every path of a
 //! request runs natively, and what it asked of the host can be read back.
 
-use super::{Base, CallOut, Exchange, Host, Level, LocalReply, Stage, Step, Worker};
+use super::{Base, CallOut, Exchange, Host, Level, LocalReply, Step, WaitFor, Worker};
 use crate::config::parse;
 use crate::config::plan::{Plan, RouteId};
 use crate::count::lane::Table;
@@ -410,11 +410,8 @@ impl Filter {
         })?;
         let plan = Plan::compile(&config);
         let memories = super::Memories::new(plan.identity.as_ref(), Default::default());
-        let limiter = Limiter::bind(plan, [5, 6], |n, bound| {
-            let lane = crate::pipeline::limiter::bound_lane(bound, &format!("m:{n}"), 1, SMALL);
-            lane.create_keys(store).map(|()| lane)
-        })
-        .map_err(|e| e.to_string())?;
+        let limiter =
+            Limiter::in_store(plan, [5, 6], store, ("m", 1), SMALL).map_err(|e| e.to_string())?;
         Ok(Filter { limiter, memories })
     }
 
@@ -459,20 +456,20 @@ pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
     let mut ex = Exchange::default();
     let first = w.on_request(host, &mut ex, host.request_body.is_none());
     let mut last = None;
-    if matches!(ex.stage(), Stage::Session(_)) {
+    if ex.waits_for() == Some(WaitFor::Session) {
         let size = host.session_body.as_ref().map_or(0, Vec::len);
         last = Some(w.on_answer(host, &mut ex, size));
     }
     // Envoy delivers no more of a request it was told to answer.
     let body = host.request_body.as_ref().map(Vec::len);
     if let Some(size) = body.filter(|_| !ex.refused) {
-        let waited = matches!(ex.stage(), Stage::Body(_) | Stage::Request(_));
+        let waited = matches!(ex.waits_for(), Some(WaitFor::Body | WaitFor::Request));
         let step = w.on_request_body(host, &mut ex, size, true);
         if waited {
             last = Some(step);
         }
     }
-    if matches!(ex.stage(), Stage::Service(_)) {
+    if ex.waits_for() == Some(WaitFor::Service) {
         let size = host.service_answer_size();
         last = Some(w.on_answer(host, &mut ex, size));
     }

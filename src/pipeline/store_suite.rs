@@ -8,7 +8,7 @@
 //! [`MemStore`]: crate::count::store::MemStore
 
 use crate::config::plan::{BoundId, Plan, RouteId};
-use crate::count::lane::{self, Lane, Table};
+use crate::count::lane::{self, Lane, LaneKind, Table};
 use crate::count::store::{update, Store, StoreError, Versioned};
 use crate::count::window::{Rate, Verdict};
 use crate::count::{lane_upkeep, node_lane};
@@ -256,10 +256,7 @@ fn a_new_tag_starts_from_zero<S: Store + ?Sized>(s: &S, p: &str) -> Check {
 fn limiter(s: &(impl Store + ?Sized), p: &str, bounds: &str) -> Result<Limiter, String> {
     let json = format!(r#"{{"instance":"suite","routes":[{{"name":"r","bounds":[{bounds}]}}]}}"#);
     let config = crate::config::parse(json.as_bytes()).map_err(|es| format!("{es:?}"))?;
-    Limiter::bind(Plan::compile(&config), [1, 2], |n, b| {
-        let l = crate::pipeline::limiter::bound_lane(b, &format!("{p}:{n}"), 7, small());
-        l.create_keys(s).map(|()| l).map_err(e)
-    })
+    Limiter::in_store(Plan::compile(&config), [1, 2], s, (p, 7), small()).map_err(e)
 }
 
 fn a_refused_request_is_counted_by_no_bound<S: Store + ?Sized>(s: &S, p: &str) -> Check {
@@ -379,7 +376,7 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
     use crate::count::fleet::Failure;
     use crate::count::fleet_lane::{self, Fleet, Known, SyncOutcome};
     let mut l = lane(s, &format!("{p}:f"), 6, Some(small()))?;
-    l.fleet = true;
+    l.kind = LaneKind::Fleet;
     let fleet = Fleet {
         stale_ms: 2_000,
         sync_ms: 200,
@@ -444,7 +441,7 @@ fn a_fleet_key_syncs_exactly_what_it_admitted<S: Store + ?Sized>(s: &S, p: &str)
 fn a_fleet_cost_is_synced_as_its_true_total<S: Store + ?Sized>(s: &S, p: &str) -> Check {
     use crate::count::fleet_lane::{self, Fleet, Known};
     let mut l = lane(s, &format!("{p}:g"), 1_000, Some(small()))?;
-    l.fleet = true;
+    l.kind = LaneKind::Fleet;
     let fleet = Fleet {
         stale_ms: 2_000,
         sync_ms: 200,

@@ -7,6 +7,7 @@
 //!
 //! - [`compile`](Plan::compile): the configuration to the plan;
 //! - [`matcher`]: a route's `match` and the request it is compared with;
+//! - [`table`]: one value per bound (a lane, stat slots, a refusal's place);
 //! - [`fingerprint`]: what says a bound's counts carry over;
 //! - [`cost`]: a bound's cost; [`ids`]: handles into the plan.
 
@@ -15,12 +16,14 @@ pub mod cost;
 mod fingerprint;
 mod ids;
 mod matcher;
+mod table;
 #[cfg(test)]
 mod tests;
 
 pub use cost::{Cost, CostSource, Prices};
 pub use ids::{BoundId, OpId, RouteId};
 pub use matcher::{Matcher, Normalized, RequestInfo};
+pub use table::BoundTable;
 
 use crate::config::operations::OpTree;
 use crate::config::{

@@ -4,6 +4,7 @@
 #![cfg(test)]
 #![allow(clippy::indexing_slicing)]
 
+use crate::config::plan::BoundId;
 use crate::pipeline::limiter::Event;
 use crate::pipeline::mock::{Filter, MockHost};
 use crate::pipeline::*;
@@ -431,12 +432,12 @@ fn the_body_is_held_while_the_request_waits() {
     let w = f.worker();
     let mut ex = Exchange::default();
     assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Continue);
-    assert!(matches!(ex.stage(), Stage::Body(_)));
+    assert!(matches!(ex.waits_for(), Some(WaitFor::Body)));
     // A first piece: still waiting for the end of the body.
     assert_eq!(w.on_request_body(&mut host, &mut ex, 5, false), Step::Pause);
     assert!(host.service_calls.is_empty());
     assert_eq!(w.on_request_body(&mut host, &mut ex, 20, true), Step::Pause);
-    assert!(matches!(ex.stage(), Stage::Service(_)));
+    assert!(matches!(ex.waits_for(), Some(WaitFor::Service)));
     // Trailers while the call is out are held too.
     assert_eq!(w.on_request_trailers(&mut host, &mut ex), Step::Pause);
     host.service_answer = Some((0, answer(&[(1, 4)])));
@@ -457,7 +458,7 @@ fn envoys_own_answer_before_the_body_is_not_held() {
     let mut ex = Exchange::default();
     assert_eq!(w.on_request(&mut host, &mut ex, false), Step::Continue);
     assert_eq!(w.on_response(&mut host, &mut ex), Step::Continue);
-    assert!(matches!(ex.stage(), Stage::Going));
+    assert!(ex.waits_for().is_none());
     assert!(host.service_calls.is_empty());
 }
 

@@ -20,7 +20,9 @@ mod request_body;
 
 use super::mock::{Filter, MockHost};
 use super::*;
+use crate::config::plan::BoundId;
 use crate::config::Per;
+use crate::identity::Identity;
 use crate::stats::Stat;
 
 use crate::pipeline::limiter::Event;

@@ -7,7 +7,7 @@
 #![allow(clippy::indexing_slicing)]
 
 use crate::pipeline::mock::{Filter, MockHost};
-use crate::pipeline::Step;
+use crate::pipeline::{Exchange, Step, WaitFor};
 use crate::stats::Stat;
 
 const T0: u64 = 600_000;
@@ -258,4 +258,56 @@ fn a_bound_per_model_needs_a_route_that_reads_its_requests() {
         ),
         "{errors:?}"
     );
+}
+
+/// A body its route reads is read at its end, or once more than the cap
+/// has come (refused then, unread): never at a chunk while more may come.
+#[test]
+fn the_body_is_read_at_its_end_or_past_its_cap_never_at_a_chunk() {
+    let f = Filter::new(&MockHost::new(T0).store, &config("")).unwrap();
+    let w = f.worker();
+    let body = br#"{"stream":false}"#;
+    let mut h = host(body);
+    let mut ex = Exchange::default();
+    assert_eq!(w.on_request(&mut h, &mut ex, false), Step::Continue);
+    assert_eq!(ex.waits_for(), Some(WaitFor::Request));
+    assert_eq!(w.on_request_body(&mut h, &mut ex, 5, false), Step::Pause);
+    assert_eq!(h.body_reads_total(), 0);
+    assert_eq!(ex.waits_for(), Some(WaitFor::Request));
+    let end = w.on_request_body(&mut h, &mut ex, body.len(), true);
+    assert_eq!(end, Step::Continue);
+    assert_eq!(h.body_reads_total(), 1);
+    assert!(ex.waits_for().is_none());
+
+    let mut h = host(&[b' '; 3000]);
+    let mut ex = Exchange::default();
+    assert_eq!(w.on_request(&mut h, &mut ex, false), Step::Continue);
+    // At the cap: more may come.
+    assert_eq!(w.on_request_body(&mut h, &mut ex, 2048, false), Step::Pause);
+    assert!(h.replies.is_empty());
+    assert_eq!(ex.waits_for(), Some(WaitFor::Request));
+    // Past it: refused now, unread.
+    assert_eq!(w.on_request_body(&mut h, &mut ex, 2049, false), Step::Pause);
+    assert_eq!(h.replies.len(), 1);
+    assert_eq!(h.replies[0].status, 413);
+    assert_eq!(h.body_reads_total(), 0);
+    assert!(ex.waits_for().is_none());
+}
+
+/// Trailers end a body: it is read at them, not waited for any longer.
+#[test]
+fn a_body_ended_by_trailers_is_read_at_them() {
+    let f = Filter::new(&MockHost::new(T0).store, &config("")).unwrap();
+    let w = f.worker();
+    let body = br#"{"stream":false}"#;
+    let mut h = host(body);
+    let mut ex = Exchange::default();
+    assert_eq!(w.on_request(&mut h, &mut ex, false), Step::Continue);
+    let chunk = w.on_request_body(&mut h, &mut ex, body.len(), false);
+    assert_eq!(chunk, Step::Pause);
+    assert_eq!(h.body_reads_total(), 0);
+    assert_eq!(w.on_request_trailers(&mut h, &mut ex), Step::Continue);
+    assert_eq!(h.body_reads_total(), 1);
+    assert!(ex.waits_for().is_none());
+    assert!(h.replies.is_empty());
 }

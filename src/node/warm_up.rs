@@ -9,7 +9,7 @@
 use crate::config::plan::Plan;
 use crate::rls::{self, DescriptorSpec};
 
-use super::installation::ServiceCall;
+use crate::pipeline::phase::service::ServiceCall;
 
 /// How long the warm-up call may take: it is no request's, so it may wait
 /// for a slow first connection far longer than a request would.

@@ -442,7 +442,7 @@ mod differential {
     fn parsed(json: &[u8], pointer: &str) -> Option<u32> {
         let v: Value = serde_json::from_slice(json).ok()?;
         match v.pointer(pointer)? {
-            Value::Number(n) => crate::pipeline::units(&n.to_string()),
+            Value::Number(n) => crate::pipeline::phase::cost::units(&n.to_string()),
             _ => None,
         }
     }

@@ -1,12 +1,15 @@
-//! Reads the configured cheap identity sources through the host: JWT
-//! claims that `jwt_authn` verified, the mTLS peer, trusted headers, and
-//! the credential the session service is asked about.
+//! Who is calling: the configured cheap identity sources read through the
+//! host (JWT claims that `jwt_authn` verified, the mTLS peer, trusted
+//! headers), then, for a caller none of them named, the session service
+//! asked about its credential, and its answer.
 
-use super::Host;
-use crate::config::{IdentityConfig, JwtSource, SessionSource};
+use crate::config::{IdentityConfig, JwtSource, OnError, SessionSource};
 use crate::identity::cache::{credential_key, IdentityCache};
 use crate::identity::jwt_token;
-use crate::identity::{self, Identity};
+use crate::identity::{self, Identity, SessionError};
+use crate::pipeline::flight::Flight;
+use crate::pipeline::{Base, CallOut, Decision, Host, Level, Worker};
+use crate::stats::Stat;
 use std::cell::RefCell;
 
 const JWT_FILTER: &str = "envoy.filters.http.jwt_authn";
@@ -121,6 +124,135 @@ pub fn credential<H: Host>(host: &H, session: &SessionSource) -> Option<(&'stati
         }
     }
     None
+}
+
+/// The session service question a request waits for.
+pub struct Ask<'p> {
+    session: &'p SessionSource,
+    /// `cookie` or `authorization`, and its value.
+    header: &'static str,
+    credential: String,
+}
+
+impl Ask<'_> {
+    /// Asks the session service.
+    pub fn dispatch<H: Base>(&self, host: &mut H) -> Result<u32, String> {
+        let s = self.session;
+        host.dispatch(&CallOut {
+            cluster: &s.cluster,
+            headers: &[
+                (":method", "GET"),
+                (":path", &s.path),
+                (":authority", s.authority.as_deref().unwrap_or(&s.cluster)),
+                (self.header, &self.credential),
+            ],
+            body: None,
+            timeout_ms: s.timeout_ms,
+        })
+    }
+}
+
+/// Who is calling, as far as the request's own sources tell.
+pub enum Identified<'p> {
+    Known(Identity),
+    /// Not known without the session service: what the sources said, the
+    /// question, and the credential's cache key.
+    Ask(Identity, Ask<'p>, u128),
+}
+
+impl<'p> Worker<'p> {
+    /// Who is calling: the sources, then the session cache; the session
+    /// service's question when neither knows.
+    pub(in crate::pipeline) fn identify<H: Host>(
+        &self,
+        host: &mut H,
+        config: &'p IdentityConfig,
+        now: u64,
+    ) -> Identified<'p> {
+        let lim = self.limiter;
+        let tokens = Tokens {
+            cache: self.tokens,
+            seed: lim.seed(),
+            now_ms: now,
+        };
+        let (mut id, remembered) = resolve(host, config, &tokens);
+        if remembered {
+            host.count(Stat::JwtCacheHits);
+        }
+        let Some(session) = config.session.as_ref().filter(|_| !id.authenticated()) else {
+            return Identified::Known(id);
+        };
+        let Some((header, value)) = credential(host, session) else {
+            return Identified::Known(id);
+        };
+        let key = credential_key(lim.seed(), &value);
+        let cached = self
+            .sessions
+            .try_borrow()
+            .ok()
+            .and_then(|c| c.get(key, now).cloned());
+        match cached {
+            Some(found) => {
+                host.count(Stat::SessionCacheHits);
+                id.merge(found);
+                Identified::Known(id)
+            }
+            None => {
+                let ask = Ask {
+                    session,
+                    header,
+                    credential: value,
+                };
+                Identified::Ask(id, ask, key)
+            }
+        }
+    }
+
+    /// The session service's answer (`status`, and `body`, read only for
+    /// a 200), or the question never sent (`Err`): merged into the
+    /// request's identity and remembered, or a failure counted and logged;
+    /// a decision only when `on_error` is `deny`.
+    pub(in crate::pipeline) fn session_answer<H: Host>(
+        &self,
+        host: &mut H,
+        f: &mut Flight,
+        answer: Result<(&str, Option<Vec<u8>>), String>,
+        now: u64,
+    ) -> Option<Decision<'p>> {
+        let session = self
+            .limiter
+            .plan
+            .identity
+            .as_ref()
+            .and_then(|i| i.session.as_ref());
+        // Asked only under a plan with a session source.
+        let Some(session) = session else {
+            return Some(Decision::Pass(None));
+        };
+        let found = match answer {
+            Ok((status, body)) => identity::session_outcome(status, || body),
+            Err(s) => Err(SessionError::NotDispatched(s)),
+        };
+        match found {
+            Ok(found) => {
+                if let Ok(mut cache) = self.sessions.try_borrow_mut() {
+                    cache.insert(f.credential, found.clone(), now);
+                }
+                f.identity
+                    .get_or_insert_with(Identity::default)
+                    .merge(found);
+                None
+            }
+            Err(why) => {
+                host.count(Stat::IdentityErrors);
+                host.log(
+                    Level::Warn,
+                    &format!("ratebound session resolve failed: {why}"),
+                );
+                (session.on_error == OnError::Deny).then_some(Decision::Unresolved)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,17 +16,17 @@
 //! current window) is remembered in shared data ([`crate::count::locks`])
 //! and refused here until that window ends, without a call.
 
-use super::{Decision, Level, Pending, Worker};
 use crate::config::plan::{Bound, BoundId, OpId, Route};
 use crate::config::Unit;
 use crate::config::{Per, RateLimitServiceConfig, ServiceOnError};
 use crate::count::locks;
 use crate::count::window::Quota;
-use crate::identity::account::Seen;
 use crate::identity::address::Prefixes;
 use crate::identity::Identity;
 use crate::pipeline::caller_key::{self, Named};
+use crate::pipeline::flight::Flight;
 use crate::pipeline::limiter::{BoundEvent, Event, Receipt, Receipts, RouteLanes};
+use crate::pipeline::{Decision, Host, Level, Worker};
 use crate::reply::Shown;
 use crate::rls::{self, Code, DescriptorSpec, Override, RlsError};
 use crate::stats::Stat;
@@ -40,7 +40,7 @@ type Entries<'a> = SmallVec<[(&'a str, &'a str); 2]>;
 /// One descriptor of a call to the service: counted under
 /// `[("bound", bound), (per, caller)]` (no caller for `per: route`), with
 /// the limit sent as an override, adding `hits`.
-pub(super) struct Descriptor<'a> {
+pub(in crate::pipeline) struct Descriptor<'a> {
     pub bound: &'a str,
     pub caller: Option<(&'a str, &'a str)>,
     pub limit: Override,
@@ -48,7 +48,7 @@ pub(super) struct Descriptor<'a> {
 }
 
 /// The `ShouldRateLimit` call that counts `descriptors`.
-pub(super) fn call<'p>(
+pub(in crate::pipeline) fn call<'p>(
     service: &'p RateLimitServiceConfig,
     descriptors: &[Descriptor],
 ) -> ServiceCall<'p> {
@@ -75,27 +75,6 @@ pub(super) fn call<'p>(
         timeout_ms: service.timeout_ms,
         message: rls::encode_request(&service.domain, &specs),
     }
-}
-
-/// A request every node bound admitted, to be counted by its installation
-/// bounds.
-pub struct Ready {
-    pub(super) pending: Pending,
-    pub(super) address: String,
-    pub(super) identity: Option<Identity>,
-    /// Its installation bounds, in the order sent.
-    pub(super) bounds: SmallVec<[BoundId; 2]>,
-    /// The account it tries, once read (`per: account` bounds).
-    pub(super) account: Option<String>,
-    /// What its head said of the account, until the body is read.
-    pub(super) seen: Seen,
-    /// Per bound in `bounds`, the caller's key (none for `per: route`).
-    pub(super) callers: SmallVec<[Option<String>; 2]>,
-    /// During a key rotation, per bound, the caller's key under the other
-    /// secret, whose count is read beside (empty otherwise).
-    pub(super) also: SmallVec<[Option<String>; 2]>,
-    /// When the call went out.
-    pub(super) sent_ms: u64,
 }
 
 /// The call a request waits for.
@@ -194,7 +173,7 @@ impl<'p> Service<'p> {
 
 /// The installation bounds of `route` (and of its operation `op`) that
 /// apply to this caller.
-pub(super) fn applying(
+pub(in crate::pipeline) fn applying(
     route: &Route,
     op: Option<OpId>,
     identity: Option<&Identity>,
@@ -226,11 +205,11 @@ fn caller_value(
 impl<'p> Worker<'p> {
     /// Per installation bound of the request, what its caller is counted
     /// under (none for `per: route`) with the hashing keys `keys`.
-    pub(super) fn callers(
+    pub(in crate::pipeline) fn callers(
         &self,
         keys: (u64, u64),
         route: &Route,
-        ready: &Ready,
+        ready: &Flight,
     ) -> SmallVec<[Option<String>; 2]> {
         let lim = self.limiter;
         let id = ready.identity.as_ref();
@@ -259,7 +238,7 @@ impl<'p> Worker<'p> {
     fn bounds_of<'r>(
         &self,
         route: &'p Route,
-        ready: &'r Ready,
+        ready: &'r Flight,
     ) -> SmallVec<[(Service<'p>, Option<&'r str>); 2]> {
         ready
             .bounds
@@ -270,11 +249,11 @@ impl<'p> Worker<'p> {
     }
 
     /// Refused without a call if an enforcing bound's caller is locked.
-    pub(super) fn locked<H: super::Host>(
+    pub(in crate::pipeline) fn locked<H: Host>(
         &self,
         host: &mut H,
         route: &'p Route,
-        ready: &Ready,
+        ready: &Flight,
     ) -> Option<Decision<'p>> {
         let plan = &self.limiter.plan;
         let now = host.now_ms();
@@ -324,7 +303,11 @@ impl<'p> Worker<'p> {
     /// During a key rotation, after them, one more per bound keyed by a
     /// caller: the caller under the other secret, with `hits_addend` 0
     /// (read, not counted), in the same call.
-    pub(super) fn service_call(&self, route: &'p Route, ready: &Ready) -> Option<ServiceCall<'p>> {
+    pub(in crate::pipeline) fn service_call(
+        &self,
+        route: &'p Route,
+        ready: &Flight,
+    ) -> Option<ServiceCall<'p>> {
         let service: &'p RateLimitServiceConfig = self.limiter.plan.service.as_ref()?;
         let bounds = self.bounds_of(route, ready);
         let mut descriptors: SmallVec<[Descriptor; 2]> = bounds
@@ -342,11 +325,11 @@ impl<'p> Worker<'p> {
 
     /// Remembers every enforcing bound whose caller the answer shows at or
     /// over its limit: locked until its window ends.
-    fn remember_locks<H: super::Host>(
+    fn remember_locks<H: Host>(
         &self,
         host: &mut H,
         route: &'p Route,
-        ready: &Ready,
+        ready: &Flight,
         statuses: &[rls::DescriptorAnswer],
         now: u64,
     ) {
@@ -373,19 +356,17 @@ impl<'p> Worker<'p> {
 
     /// The service answered (or failed: `grpc_status` non-zero): refuse
     /// with its figures, or commit the node bounds and pass.
-    pub(super) fn counted<H: super::Host>(
+    pub(in crate::pipeline) fn counted<H: Host>(
         &self,
         host: &mut H,
-        ready: Ready,
+        r: RouteLanes<'p>,
+        ready: Flight,
         grpc_status: u32,
         body: Option<Vec<u8>>,
     ) -> Decision<'p> {
         let plan = &self.limiter.plan;
         let now = host.now_ms();
         host.service_latency(now.saturating_sub(ready.sent_ms));
-        let Some(r) = self.route(ready.pending.route()) else {
-            return Decision::Pass(None);
-        };
         let route = r.route;
         let bounds: SmallVec<[Service<'p>; 2]> = ready
             .bounds
@@ -486,11 +467,11 @@ impl<'p> Worker<'p> {
 
     /// No answer from the service: logged and counted per bound; `deny`
     /// answers 503, `allow` commits the node bounds and passes.
-    pub(super) fn service_failed<H: super::Host>(
+    pub(in crate::pipeline) fn service_failed<H: Host>(
         &self,
         host: &mut H,
         r: RouteLanes<'p>,
-        ready: Ready,
+        ready: Flight,
         why: &dyn std::fmt::Display,
     ) -> Decision<'p> {
         let plan = &self.limiter.plan;

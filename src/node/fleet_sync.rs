@@ -22,7 +22,7 @@ use crate::count::store::{update, Store, StoreError};
 use crate::pipeline::limiter::Limiter;
 use crate::rls::{self, DescriptorSpec, GrpcCode, Override, RlsError};
 
-use super::installation::ServiceCall;
+use crate::pipeline::phase::service::ServiceCall;
 
 /// Descriptors per call: the real service answered 200 in one piece
 /// (docs/fleet.md).

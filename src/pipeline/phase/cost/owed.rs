@@ -9,9 +9,9 @@
 //! next one (a fixed window's edge; docs/cost.md). Less than the
 //! reservation gives nothing back: `hits_addend` only adds.
 
-use super::installation::{self, Descriptor, ServiceCall};
 use crate::config::plan::Plan;
 use crate::config::RateLimitServiceConfig;
+use crate::pipeline::phase::service::{self as installation, Descriptor, ServiceCall};
 use crate::rls::Override;
 use std::collections::VecDeque;
 
