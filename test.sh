@@ -52,7 +52,11 @@ step "cargo clippy (wasm32-wasip1)"
 if ! rustup target list --installed | grep -qx wasm32-wasip1; then
   rustup target add wasm32-wasip1
 fi
-cargo clippy --target wasm32-wasip1 --lib --no-default-features --features filter -- -D warnings
+# The core as the module compiles it, then the module (filter/), with and
+# without the store suite (selftest).
+cargo clippy --target wasm32-wasip1 --lib --no-default-features -- -D warnings
+cargo clippy -p ratebound-filter --target wasm32-wasip1 -- -D warnings
+cargo clippy -p ratebound-filter --target wasm32-wasip1 --features selftest -- -D warnings
 
 step "the core builds for the browser (wasm32-unknown-unknown, no proxy-wasm)"
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then

@@ -19,7 +19,6 @@ const FLOORS: &[&str] = &[
     "console",  // what is said about a configuration (the module logs its warnings)
     "pipeline", // one request's decision, over the Host seam
     "node",     // a root context's life, over the NodeHost seam
-    "host",     // proxy-wasm, and nothing that decides
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {

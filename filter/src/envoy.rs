@@ -3,13 +3,13 @@
 
 use super::metrics::{EnvoyMetrics, Metrics};
 use super::shared::{self, log, map_value, now_ms, SharedData};
-use crate::config::plan::{Plan, RouteId};
-use crate::node::NodeHost;
-use crate::pipeline::limiter::BoundEvent;
-use crate::pipeline::{Base, CallOut, Host, Level, LocalReply};
-use crate::stats::Stat;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{BufferType, LogLevel, MapType};
+use ratebound::config::plan::{Plan, RouteId};
+use ratebound::node::NodeHost;
+use ratebound::pipeline::limiter::BoundEvent;
+use ratebound::pipeline::{Base, CallOut, Host, Level, LocalReply};
+use ratebound::stats::Stat;
 use std::time::Duration;
 
 /// Envoy for one callback: the stats of the configuration in force (a

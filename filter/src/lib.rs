@@ -2,18 +2,22 @@
 //! core (`node` for a root context's life, `pipeline` for a request's) and
 //! gives it what it asks of Envoy.
 
+// The module aborts on a panic: an out-of-range index must be impossible,
+// not unlikely.
+#![deny(clippy::indexing_slicing)]
+
 mod envoy;
 mod metrics;
 mod shared;
 
-use crate::count::lane::Table;
-use crate::node::{Active, Node, NodeHost};
-use crate::pipeline::{Exchange, Step, Worker};
 use envoy::Envoy;
 use metrics::Metrics;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel};
+use ratebound::count::lane::Table;
+use ratebound::node::{Active, Node, NodeHost};
+use ratebound::pipeline::{Exchange, Step, Worker};
 use shared::log;
 use std::rc::Rc;
 
@@ -34,7 +38,7 @@ proxy_wasm::main! {{
     });
 }}
 
-/// A root context: its life is the node's (`crate::node`).
+/// A root context: its life is the node's (`ratebound::node`).
 struct Root {
     node: Node<Metrics>,
 }
@@ -67,7 +71,7 @@ impl RootContext for Root {
             ),
         );
         #[cfg(feature = "selftest")]
-        crate::pipeline::store_suite::report(
+        ratebound::pipeline::store_suite::report(
             &shared::SharedData,
             &format!("selftest{:x}", Envoy::default().random()[0]),
             |line| log(LogLevel::Info, line),
@@ -99,7 +103,7 @@ impl RootContext for Root {
     }
 }
 
-/// A request context: its life is the pipeline's (`crate::pipeline`).
+/// A request context: its life is the pipeline's (`ratebound::pipeline`).
 struct Request {
     active: Option<Rc<Active<Metrics>>>,
     exchange: Exchange,

@@ -1,10 +1,10 @@
 //! The Store over Envoy shared data, and the few host reads the filter needs,
 //! each returning a `Result` (the SDK's `Context` wrappers unwrap).
 
-use crate::count::store::{Store, StoreError, StoreOp, Versioned};
-use crate::reply::header_map;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{LogLevel, MapType, Status};
+use ratebound::count::store::{Store, StoreError, StoreOp, Versioned};
+use ratebound::reply::header_map;
 
 pub struct SharedData;
 
@@ -121,7 +121,7 @@ pub fn map_values(map: MapType, name: &str) -> Vec<Vec<u8>> {
 /// A local reply through the raw host call: the SDK's `send_http_response`
 /// panics on any status but Ok and cannot pass response code details or a
 /// gRPC status. Every status is an error here.
-pub fn send_local_response(reply: &crate::pipeline::LocalReply) -> Result<(), String> {
+pub fn send_local_response(reply: &ratebound::pipeline::LocalReply) -> Result<(), String> {
     let headers = header_map::encode(&reply.headers);
     let grpc = reply
         .grpc_status

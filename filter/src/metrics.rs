@@ -1,10 +1,10 @@
 //! Envoy's metrics as the sink of a configuration's stats
-//! ([`crate::node::StatBook`] decides what is counted and when).
+//! ([`ratebound::node::StatBook`] decides what is counted and when).
 
-use crate::node::{StatBook, StatSink};
-use crate::stats::Kind;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
+use ratebound::node::{StatBook, StatSink};
+use ratebound::stats::Kind;
 
 pub struct EnvoyMetrics;
 
