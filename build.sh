@@ -38,7 +38,7 @@ echo "build: the console's browser core (console-web, wasm32-unknown-unknown)"
 scripts/console-web.sh
 
 echo "build: native CLI"
-cargo build --profile cli --bin ratebound
+cargo build -p ratebound-cli --profile cli --bin ratebound
 cp target/cli/ratebound dist/ratebound
 # The configuration's JSON Schema ships beside the module (its $id names the
 # version): editors and CI validate against the schema of the build they run.

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 BUILDS = {
     "module": ["-p", "ratebound-filter", "--target", "wasm32-wasip1"],
-    "cli": ["--target", "x86_64-unknown-linux-gnu", "--features", "cli"],
+    "cli": ["-p", "ratebound-cli", "--target", "x86_64-unknown-linux-gnu"],
 }
 
 

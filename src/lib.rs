@@ -15,9 +15,9 @@
 pub mod config;
 // Mostly the CLI's; its warnings (and their words) also run in the module,
 // once at configure time (`console/mod.rs` says which part is which).
-pub mod console;
 pub mod count;
 pub mod identity;
+pub mod reading;
 // A root context's life (configure, ticks, the fleet sync, the
 // directory), over a `NodeHost` seam.
 pub mod node;

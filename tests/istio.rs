@@ -6,7 +6,7 @@
 
 use ratebound::config::parse;
 use ratebound::config::plan::Plan;
-use ratebound::console::{warnings, Level};
+use ratebound::reading::{warnings, Level};
 use serde_json::Value;
 
 fn manifests() -> Vec<(String, Value)> {

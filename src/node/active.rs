@@ -4,13 +4,13 @@
 use super::host::NodeHost;
 use crate::config;
 use crate::config::plan::Plan;
-use crate::console;
 use crate::count::directory;
 use crate::count::lane::{Lane, Table};
 use crate::count::store::{Store, StoreError};
 use crate::pipeline::limiter::{lanes_for, Limiter};
 use crate::pipeline::owed::Owed;
 use crate::pipeline::{Level, Memories, Worker};
+use crate::reading;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -102,8 +102,8 @@ pub fn activate<H: NodeHost>(
                 crate::count::budget::VM_KEYS
             ),
         );
-        for w in console::warnings(&plan, None) {
-            if w.level == console::Level::Warning {
+        for w in reading::warnings(&plan, None) {
+            if w.level == reading::Level::Warning {
                 host.log(
                     Level::Warn,
                     &format!("ratebound configuration warning: {w}"),
