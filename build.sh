@@ -29,8 +29,8 @@ fi
 mkdir -p dist
 
 echo "build: wasm module (release, $TARGET)"
-cargo build --profile wasm --target "$TARGET" --lib --no-default-features --features filter
-cp "target/$TARGET/wasm/ratebound.wasm" dist/ratebound.wasm
+cargo build -p ratebound-filter --profile wasm --target "$TARGET"
+cp "target/$TARGET/wasm/ratebound_filter.wasm" dist/ratebound.wasm
 
 # The console's page runs the core compiled for the browser; the CLI embeds
 # it (build.rs), so it is built first (scripts/console-web.sh).
@@ -38,7 +38,7 @@ echo "build: the console's browser core (console-web, wasm32-unknown-unknown)"
 scripts/console-web.sh
 
 echo "build: native CLI"
-cargo build --profile cli --bin ratebound
+cargo build -p ratebound-cli --profile cli --bin ratebound
 cp target/cli/ratebound dist/ratebound
 # The configuration's JSON Schema ships beside the module (its $id names the
 # version): editors and CI validate against the schema of the build they run.
@@ -46,8 +46,8 @@ dist/ratebound schema > dist/ratebound.schema.json
 
 if [[ "$SELFTEST" == 1 ]]; then
   echo "build: selftest wasm module"
-  CARGO_TARGET_DIR=target/selftest cargo build --profile wasm --target "$TARGET" --lib --no-default-features --features selftest
-  cp "target/selftest/$TARGET/wasm/ratebound.wasm" dist/ratebound-selftest.wasm
+  CARGO_TARGET_DIR=target/selftest cargo build -p ratebound-filter --profile wasm --target "$TARGET" --features selftest
+  cp "target/selftest/$TARGET/wasm/ratebound_filter.wasm" dist/ratebound-selftest.wasm
 fi
 
 # The Istio manifests with url and sha256 filled in (dist/istio/), and for an

@@ -45,20 +45,24 @@ scripts/install-istiod.sh
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy (native)"
+step "cargo clippy (native: the core and the CLI)"
 cargo clippy --all-targets -- -D warnings
 
 step "cargo clippy (wasm32-wasip1)"
 if ! rustup target list --installed | grep -qx wasm32-wasip1; then
   rustup target add wasm32-wasip1
 fi
-cargo clippy --target wasm32-wasip1 --lib --no-default-features --features filter -- -D warnings
+# The core as the module compiles it, then the module (filter/), with and
+# without the store suite (selftest).
+cargo clippy -p ratebound --target wasm32-wasip1 --lib --no-default-features -- -D warnings
+cargo clippy -p ratebound-filter --target wasm32-wasip1 -- -D warnings
+cargo clippy -p ratebound-filter --target wasm32-wasip1 --features selftest -- -D warnings
 
 step "the core builds for the browser (wasm32-unknown-unknown, no proxy-wasm)"
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
-cargo clippy --target wasm32-unknown-unknown --lib --no-default-features -- -D warnings
+cargo clippy -p ratebound --target wasm32-unknown-unknown --lib --no-default-features -- -D warnings
 
 step "the console's browser core (console-web): clippy native and wasm32-unknown-unknown"
 cargo clippy -p ratebound-console-web --all-targets -- -D warnings
@@ -67,7 +71,7 @@ cargo clippy -p ratebound-console-web --target wasm32-unknown-unknown --all-targ
 step "the meter (meter/): clippy"
 cargo clippy -p ratebound-meter --all-targets -- -D warnings
 
-step "cargo test"
+step "cargo test (the core and the CLI)"
 cargo test
 
 step "the account oracle: the filter's reading of sign-ins against real frameworks' and databases'"
@@ -78,7 +82,7 @@ scripts/test-console-web.sh
 
 step "cargo test --lib, compiled to wasm32-wasip1, under Node's WASI"
 CARGO_TARGET_WASM32_WASIP1_RUNNER="node --no-warnings $ROOT/scripts/wasi-runner.mjs" \
-  cargo test --target wasm32-wasip1 --lib --no-default-features
+  cargo test -p ratebound --target wasm32-wasip1 --lib --no-default-features
 
 step "build (release module, the console's browser core, CLI, selftest module)"
 ./build.sh --selftest

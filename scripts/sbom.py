@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A CycloneDX 1.5 SBOM (JSON) of what the module and the CLI are built from:
 the crates `cargo tree` resolves for each build (the module:
-`--target wasm32-wasip1 --no-default-features --features filter`; the CLI:
-the default features on x86_64-unknown-linux-gnu), normal dependencies only,
+`-p ratebound-filter --target wasm32-wasip1`; the CLI: `-p ratebound-cli`
+on x86_64-unknown-linux-gnu), normal dependencies only,
 each with its version, license, purl and the crates.io SHA-256 from
 Cargo.lock.
 
@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 BUILDS = {
-    "module": ["--target", "wasm32-wasip1", "--no-default-features", "--features", "filter"],
-    "cli": ["--target", "x86_64-unknown-linux-gnu", "--features", "cli"],
+    "module": ["-p", "ratebound-filter", "--target", "wasm32-wasip1"],
+    "cli": ["-p", "ratebound-cli", "--target", "x86_64-unknown-linux-gnu"],
 }
 
 
@@ -76,7 +76,8 @@ def main() -> None:
             entry["builds"].add(build)
     components = []
     for (name, ver), info in sorted(used.items()):
-        if name == "ratebound":
+        # The workspace's own crates are the application, not its components.
+        if name in ("ratebound", "ratebound-filter", "ratebound-cli"):
             continue
         comp = {
             "type": "library",

@@ -1,7 +1,7 @@
 //! ratebound: sliding-window rate limits per caller for Envoy (proxy-wasm).
 //!
 //! Everything that decides is plain Rust that takes `now` as an argument;
-//! only `host` (compiled for wasm32) talks to Envoy.
+//! only the filter crate (filter/, compiled for wasm32) talks to Envoy.
 
 // The module aborts on a panic: an out-of-range index must be impossible,
 // not unlikely. Tests may index.
@@ -11,13 +11,13 @@
 // that matches requests), `pipeline` (the decision sequence, over a `Host`
 // seam), `identity` (who the caller is), `count` (windows, counters in
 // shared data), `reply` (what the client is told). `console` explains a
-// configuration; `host` is the only proxy-wasm code.
+// configuration; the filter crate (filter/) is the only proxy-wasm code.
 pub mod config;
 // Mostly the CLI's; its warnings (and their words) also run in the module,
 // once at configure time (`console/mod.rs` says which part is which).
-pub mod console;
 pub mod count;
 pub mod identity;
+pub mod reading;
 // A root context's life (configure, ticks, the fleet sync, the
 // directory), over a `NodeHost` seam.
 pub mod node;
@@ -27,8 +27,3 @@ pub mod reply;
 pub mod rls;
 // Every stat's name and kind, and the names' grammar (the filter's, `top`'s).
 pub mod stats;
-
-// Not in test builds: `cargo test --target wasm32-wasip1` runs the pure
-// core's tests as a plain WASI program (scripts/wasi-runner.mjs).
-#[cfg(all(feature = "filter", not(test)))]
-mod host;

@@ -6,7 +6,7 @@
 
 use ratebound::config::parse;
 use ratebound::config::plan::Plan;
-use ratebound::console::{warnings, Severity};
+use ratebound::reading::{warnings, Severity};
 use serde_json::Value;
 
 fn manifests() -> Vec<(String, Value)> {

@@ -16,10 +16,9 @@ const FLOORS: &[&str] = &[
     "stats",    // every stat's name, kind and grammar (src/stats.rs)
     "identity", // who the caller is
     "rls",      // the rate-limit service's protocol
-    "console",  // what is said about a configuration (the module logs its warnings)
+    "reading",  // what is said about a configuration (the module logs its warnings)
     "pipeline", // one request's decision, over the Host seam
     "node",     // a root context's life, over the NodeHost seam
-    "host",     // proxy-wasm, and nothing that decides
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {

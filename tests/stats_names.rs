@@ -6,9 +6,9 @@
 //! renamed in one place and not the other fails here.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use ratebound::console::words;
 use ratebound::count::lane::Table;
-use ratebound::stats::{self, Kind, Stat, StatScope};
+use ratebound::reading::words;
+use ratebound::stats::{self, Kind, StatScope, Stat};
 use regex::Regex;
 use serde_json::Value;
 use std::collections::BTreeSet;

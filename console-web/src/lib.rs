@@ -2,8 +2,8 @@
 //! where a number is typed. One call, [`read`], takes the configuration the
 //! page holds (JSON text) and the number of nodes, and returns everything
 //! the page puts beside the fields: `check`'s errors at their JSON paths
-//! (the same words: [`ratebound::console::structure`]), `explain`'s rows
-//! with their readings and warnings ([`ratebound::console::explain`]), and
+//! (the same words: [`ratebound::reading::structure`]), `explain`'s rows
+//! with their readings and warnings ([`ratebound::reading::explain`]), and
 //! the shared-data keys the configuration and each route's operations
 //! cost against the budget the filter enforces
 //! ([`ratebound::count::budget`]). The page's JavaScript only places these
@@ -11,9 +11,9 @@
 
 use ratebound::config::plan::Plan;
 use ratebound::config::{bound_kinds, Per};
-use ratebound::console::explain::explain;
-use ratebound::console::{structure, words};
 use ratebound::count::budget::{keys_of, CONFIG_KEYS, TABLE_KEYS};
+use ratebound::reading::explain::explain;
+use ratebound::reading::{structure, words};
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::wasm_bindgen;
 

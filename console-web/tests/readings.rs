@@ -7,8 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use ratebound::console::explain::explain;
-use ratebound::console::structure;
+use ratebound::reading::explain::explain;
+use ratebound::reading::structure;
 use ratebound_console_web::reading;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use ratebound::config::{parse, window_ms};
-use ratebound::console::{explain, render, warnings};
+use ratebound::reading::{explain, warnings};
+use ratebound_cli::render;
 use ratebound::count::directory;
 use ratebound::config::plan::Plan;
 use ratebound::count::store::MemStore;

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ratebound::console::input::{detect, load, Format};
+use ratebound_cli::input::{detect, load, Format};
 use ratebound::config::plan::Plan;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ratebound::console::input::Format;
-use ratebound::console::openapi::{generate, read_document, read_picks, Request};
+use ratebound_cli::input::Format;
+use ratebound_cli::openapi::{generate, read_document, read_picks, Request};
 use ratebound::config::plan::Plan;
 use serde_json::{json, Value};
 

@@ -5,13 +5,13 @@ use super::host::NodeHost;
 use crate::config;
 use crate::config::plan::BoundTable;
 use crate::config::plan::Plan;
-use crate::console;
 use crate::count::directory;
 use crate::count::lane::{Lane, Table};
 use crate::count::store::{Store, StoreError};
 use crate::pipeline::limiter::{lanes_for, Limiter};
 use crate::pipeline::owed::Owed;
 use crate::pipeline::{Level, Memories, Worker};
+use crate::reading;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -101,8 +101,8 @@ pub fn activate<H: NodeHost>(
                 crate::count::budget::VM_KEYS
             ),
         );
-        for w in console::warnings(&plan, None) {
-            if w.level == console::Severity::Warning {
+        for w in reading::warnings(&plan, None) {
+            if w.level == reading::Severity::Warning {
                 host.log(
                     Level::Warn,
                     &format!("ratebound configuration warning: {w}"),

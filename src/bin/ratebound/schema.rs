@@ -1,9 +1,0 @@
-//! `ratebound schema`: the configuration's JSON Schema.
-
-use crate::output::{out, VALID};
-use ratebound::console::schema;
-
-pub fn run() -> u8 {
-    out(&schema::text());
-    VALID
-}

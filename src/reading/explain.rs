@@ -1,0 +1,421 @@
+//! `explain` as data: every route's bounds in words, grouped by the phase in
+//! which they are checked, with the warnings beside the rows they concern.
+//! A projection of the compiled [`Plan`]: nothing is compiled again.
+//! [`super::render`] turns it into text; it serializes as the JSON of
+//! `explain --format json`.
+
+use crate::config::plan::{Bound, BoundScope, Plan, Route};
+use crate::config::Per;
+use crate::reading::warnings::{warnings_at, Counters, Severity, Warning};
+use crate::reading::words;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    pub instance: String,
+    /// How many Envoy nodes the per-node readings assume, when given.
+    pub nodes: Option<u32>,
+    pub routes: Vec<RouteRow>,
+    pub summary: Summary,
+    /// How a client address is counted, when some bound counts one (per
+    /// address, or anonymous callers of an identity bound).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_address: Option<ClientAddressRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientAddressRow {
+    pub ipv4_prefix: u32,
+    pub ipv6_prefix: u32,
+    pub path: String,
+    /// "client addresses are counted per IPv4 address and per IPv6 /64 network".
+    pub words: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Summary {
+    pub routes: usize,
+    /// Bounds of routes (operations' bounds not included).
+    pub bounds: usize,
+    /// Operations with bounds of their own, and their bounds.
+    pub operations: usize,
+    pub operation_bounds: usize,
+    pub warnings: usize,
+    pub notes: usize,
+    /// Bounds counted on each node on its own (not installation or fleet).
+    pub node_bounds: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteRow {
+    pub name: String,
+    pub path: String,
+    /// Which requests the route takes, in words.
+    pub matches: String,
+    /// Warnings about the route as a whole.
+    pub warnings: Vec<Warning>,
+    /// Always both phases, in the order they run: the route's bounds, then
+    /// its operations' (those rows name their operation).
+    pub phases: Vec<PhaseRows>,
+    /// Operations with bounds of their own, with their warnings.
+    pub operations: Vec<OperationRow>,
+    /// The counters the operations' bounds can hold, when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<Counters>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OperationRow {
+    /// Its stat name: the `<operation>` of `<operation>.<bound>`.
+    pub name: String,
+    pub path: String,
+    pub method: String,
+    /// The path template as written.
+    pub template: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<String>,
+    /// "POST /orders/{id}/pay (payOrder)".
+    pub title: String,
+    /// Warnings about the operation as a whole.
+    pub warnings: Vec<Warning>,
+}
+
+/// When a bound is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Route and address bounds for everybody: on the request headers, before
+    /// any identity is resolved, before the body, before the upstream.
+    BeforeIdentity,
+    /// Bounds keyed on user, token or org, or narrowed to some callers.
+    AfterIdentity,
+    /// Bounds counted by the rate-limit service for the whole installation.
+    Installation,
+}
+
+impl Phase {
+    pub fn of(bound: &Bound) -> Phase {
+        if !bound.in_shared_data() {
+            Phase::Installation
+        } else if bound.needs_identity() {
+            Phase::AfterIdentity
+        } else {
+            Phase::BeforeIdentity
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Phase::BeforeIdentity => {
+                "before identity (checked on the request headers, before anything is resolved)"
+            }
+            Phase::AfterIdentity => "after identity (checked once the caller is known)",
+            Phase::Installation => {
+                "last, for the whole installation (the rate-limit service, once every bound \
+                 above admitted)"
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseRows {
+    pub phase: Phase,
+    pub bounds: Vec<BoundRow>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BoundRow {
+    /// As a refusal names it: the bound's name, or `<operation>.<bound>`
+    /// for an operation's bound.
+    pub name: String,
+    /// The operation whose bound it is ("POST /orders/{id}/pay (payOrder)").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    pub path: String,
+    pub per: Per,
+    pub limit: u64,
+    /// As written in the configuration.
+    pub window: String,
+    pub window_ms: u64,
+    /// Who the bound is about, when not everybody.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applies_to: Option<String>,
+    /// The bound in one phrase: "5 a minute per client address", "5 a minute
+    /// per user, per operation".
+    pub words: String,
+    /// Warnings and notes about this bound, the per-node reading among them.
+    pub warnings: Vec<Warning>,
+}
+
+/// Explains a compiled configuration.
+pub fn explain(plan: &Plan, nodes: Option<u32>) -> Explanation {
+    explain_at(plan, nodes, None)
+}
+
+/// [`explain`], fleet bounds' figures for nodes admitting `rate` a second.
+pub fn explain_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Explanation {
+    let mut all = warnings_at(plan, nodes, rate);
+    let mut summary = Summary {
+        routes: plan.routes.len(),
+        ..Summary::default()
+    };
+    for r in &plan.routes {
+        let own = r.own_bounds().len();
+        summary.bounds += own;
+        summary.operations += r.operations.len();
+        summary.operation_bounds += r.bounds.len() - own;
+        summary.node_bounds += r
+            .bounds
+            .iter()
+            .filter(|b| b.scope == BoundScope::Node)
+            .count();
+    }
+    for w in &all {
+        match w.level {
+            Severity::Warning => summary.warnings += 1,
+            Severity::Note => summary.notes += 1,
+        }
+    }
+    let routes = plan.routes.iter().map(|r| route_row(r, &mut all)).collect();
+    let a = plan.client_address;
+    Explanation {
+        instance: plan.instance.clone(),
+        nodes,
+        routes,
+        summary,
+        client_address: plan.routes.iter().any(|r| r.needs_address).then(|| {
+            let (v4, v6) = (u32::from(a.ipv4), u32::from(a.ipv6));
+            ClientAddressRow {
+                ipv4_prefix: v4,
+                ipv6_prefix: v6,
+                path: "$.client_address".to_string(),
+                words: words::client_address(v4, v6),
+            }
+        }),
+    }
+}
+
+/// A route's rows, the warnings about it moved out of `all` beside them.
+fn route_row(r: &Route, all: &mut Vec<Warning>) -> RouteRow {
+    let i = r.index;
+    let mut rows: Vec<(Phase, BoundRow)> = r
+        .own_bounds()
+        .iter()
+        .map(|b| (Phase::of(b), bound_row(i, b, None, all)))
+        .collect();
+    let mut operations = Vec::new();
+    for o in &r.operations {
+        let title = words::title(o);
+        for b in r.operation_bounds(o) {
+            rows.push((Phase::of(b), bound_row(i, b, Some(&title), all)));
+        }
+        operations.push(OperationRow {
+            name: o.name.clone(),
+            path: format!("$.routes[{i}].operations[{}]", o.index),
+            method: o.method.clone(),
+            template: o.path.clone(),
+            operation_id: o.operation_id.clone(),
+            title,
+            warnings: take(all, |w| w.route == i && w.operation == Some(o.index)),
+        });
+    }
+    let mut phases: Vec<Phase> = vec![Phase::BeforeIdentity, Phase::AfterIdentity];
+    if !r.service_bounds.is_empty() {
+        phases.push(Phase::Installation);
+    }
+    let phases = phases
+        .into_iter()
+        .map(|phase| PhaseRows {
+            phase,
+            bounds: take(&mut rows, |(p, _)| *p == phase)
+                .into_iter()
+                .map(|(_, row)| row)
+                .collect(),
+        })
+        .collect();
+    RouteRow {
+        name: r.name.clone(),
+        path: format!("$.routes[{i}]"),
+        matches: words::matching(&r.matching),
+        warnings: take(all, |w| w.route == i),
+        phases,
+        counters: (!operations.is_empty()).then(|| Counters::of(r)),
+        operations,
+    }
+}
+
+/// A bound's row (of route `route`; `operation` is the title of the
+/// operation whose bound it is), its warnings moved out of `all`.
+fn bound_row(route: usize, b: &Bound, operation: Option<&str>, all: &mut Vec<Warning>) -> BoundRow {
+    if b.installation().is_some() {
+        return installation_row(route, b, operation, all);
+    }
+    let at = &b.written;
+    BoundRow {
+        name: b.name.clone(),
+        operation: operation.map(str::to_string),
+        path: at.path.clone(),
+        per: b.per,
+        limit: u64::from(b.rate.limit),
+        window: at.window.clone(),
+        window_ms: b.rate.window_ms,
+        applies_to: words::audience(&b.applies_to),
+        words: words::of_bound(b),
+        warnings: take(all, |w| {
+            w.route == route && w.operation == at.operation && w.bound == Some(at.index)
+        }),
+    }
+}
+
+/// An installation bound's row, its reading among its warnings.
+fn installation_row(
+    route: usize,
+    b: &Bound,
+    operation: Option<&str>,
+    all: &mut Vec<Warning>,
+) -> BoundRow {
+    let at = &b.written;
+    let (limit, ms) = (u64::from(b.rate.limit), b.rate.window_ms);
+    let who = words::audience(&b.applies_to);
+    BoundRow {
+        name: b.name.clone(),
+        operation: operation.map(str::to_string),
+        path: at.path.clone(),
+        per: b.per,
+        limit,
+        window: at.window.clone(),
+        window_ms: ms,
+        words: match at.operation {
+            None => words::bound(limit, ms, b.per, who.as_deref()),
+            Some(_) => words::operation_bound(limit, ms, b.per, who.as_deref()),
+        },
+        applies_to: who,
+        warnings: take(all, |w| {
+            w.route == route && w.operation == at.operation && w.bound == Some(at.index)
+        }),
+    }
+}
+
+/// Moves the items that satisfy `pick` out of `items`, keeping their order.
+fn take<T>(items: &mut Vec<T>, pick: impl Fn(&T) -> bool) -> Vec<T> {
+    let (taken, kept) = std::mem::take(items).into_iter().partition(|t| pick(t));
+    *items = kept;
+    taken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use crate::reading::WarningCode;
+
+    fn plan(json: &[u8]) -> Plan {
+        Plan::compile(&parse(json).unwrap())
+    }
+
+    #[test]
+    fn bounds_are_grouped_by_phase_with_their_warnings_beside_them() {
+        let c = plan(
+            br#"{"routes":[{"name":"api","bounds":[
+                {"per":"route","limit":10,"window":"PT1M"},
+                {"name":"addr","per":"address","limit":20,"window":"PT1M"}]},
+                {"name":"open"}]}"#,
+        );
+        let e = explain(&c, Some(3));
+        assert_eq!(e.summary.routes, 2);
+        assert_eq!(e.summary.bounds, 2);
+        // bound "addr" is unreachable; route "open" has no bounds and, after
+        // a route that takes every request, never matches.
+        assert_eq!(e.summary.warnings, 3, "{e:#?}");
+        assert_eq!(e.summary.notes, 2);
+        let api = &e.routes[0];
+        assert!(api.warnings.is_empty());
+        assert_eq!(api.phases[0].phase, Phase::BeforeIdentity);
+        assert_eq!(api.phases[1].phase, Phase::AfterIdentity);
+        assert!(api.phases[1].bounds.is_empty());
+        let rows = &api.phases[0].bounds;
+        assert_eq!(rows[0].words, "10 a minute for the whole route");
+        assert_eq!(rows[1].name, "addr");
+        let codes: Vec<_> = rows[1].warnings.iter().map(|w| w.code).collect();
+        assert_eq!(codes, [WarningCode::UnreachableBound, WarningCode::PerNode]);
+        let codes: Vec<_> = e.routes[1].warnings.iter().map(|w| w.code).collect();
+        assert_eq!(codes, [WarningCode::ShadowedRoute, WarningCode::NoBounds]);
+    }
+
+    #[test]
+    fn an_installation_bound_reads_exact_for_the_installation_not_per_node() {
+        let c = plan(
+            br#"{"rate_limit_service":{"cluster":"rls","domain":"shop"},
+            "routes":[{"name":"login","account":{"json":"username"},"bounds":[
+                {"name":"addr","per":"address","limit":50,"window":"PT1M"},
+                {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]}]}"#,
+        );
+        let e = explain(&c, Some(4));
+        assert_eq!(e.summary.bounds, 2);
+        let phases = &e.routes[0].phases;
+        assert_eq!(phases.len(), 3);
+        assert_eq!(phases[2].phase, Phase::Installation);
+        let row = &phases[2].bounds[0];
+        assert_eq!(row.name, "attempts");
+        assert_eq!(row.words, "5 a minute per account tried");
+        assert_eq!(row.path, "$.routes[0].bounds[1]");
+        let codes: Vec<_> = row.warnings.iter().map(|w| w.code).collect();
+        assert_eq!(codes, [WarningCode::Installation], "no per-node reading");
+        assert_eq!(
+            row.warnings[0].message,
+            "exact for the whole installation (rate-limit service `rls`, Redis); fixed \
+             window: up to 2× the limit around a window edge"
+        );
+        // The node bound keeps its per-node reading.
+        let codes: Vec<_> = phases[0].bounds[0]
+            .warnings
+            .iter()
+            .map(|w| w.code)
+            .collect();
+        assert_eq!(codes, [WarningCode::PerNode]);
+    }
+
+    #[test]
+    fn the_json_form_is_stable() {
+        let c = plan(br#"{"routes":[{"name":"a","bounds":[{"per":"address","limit":1000,"window":"PT1H"}]}]}"#);
+        let v = serde_json::to_value(explain(&c, None)).unwrap();
+        let row = &v["routes"][0]["phases"][0];
+        assert_eq!(row["phase"], "before-identity");
+        assert_eq!(
+            row["bounds"][0]["words"],
+            "1,000 an hour per client address"
+        );
+        assert_eq!(row["bounds"][0]["per"], "address");
+        assert_eq!(row["bounds"][0]["warnings"][0]["code"], "per-node");
+        assert_eq!(row["bounds"][0]["warnings"][0]["level"], "note");
+        assert_eq!(v["nodes"], serde_json::Value::Null);
+        let a = &v["client_address"];
+        assert_eq!(
+            a["words"],
+            "client addresses are counted per IPv4 address and per IPv6 /64 network"
+        );
+        assert_eq!(
+            (a["ipv4_prefix"].as_u64(), a["ipv6_prefix"].as_u64()),
+            (Some(32), Some(64))
+        );
+        assert_eq!(a["path"], "$.client_address");
+    }
+
+    #[test]
+    fn the_client_address_prefixes_are_said_when_an_address_is_counted() {
+        let c = plan(
+            br#"{"client_address":{"ipv4_prefix":24,"ipv6_prefix":128},
+            "routes":[{"name":"a","bounds":[{"per":"address","limit":1,"window":"PT1H"}]}]}"#,
+        );
+        assert_eq!(
+            explain(&c, None).client_address.map(|a| a.words),
+            Some("client addresses are counted per IPv4 /24 network and per IPv6 address".into())
+        );
+        // Nobody is counted by address: nothing to say.
+        let c = plan(
+            br#"{"routes":[{"name":"a","bounds":[{"per":"route","limit":1,"window":"PT1H"}]}]}"#,
+        );
+        assert!(explain(&c, None).client_address.is_none());
+    }
+}
