@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the console's browser core: console-web compiled to
 # wasm32-unknown-unknown (profile web) and its JS glue made by wasm-bindgen
-# into console-web/pkg/, which build.rs embeds in the CLI (build the CLI
+# into console-web/pkg/, which cli/build.rs embeds in the CLI (build the CLI
 # after this). Installs wasm-bindgen-cli, at exactly the version the crate
 # pins, into .tools/ when missing.
 set -euo pipefail

@@ -10,13 +10,15 @@
 // The flow of a request: `config` (what users wrote, compiled into a plan
 // that matches requests), `pipeline` (the decision sequence, over a `Host`
 // seam), `identity` (who the caller is), `count` (windows, counters in
-// shared data), `reply` (what the client is told). `console` explains a
-// configuration; the filter crate (filter/) is the only proxy-wasm code.
+// shared data), `reply` (what the client is told). `reading` says what a
+// configuration means; the filter crate (filter/) is the only proxy-wasm
+// code.
 pub mod config;
-// Mostly the CLI's; its warnings (and their words) also run in the module,
-// once at configure time (`console/mod.rs` says which part is which).
 pub mod count;
 pub mod identity;
+// Its warnings (and their words) also run in the module, once at configure
+// time; the rest serves the CLI and the browser (`reading/mod.rs` says which
+// part is which).
 pub mod reading;
 // A root context's life (configure, ticks, the fleet sync, the
 // directory), over a `NodeHost` seam.
