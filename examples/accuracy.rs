@@ -1,11 +1,11 @@
 //! Prints how far the two-window estimate is from an exact sliding log, and
 //! what an adversary who knows the window alignment gets through, beside a
 //! fixed window. `cargo run --release --example accuracy`
-use ratebound::count::accuracy::{
+use ratebound::count::window::Rate;
+use ratebound_testkit::accuracy::{
     admitted_fixed, admitted_sliding, boundary_attack, max_in_span, on_off, poisson, population,
     Errors, Rng,
 };
-use ratebound::count::window::Rate;
 
 fn pct(x: f64) -> String {
     format!("{:.3}%", x * 100.0)

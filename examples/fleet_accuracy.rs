@@ -2,11 +2,11 @@
 //! from an exact fleet-wide sliding log, beside dividing the limit by the
 //! members, a service call per request and node scope, on the same traces.
 //! `cargo run --release --example fleet_accuracy`
-use ratebound::count::fleet_sim::{
+use ratebound::count::window::Rate;
+use ratebound_testkit::fleet_sim::{
     compliant, fleet_sync, ideal, per_node, per_request, report, trace, Arrival, BetweenAnswers,
     Report, Setup, Skew,
 };
-use ratebound::count::window::Rate;
 
 const WINDOWS: u64 = 60;
 const NODES: [usize; 5] = [2, 3, 4, 8, 16];

@@ -7,13 +7,13 @@
 use proptest::prelude::*;
 use ratebound::config::parse;
 use ratebound::config::plan::{BoundId, Plan, RouteId};
-use ratebound::count::accuracy::population;
 use ratebound::count::lane::{self, Lane, Table};
 use ratebound::count::store::{MemStore, Store};
 use ratebound::count::window::{Counts, Rate, Verdict};
 use ratebound::count::{lane_upkeep, node_lane};
 use ratebound::pipeline::decide;
 use ratebound::pipeline::limiter::{Caller, Limiter};
+use ratebound_testkit::accuracy::population;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(8))]

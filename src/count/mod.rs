@@ -15,19 +15,14 @@
 //! - [`fleet`]: fleet bounds, the synced fleet count plus this node's hits;
 //!
 //! Test support (`cfg(test)` or the `test-support` feature, never in the
-//! module): `mem_store` (an in-memory store), `fleet_sim` (a simulated
-//! fleet and service, to measure fleet bounds) and `accuracy` (how far the
-//! estimate is from an exact log).
+//! module): `mem_store` (an in-memory store). The models the engine is
+//! measured against are the testkit's (testkit/).
 
-#[cfg(any(test, feature = "test-support"))]
-pub mod accuracy;
 pub mod budget;
 pub mod bytes;
 pub mod directory;
 pub mod fleet;
 pub mod fleet_lane;
-#[cfg(any(test, feature = "test-support"))]
-pub mod fleet_sim;
 pub mod lane;
 pub mod lane_upkeep;
 pub mod locks;

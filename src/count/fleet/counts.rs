@@ -222,8 +222,8 @@ impl FleetCounts {
     }
 
     /// Records an admission of `hits` units (state already at now's
-    /// window).
-    pub(crate) fn admitted(self, hits: u32) -> FleetCounts {
+    /// window; the fleet simulator admits through it too).
+    pub fn admitted(self, hits: u32) -> FleetCounts {
         FleetCounts {
             unsynced: self.unsynced.saturating_add(hits),
             own_cur: self.own_cur.saturating_add(hits),
@@ -575,7 +575,6 @@ fn tighter(a: Quota, b: Quota) -> Quota {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::count::fleet_sim::{self, BetweenAnswers};
 
     const W: u64 = 1_000;
 
@@ -990,20 +989,8 @@ mod tests {
             assert_eq!(quota.reset_ms, b.sync_ms);
         }
         assert_eq!(total, 3 * 99);
-        // The estimate alone lets each take all 297.
-        let mut s = FleetCounts::default();
-        let sync = s.take_unsynced(b.rate, now).unwrap();
-        s.apply_answer(b.rate, sync, 3, now, 3).unwrap();
-        let mut by_estimate = 0;
-        for _ in 0..400 {
-            if let FleetVerdict::Admit { state, .. } =
-                fleet_sim::decide(&b, BetweenAnswers::Estimate, s, now + 1)
-            {
-                s = state;
-                by_estimate += 1;
-            }
-        }
-        assert_eq!(by_estimate, 297);
+        // The estimate alone would let each take all 297: the testkit's
+        // `the_estimate_alone_lets_each_node_take_all_that_was_left`.
     }
 
     #[test]

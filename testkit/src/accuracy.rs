@@ -3,7 +3,7 @@
 //! property tests (which assert the targets) and by
 //! `cargo run --release --example accuracy` (which prints the figures).
 
-use crate::count::window::{Counts, Rate, Verdict};
+use ratebound::count::window::{Counts, Rate, Verdict};
 use std::collections::VecDeque;
 
 /// Deterministic generator for traces (xorshift64*).

@@ -1,6 +1,6 @@
 //! A fleet of nodes sharing one bound, simulated with a fake clock: the
 //! same arrivals decided by an exact fleet-wide sliding log, by fleet sync
-//! ([`fleet`](super::fleet) against a simulated envoyproxy/ratelimit), and
+//! ([`fleet`](ratebound::count::fleet) against a simulated envoyproxy/ratelimit), and
 //! by the alternatives users have today. Used by the property tests and by
 //! `cargo run --release --example fleet_accuracy`.
 //!
@@ -9,9 +9,9 @@
 //! `hits_addend` on the service's clock (when the call reaches it), and the
 //! answer's count reads no higher than the limit sent as the override.
 
-use crate::count::accuracy::{poisson, Rng};
-use crate::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Sent};
-use crate::count::window::{Counts, Rate, Verdict};
+use crate::accuracy::{poisson, Rng};
+use ratebound::count::fleet::{Failure, FleetCounts, FleetRate, FleetVerdict, Sent};
+use ratebound::count::window::{Counts, Rate, Verdict};
 use std::collections::{BTreeMap, VecDeque};
 
 /// One request: when, and at which node.
@@ -196,7 +196,7 @@ pub fn decide(
     now_ms: u64,
 ) -> FleetVerdict {
     match rule {
-        BetweenAnswers::Shares => bound.decide(state, now_ms),
+        BetweenAnswers::Shares => bound.decide_hits(state, now_ms, 1),
         BetweenAnswers::Estimate => decide_by_estimate(bound, state, now_ms),
     }
 }
@@ -228,7 +228,7 @@ pub struct FleetRun {
     /// Decisions taken alone (no fresh answer).
     pub alone: usize,
     /// Every hit the service counted (carried hits weighted, see
-    /// [`fleet`](super::fleet)).
+    /// [`fleet`](ratebound::count::fleet)).
     pub counted: u64,
     /// Hits still unsent at the end.
     pub unsent_at_end: u64,
@@ -551,7 +551,7 @@ pub fn report(
             admitted.push(a.t);
         }
     }
-    r.max_window = crate::count::accuracy::max_in_span(&admitted, rate.window_ms);
+    r.max_window = crate::accuracy::max_in_span(&admitted, rate.window_ms);
     r
 }
 
@@ -572,6 +572,39 @@ mod tests {
         (0, tr.last().map_or(0, |a| a.t + 1))
     }
 
+    /// A synchronised burst, as the core's
+    /// `each_node_admits_its_share_of_what_was_left_until_its_next_answer`:
+    /// every node answered at a count of 3, then 400 requests on each at
+    /// once. Under the estimate alone each takes all 297 that was left.
+    #[test]
+    fn the_estimate_alone_lets_each_node_take_all_that_was_left() {
+        let b = FleetRate {
+            rate: Rate {
+                limit: 300,
+                window_ms: MIN,
+            },
+            nodes: 3,
+            stale_ms: 1_000,
+            sync_ms: 100,
+            down: false,
+            counted: true,
+        };
+        let now = 600_100;
+        let mut s = FleetCounts::default();
+        let sync = s.take_unsynced(b.rate, now).unwrap();
+        s.apply_answer(b.rate, sync, 3, now, 3).unwrap();
+        let mut by_estimate = 0;
+        for _ in 0..400 {
+            if let FleetVerdict::Admit { state, .. } =
+                decide(&b, BetweenAnswers::Estimate, s, now + 1)
+            {
+                s = state;
+                by_estimate += 1;
+            }
+        }
+        assert_eq!(by_estimate, 297);
+    }
+
     #[test]
     fn the_ideal_and_the_per_request_call_keep_their_limits() {
         let r = rate();
@@ -585,7 +618,7 @@ mod tests {
             *per_win.entry(a.t / MIN).or_insert(0) += 1;
         }
         assert!(per_win.values().all(|&n| n <= 100));
-        // SimNode scope lets each of the 4 nodes take the full limit.
+        // Node scope lets each of the 4 nodes take the full limit.
         let node = report(r, &tr, &c, &per_node(r, 4, &tr), span(&tr));
         assert!(node.max_window > 200);
     }
