@@ -1,8 +1,8 @@
 //! `explain` as data: every route's bounds in words, grouped by the phase in
 //! which they are checked, with the warnings beside the rows they concern.
 //! A projection of the compiled [`Plan`]: nothing is compiled again.
-//! [`super::render`] turns it into text; it serializes as the JSON of
-//! `explain --format json`.
+//! The CLI's `render` (cli/src/render.rs) turns it into text; it
+//! serializes as the JSON of `explain --format json`.
 
 use crate::config::plan::{Bound, BoundScope, Plan, Route};
 use crate::config::Per;
