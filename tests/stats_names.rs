@@ -8,7 +8,7 @@
 
 use ratebound::count::lane::Table;
 use ratebound::reading::words;
-use ratebound::stats::{self, Kind, StatScope, Stat};
+use ratebound::stats::{self, Kind, Stat, StatScope};
 use regex::Regex;
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -8,9 +8,9 @@
 //! needs the domain: it answers OK to every descriptor of a domain it does
 //! not know, and the installation bounds would then admit everything.
 
-use ratebound::config::Unit;
 use ratebound::config::plan::Plan;
 use ratebound::config::Config;
+use ratebound::config::Unit;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
