@@ -25,7 +25,7 @@ pub const ENVOY_NAMESPACE: &str = "wasmcustom";
 /// `wasmcustom.ratebound.`: every ratebound stat in Envoy's /stats starts so.
 pub const ENVOY_PREFIX: &str = "wasmcustom.ratebound.";
 /// Prometheus names: `ratebound_<stat>` (Envoy drops `wasmcustom`).
-pub const PROMETHEUS_PREFIX: &str = "ratebound_";
+pub(crate) const PROMETHEUS_PREFIX: &str = "ratebound_";
 /// The labels the stats tags cut out of a name (envoy-demo/stats-tags.yaml).
 pub const LABEL_INSTANCE: &str = "ratebound_instance";
 pub const LABEL_ROUTE: &str = "ratebound_route";
@@ -240,7 +240,7 @@ impl Stat {
 
     /// How many stats a bound can have: they come first in [`Stat::ALL`],
     /// so a bound's table of stats stops there.
-    pub const PER_BOUND: usize = 7;
+    pub(crate) const PER_BOUND: usize = 7;
 
     /// Its place in [`Stat::ALL`], for tables indexed by stat.
     pub const fn index(self) -> usize {
@@ -284,14 +284,14 @@ impl Stat {
 }
 
 /// The stats of one bound, node or installation.
-pub fn bound_stats(installation: bool) -> impl Iterator<Item = Stat> {
+pub(crate) fn bound_stats(installation: bool) -> impl Iterator<Item = Stat> {
     Stat::ALL
         .into_iter()
         .filter(move |s| s.per_bound(installation))
 }
 
 /// The instance's stats a configuration has.
-pub fn instance_stats(plan: &Plan) -> impl Iterator<Item = Stat> + '_ {
+pub(crate) fn instance_stats(plan: &Plan) -> impl Iterator<Item = Stat> + '_ {
     Stat::ALL
         .into_iter()
         .filter(|s| s.scope() == StatScope::Instance && s.when().holds(plan))

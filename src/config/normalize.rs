@@ -54,14 +54,14 @@ pub fn path(raw: &str) -> Cow<'_, str> {
 ///
 /// A request is matched if either reading matches, so neither an upstream
 /// that splits on `%2F` nor one that does not lets a request escape.
-pub fn path_keeping_encoded_slashes(raw: &str) -> Option<Cow<'_, str>> {
+pub(crate) fn path_keeping_encoded_slashes(raw: &str) -> Option<Cow<'_, str>> {
     has_encoded_slash(cut(raw)).then(|| path_with(raw, EncodedSlash::Keep))
 }
 
 /// The request method as a route's `methods` or an operation reads it:
 /// `HEAD` is a `GET` without the body (RFC 9110 §9.3.2), answered by the same
 /// handler, so wherever `GET` is written `HEAD` matches too.
-pub fn method_matches(configured: &str, request: &str) -> bool {
+pub(crate) fn method_matches(configured: &str, request: &str) -> bool {
     configured == request || (request == "HEAD" && configured == "GET")
 }
 
@@ -88,7 +88,7 @@ pub enum Port<'a> {
 /// Splits `host[:port]` (or `[v6]:port`) into its name, as written, and
 /// its port. A name that is not a host name followed by a port (`::1`
 /// without brackets, `a:b:c`) is all name.
-pub fn split_host(raw: &str) -> (&str, Port<'_>) {
+pub(crate) fn split_host(raw: &str) -> (&str, Port<'_>) {
     let (name, port) = if raw.starts_with('[') {
         match raw.find(']') {
             Some(close) => {
@@ -127,7 +127,7 @@ fn port_number(p: &str) -> Option<u16> {
 
 /// Why a configured host (or authority) can never be an `:authority`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AuthorityError {
+pub(crate) enum AuthorityError {
     /// Not a host name (RFC 3986 reg-name characters) or a bracketed IPv6
     /// address: spaces, control characters, `/`, `@`, `:` without a port…
     Name,
@@ -139,7 +139,7 @@ pub enum AuthorityError {
 /// 3986 reg-name characters or an IPv6 address in brackets, then at most a
 /// port from 1 to 65535 (leading zeros allowed). The JSON Schema's host
 /// pattern says the same.
-pub fn check_authority(raw: &str) -> Result<(), AuthorityError> {
+pub(crate) fn check_authority(raw: &str) -> Result<(), AuthorityError> {
     let (name, port) = match raw.strip_prefix('[') {
         Some(rest) => {
             let (inner, after) = rest.split_once(']').ok_or(AuthorityError::Name)?;

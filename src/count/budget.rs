@@ -13,17 +13,17 @@ use crate::count::lane::Table;
 /// Keys of one caller table (a bound keyed per caller).
 pub const TABLE_KEYS: u64 = Table::DEFAULT.keys() as u64;
 /// Bounds in one configuration (each also defines five Envoy stats).
-pub const CONFIG_BOUNDS: usize = 1_024;
+pub(crate) const CONFIG_BOUNDS: usize = 1_024;
 /// Keys one configuration may need: 128 caller tables, and single
 /// counters for the rest of its bounds.
 pub const CONFIG_KEYS: u64 = 128 * TABLE_KEYS + CONFIG_BOUNDS as u64;
 /// Keys all lanes of one `vm_id` may have created, across instances and
 /// the configurations alive (in force and draining): four full ones.
-pub const VM_KEYS: u64 = 4 * CONFIG_KEYS;
+pub(crate) const VM_KEYS: u64 = 4 * CONFIG_KEYS;
 /// Lanes of one `vm_id`.
-pub const LANES: usize = 4 * CONFIG_BOUNDS;
+pub(crate) const LANES: usize = 4 * CONFIG_BOUNDS;
 /// Configurations alive at once in one `vm_id` (in force and draining).
-pub const LIVE_CONFIGURATIONS: usize = 64;
+pub(crate) const LIVE_CONFIGURATIONS: usize = 64;
 
 /// What a configuration needs: (caller tables, single counters).
 pub fn keys_of(tables: usize, singles: usize) -> u64 {

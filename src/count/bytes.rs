@@ -7,30 +7,30 @@ fn array_at<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
     b.get(at..at.checked_add(N)?)?.try_into().ok()
 }
 
-pub fn read_u32(b: &[u8], at: usize) -> Option<u32> {
+pub(crate) fn read_u32(b: &[u8], at: usize) -> Option<u32> {
     array_at(b, at).map(u32::from_le_bytes)
 }
 
-pub fn read_u64(b: &[u8], at: usize) -> Option<u64> {
+pub(crate) fn read_u64(b: &[u8], at: usize) -> Option<u64> {
     array_at(b, at).map(u64::from_le_bytes)
 }
 
-pub fn read_f64(b: &[u8], at: usize) -> Option<f64> {
+pub(crate) fn read_f64(b: &[u8], at: usize) -> Option<f64> {
     array_at(b, at).map(f64::from_le_bytes)
 }
 
 // For values whose length the caller checked first: a short slice reads as
 // 0, never a panic.
-pub fn u32_at(b: &[u8], at: usize) -> u32 {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
     read_u32(b, at).unwrap_or(0)
 }
 
-pub fn u64_at(b: &[u8], at: usize) -> u64 {
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
     read_u64(b, at).unwrap_or(0)
 }
 
 /// Fields read one after another from the front of a value.
-pub struct Reader<'a>(&'a [u8]);
+pub(crate) struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
     pub fn new(b: &'a [u8]) -> Reader<'a> {

@@ -31,7 +31,7 @@ pub struct Table {
 /// Two buckets of two with room for eight: every caller's buckets are 0
 /// and 1, so tests fill both with four callers.
 #[cfg(test)]
-pub const TWO_BY_TWO: Table = Table {
+pub(crate) const TWO_BY_TWO: Table = Table {
     buckets: 2,
     per_bucket: 2,
     cap: 8,
@@ -139,7 +139,7 @@ impl Lane {
     }
 
     /// The same lane holding `kind`'s values.
-    pub fn of_kind(self, kind: LaneKind) -> Lane {
+    pub(crate) fn of_kind(self, kind: LaneKind) -> Lane {
         Lane { kind, ..self }
     }
 
@@ -148,18 +148,18 @@ impl Lane {
     }
 
     /// Its buckets (0 for `per: route`).
-    pub fn bucket_count(&self) -> usize {
+    pub(crate) fn bucket_count(&self) -> usize {
         self.buckets()
     }
 
     /// The route's counter, or a keyed lane's overflow counter.
-    pub fn single_key(&self) -> &str {
+    pub(crate) fn single_key(&self) -> &str {
         &self.single_key
     }
 
     /// Every key this lane uses, so they can be created ahead of use; the
     /// tracked-count key comes last (its presence says the rest exist).
-    pub fn all_keys(&self) -> impl Iterator<Item = String> + '_ {
+    pub(crate) fn all_keys(&self) -> impl Iterator<Item = String> + '_ {
         let buckets = (0..self.buckets()).map(|i| format!("{}:{i}", self.prefix));
         let meta = self.table.map(|_| self.meta_key.clone());
         std::iter::once(self.single_key.clone())
@@ -180,7 +180,7 @@ impl Lane {
     /// reading them first (none of its bucket keys can exist; the single
     /// counter is rewritten empty, which its new tag would read as empty
     /// anyway). Half the host calls of [`Lane::create_keys`].
-    pub fn create_new_keys<S: Store + ?Sized>(&self, store: &S) -> Result<(), StoreError> {
+    pub(crate) fn create_new_keys<S: Store + ?Sized>(&self, store: &S) -> Result<(), StoreError> {
         for key in self.all_keys() {
             store.set(&key, &[], None)?;
         }
@@ -188,7 +188,7 @@ impl Lane {
     }
 
     /// The key whose presence says every key of this lane exists.
-    pub fn last_key(&self) -> &str {
+    pub(crate) fn last_key(&self) -> &str {
         match self.table {
             Some(_) => &self.meta_key,
             None => &self.single_key,

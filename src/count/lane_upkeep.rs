@@ -7,7 +7,7 @@ use crate::count::{fleet_lane, node_lane};
 
 /// Takes back one request recorded by [`commit`](crate::count::lane::commit)
 /// (a later bound refused).
-pub fn undo<S: Store + ?Sized>(store: &S, lane: &Lane, u: Undo) -> Result<(), StoreError> {
+pub(crate) fn undo<S: Store + ?Sized>(store: &S, lane: &Lane, u: Undo) -> Result<(), StoreError> {
     charge(store, lane, u, -i64::from(u.hits))
 }
 

@@ -21,13 +21,13 @@ use crate::count::bytes::u64_at;
 use crate::count::store::{update, Store, StoreError};
 
 /// Shared-data keys of an instance's lock table.
-pub const SLOTS: u64 = 64;
+pub(crate) const SLOTS: u64 = 64;
 /// Locks one key holds (16 bytes each).
-pub const PER_SLOT: usize = 32;
+pub(crate) const PER_SLOT: usize = 32;
 const ENTRY: usize = 16;
 
 /// The shared-data key that holds lock `id` of `instance`.
-pub fn slot_key(instance: &str, id: u64) -> String {
+pub(crate) fn slot_key(instance: &str, id: u64) -> String {
     format!("ratebound:{instance}:locks:{}", id % SLOTS)
 }
 

@@ -32,7 +32,7 @@ struct RefusalSlot {
     limit: u32,
 }
 
-pub struct Refusals {
+pub(crate) struct Refusals {
     slots: Vec<RefusalSlot>,
 }
 

@@ -68,10 +68,10 @@ pub trait Store {
 
 /// How many times one key's read-compute-write is retried on contention
 /// before the operation gives up with an error (and the request fails open).
-pub const CAS_RETRIES: usize = 32;
+pub(crate) const CAS_RETRIES: usize = 32;
 
 /// What one attempt of a compare-and-swap came to.
-pub enum Attempt<T> {
+pub(crate) enum Attempt<T> {
     Done(T),
     /// Another writer won: try again.
     Stale,
@@ -79,7 +79,7 @@ pub enum Attempt<T> {
 
 /// The one compare-and-swap loop: `attempt` until it is done, at most
 /// [`CAS_RETRIES`] times; then `what` names what stayed contended.
-pub fn retry<T>(
+pub(crate) fn retry<T>(
     what: impl FnOnce() -> String,
     mut attempt: impl FnMut() -> Result<Attempt<T>, StoreError>,
 ) -> Result<T, StoreError> {
@@ -124,7 +124,7 @@ pub fn update<S: Store + ?Sized, T>(
 /// ([`Store::recall`]): a write whose value it remembers needs no read.
 /// When the memory is stale the write's cas fails, and when it leaves
 /// nothing to write it may be wrong: both are decided again on a read.
-pub fn update_recalled<S: Store + ?Sized, T>(
+pub(crate) fn update_recalled<S: Store + ?Sized, T>(
     store: &S,
     key: &str,
     mut f: impl FnMut(Option<&[u8]>) -> (Option<Vec<u8>>, T),
@@ -142,7 +142,7 @@ pub fn update_recalled<S: Store + ?Sized, T>(
 
 /// Creates `key` empty unless it exists, so that later writes to it can all
 /// be compare-and-swap (there is no atomic create-if-absent).
-pub fn ensure<S: Store + ?Sized>(store: &S, key: &str) -> Result<(), StoreError> {
+pub(crate) fn ensure<S: Store + ?Sized>(store: &S, key: &str) -> Result<(), StoreError> {
     match store.get(key)? {
         (Some(_), _) => Ok(()),
         (None, _) => store.set(key, &[], None).map(|_| ()),

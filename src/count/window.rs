@@ -60,7 +60,7 @@ impl Counts {
 
     /// True when the counts no longer weigh on any estimate at window `win`:
     /// the key can be reclaimed.
-    pub fn expired(self, win: u64) -> bool {
+    pub(crate) fn expired(self, win: u64) -> bool {
         let c = self.at(win);
         c.cur == 0 && c.prev == 0
     }

@@ -49,7 +49,7 @@ struct WriteSlot {
 }
 
 #[derive(Debug)]
-pub struct WriteMemory {
+pub(crate) struct WriteMemory {
     slots: Vec<Option<WriteSlot>>,
     /// A value the host's cas counter has reached, and when it was learnt.
     next: Option<(u32, u64)>,
@@ -166,7 +166,7 @@ impl WriteMemory {
     }
 
     /// Reads saved and stale guesses since the last call (for stats).
-    pub fn take_counts(&mut self) -> (u64, u64) {
+    pub(crate) fn take_counts(&mut self) -> (u64, u64) {
         (
             std::mem::take(&mut self.saved),
             std::mem::take(&mut self.stale),
@@ -204,7 +204,7 @@ impl WriteMemory {
 }
 
 /// A store seen through a worker's memory of its writes, at `now_ms`.
-pub struct Remembering<'a, S: Store + ?Sized> {
+pub(crate) struct Remembering<'a, S: Store + ?Sized> {
     pub store: &'a S,
     pub memory: &'a RefCell<WriteMemory>,
     pub now_ms: u64,

@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Envoy's `source.address` is `ip:port` (`[v6]:port` for IPv6): keep the
 /// ip, so one client's connections share one counter.
-pub fn strip_port(addr: &str) -> &str {
+pub(crate) fn strip_port(addr: &str) -> &str {
     if let Some(rest) = addr.strip_prefix('[') {
         return rest.split_once(']').map_or(rest, |(ip, _)| ip);
     }
@@ -76,7 +76,7 @@ impl Network<'_> {
     /// Feeds the network to a key hash: a family tag, the prefix length and
     /// the masked bits — one input per network, whatever the spelling of
     /// the address, and none shared with another family or with text.
-    pub fn hash_into<H: Hasher>(&self, h: &mut H) {
+    pub(crate) fn hash_into<H: Hasher>(&self, h: &mut H) {
         match self {
             Network::V4 { net, len } => {
                 h.write_u8(4);

@@ -20,7 +20,7 @@ pub struct IdentityCache {
 /// A worker's two identity caches for a configuration: session answers per
 /// credential, and identities of verified JWTs per token. One not
 /// configured caches nothing.
-pub fn caches_for(
+pub(crate) fn caches_for(
     identity: Option<&crate::config::IdentityConfig>,
 ) -> (RefCell<IdentityCache>, RefCell<IdentityCache>) {
     let cache = |sized: Option<(usize, u64)>| {
@@ -37,7 +37,7 @@ pub fn caches_for(
 }
 
 /// The cache key of a credential (`seed` is the installation's).
-pub fn credential_key(seed: [u64; 2], credential: &str) -> u128 {
+pub(crate) fn credential_key(seed: [u64; 2], credential: &str) -> u128 {
     let mut h = SipHasher13::new_with_keys(seed[1], seed[0]);
     h.write(credential.as_bytes());
     h.finish128().as_u128()
@@ -66,7 +66,7 @@ impl IdentityCache {
 
     /// As `insert`, but forgotten at `until_ms` if that comes before the
     /// configured time is up (a token's expiry).
-    pub fn insert_until(&mut self, key: u128, id: Identity, now_ms: u64, until_ms: u64) {
+    pub(crate) fn insert_until(&mut self, key: u128, id: Identity, now_ms: u64, until_ms: u64) {
         // Nothing to remember with a ttl of 0 or a token already expired.
         let expires = now_ms.saturating_add(self.ttl_ms).min(until_ms);
         if expires <= now_ms {

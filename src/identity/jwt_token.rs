@@ -66,7 +66,7 @@ fn claimed(token: &str, jwt: &JwtSource) -> Option<(Identity, Option<u64>)> {
 /// `token`: only if it names someone and the token's own claims read the
 /// same, so a token other than the one verified is never remembered; never
 /// past the token's `exp`.
-pub fn vouched_until(token: &str, jwt: &JwtSource, verified: &Identity) -> Option<u64> {
+pub(crate) fn vouched_until(token: &str, jwt: &JwtSource, verified: &Identity) -> Option<u64> {
     if !verified.authenticated() {
         return None;
     }

@@ -22,7 +22,7 @@ pub struct Identity {
 
 impl Identity {
     /// A verified principal was named.
-    pub fn authenticated(&self) -> bool {
+    pub(crate) fn authenticated(&self) -> bool {
         self.user.is_some() || self.token.is_some()
     }
 
@@ -134,7 +134,10 @@ fn pairs(bytes: &[u8]) -> Option<Vec<(String, String)>> {
 /// The identity in a JWT's claims, `claim` giving each configured claim
 /// (dotted path) as the bytes Envoy hands over for it. Shared by the
 /// metadata jwt_authn wrote and the token itself, so both read alike.
-pub fn from_claims(jwt: &JwtSource, mut claim: impl FnMut(&str) -> Option<Vec<u8>>) -> Identity {
+pub(crate) fn from_claims(
+    jwt: &JwtSource,
+    mut claim: impl FnMut(&str) -> Option<Vec<u8>>,
+) -> Identity {
     let mut read = |name: Option<&str>| name.and_then(&mut claim);
     let user = read(Some(&jwt.user_claim)).and_then(|b| text(&b));
     let org = read(jwt.org_claim.as_deref()).and_then(|b| text(&b));
@@ -151,7 +154,7 @@ pub fn from_claims(jwt: &JwtSource, mut claim: impl FnMut(&str) -> Option<Vec<u8
 }
 
 /// The identity of an mTLS peer from its URI SAN (`spiffe://td/ns/NS/sa/SA`).
-pub fn from_spiffe(uri: &str, org_from_namespace: bool) -> Identity {
+pub(crate) fn from_spiffe(uri: &str, org_from_namespace: bool) -> Identity {
     let org = org_from_namespace
         .then(|| {
             let mut parts = uri.split('/');
@@ -171,7 +174,7 @@ pub fn from_spiffe(uri: &str, org_from_namespace: bool) -> Identity {
 
 /// The JSON type of a value, as an error names it instead of the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JsonType {
+pub(crate) enum JsonType {
     Null,
     Boolean,
     Number,
@@ -211,7 +214,7 @@ impl fmt::Display for JsonType {
 /// fields and JSON types only: never a value from the answer (a user, a
 /// token id, roles) — serde's own messages quote them, so none is passed on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionError {
+pub(crate) enum SessionError {
     /// A 200 without a body.
     Empty,
     /// A status that means neither an identity nor "not signed in"
@@ -271,7 +274,7 @@ impl std::error::Error for SessionError {}
 /// What the session service's reply means: 200 carries an identity,
 /// 401/403/404 mean not signed in (anonymous, a valid answer), anything
 /// else is an error. `body` is read only for a 200.
-pub fn session_outcome(
+pub(crate) fn session_outcome(
     status: &str,
     body: impl FnOnce() -> Option<Vec<u8>>,
 ) -> Result<Identity, SessionError> {
@@ -285,7 +288,7 @@ pub fn session_outcome(
 /// The session service's answer: `{"user", "org", "roles", "token_id"}`,
 /// every field optional (null is absent), others ignored. Anything else
 /// is an error that names the field and its type, never its value.
-pub fn from_session_answer(body: &[u8]) -> Result<Identity, SessionError> {
+pub(crate) fn from_session_answer(body: &[u8]) -> Result<Identity, SessionError> {
     use serde_json::Value;
     let answer: Value = serde_json::from_slice(body).map_err(|e| SessionError::NotJson {
         line: e.line(),

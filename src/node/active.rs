@@ -59,7 +59,7 @@ impl std::fmt::Display for ConfigureError {
 
 /// Parses, compiles, and binds every bound to its lane (caller tables of
 /// `table`'s size) in shared data; its requests owe costs to `owed`.
-pub fn activate<H: NodeHost>(
+pub(crate) fn activate<H: NodeHost>(
     host: &mut H,
     bytes: &[u8],
     table: Table,

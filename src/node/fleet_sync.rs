@@ -26,16 +26,16 @@ use crate::pipeline::phase::service::ServiceCall;
 
 /// Descriptors per call: the real service answered 200 in one piece
 /// (docs/fleet.md).
-pub const MAX_DESCRIPTORS: usize = 200;
+pub(crate) const MAX_DESCRIPTORS: usize = 200;
 
 /// Keys per sync, at most: 5 calls' worth. Past it, keys go by need (unsent hits
 /// first, then the longest unanswered): a spray of junk keys cannot make
 /// the sync outlast its period (timeouts) nor push a busy key out.
-pub const MAX_SYNC_KEYS: usize = 5 * MAX_DESCRIPTORS;
+pub(crate) const MAX_SYNC_KEYS: usize = 5 * MAX_DESCRIPTORS;
 
 /// The override is this multiple of the limit: a count up to it is read
 /// as it is (above the limit, a node needs no more than that to refuse).
-pub const WIDE: u32 = 4;
+pub(crate) const WIDE: u32 = 4;
 
 /// The heartbeat's override: far more nodes than any fleet has.
 const BEAT_LIMIT: u32 = 1_000_000;
@@ -94,7 +94,7 @@ fn node_key_of<'a>(instance: &'a str, node: &'a str) -> [(&'static str, &'a str)
 
 /// How long a lease holds: three ticks of a sync, and at least the 1 s
 /// tick, so a live holder renews it well before it runs out.
-pub fn lease_ms(sync_ms: u64) -> u64 {
+pub(crate) fn lease_ms(sync_ms: u64) -> u64 {
     3 * sync_ms.max(1_000)
 }
 
@@ -385,7 +385,7 @@ fn failure_of(e: &RlsError) -> Failure {
 /// unless Envoy's `grpc-message` of an answered call says the service was
 /// never reached ("… connection failure …", "no healthy upstream", an
 /// overflowed circuit breaker).
-pub fn failed_call_status(status: u32, answered: bool, grpc_message: &str) -> u32 {
+pub(crate) fn failed_call_status(status: u32, answered: bool, grpc_message: &str) -> u32 {
     let message = grpc_message.to_ascii_lowercase();
     let unreached = answered
         && ["connection failure", "no healthy upstream", "overflow"]
@@ -400,7 +400,7 @@ pub fn failed_call_status(status: u32, answered: bool, grpc_message: &str) -> u3
 
 /// The `id` (field 1) of a serialized `envoy.config.core.v3.Node`, as the
 /// host's `node` property may give it; `None` when there is none.
-pub fn node_id_of(bytes: &[u8]) -> Option<String> {
+pub(crate) fn node_id_of(bytes: &[u8]) -> Option<String> {
     use prost::Message;
     #[derive(Clone, PartialEq, prost::Message)]
     struct NodeId {

@@ -47,7 +47,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 /// The period of everything but the fleet sync.
-pub const HOUSEKEEPING_MS: u64 = 1_000;
+pub(crate) const HOUSEKEEPING_MS: u64 = 1_000;
 /// Ticks come a little early or late: a tick this close to the period
 /// counts as a whole one.
 const TICK_SLACK_MS: u64 = 50;

@@ -5,7 +5,7 @@ use crate::count::{lane, lane_upkeep};
 use crate::pipeline::Level;
 
 /// Buckets swept per caller table per tick: a full sweep every 5 s.
-pub const SWEEP_CHUNK: usize = 256;
+pub(crate) const SWEEP_CHUNK: usize = 256;
 
 /// Sweeps expired callers out of the caller tables that track any, a chunk
 /// of buckets each, and writes the tracked gauges. Idle tables cost one

@@ -13,12 +13,12 @@ use crate::pipeline::phase::service::ServiceCall;
 
 /// How long the warm-up call may take: it is no request's, so it may wait
 /// for a slow first connection far longer than a request would.
-pub const TIMEOUT_MS: u64 = 5_000;
+pub(crate) const TIMEOUT_MS: u64 = 5_000;
 
 /// Tries, one a tick at most: while the service is unreachable (started
 /// after Envoy), each try is one connection attempt; after these the first
 /// sign-in opens the connection, as without a warm-up.
-pub const TRIES: u32 = 30;
+pub(crate) const TRIES: u32 = 30;
 
 /// The descriptor of the call. The service's configuration (`rls-config`)
 /// has no such descriptor and it carries no limit, so the service answers
@@ -46,7 +46,7 @@ pub fn call(plan: &Plan) -> Option<ServiceCall<'_>> {
 
 /// Where a worker's warm-up stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WarmUp {
+pub(crate) enum WarmUp {
     /// No call in flight; `tries` failed so far, and the next tick tries.
     Idle { tries: u32 },
     /// A call is in flight; `tries` failed before it.

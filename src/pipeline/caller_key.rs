@@ -15,7 +15,7 @@ use std::hash::Hasher;
 
 /// What named the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Named {
+pub(crate) enum Named {
     Value,
     Network,
 }
@@ -23,7 +23,7 @@ pub enum Named {
 /// The value a bound keyed `per` reads from the caller's identity; `None`:
 /// the network names the caller. Accounts are read from the request, not
 /// from an identity (installation bounds: the caller gives its own).
-pub fn value_of<'a>(
+pub(crate) fn value_of<'a>(
     per: Per,
     identity: Option<&'a Identity>,
     model: Option<&'a str>,
@@ -61,7 +61,7 @@ fn feed<H: Hasher>(
 }
 
 /// The 64-bit key of a caller in a lane (node and fleet bounds).
-pub fn key64(
+pub(crate) fn key64(
     keys: [u64; 2],
     per: Per,
     value: Option<&str>,
@@ -75,7 +75,7 @@ pub fn key64(
 
 /// The 128-bit key of a caller at the rate-limit service, with what named
 /// it (installation bounds: a descriptor value).
-pub fn key128(
+pub(crate) fn key128(
     keys: [u64; 2],
     per: Per,
     value: Option<&str>,

@@ -62,7 +62,7 @@ pub(super) fn is_grpc<H: Host>(host: &H) -> bool {
 
 impl Exchange {
     /// What the request waits for, if it waits.
-    pub fn waits_for(&self) -> Option<WaitFor> {
+    pub(crate) fn waits_for(&self) -> Option<WaitFor> {
         self.kept.as_ref().map(|(_, w)| *w)
     }
 
@@ -264,7 +264,7 @@ impl<'p> Worker<'p> {
 
     /// The rate-limit service answered (gRPC status `status`, `size` bytes
     /// of message). `Continue` when the paused request is to go on.
-    pub fn on_service_answer<H: Host>(
+    pub(crate) fn on_service_answer<H: Host>(
         &self,
         host: &mut H,
         ex: &mut Exchange,

@@ -80,7 +80,7 @@ pub fn rls_status<H: Base + ?Sized>(host: &H) -> u32 {
 }
 
 /// The message of the rate-limit service's answer (`size` bytes, framed).
-pub fn rls_message<H: Base + ?Sized>(host: &H, size: usize) -> Option<Vec<u8>> {
+pub(crate) fn rls_message<H: Base + ?Sized>(host: &H, size: usize) -> Option<Vec<u8>> {
     let framed = host.answer_body(size)?;
     crate::rls::unframe(&framed).ok().map(<[u8]>::to_vec)
 }
@@ -157,7 +157,7 @@ pub struct LogGate {
 }
 
 impl LogGate {
-    pub const EVERY_MS: u64 = 10_000;
+    pub(crate) const EVERY_MS: u64 = 10_000;
 
     /// `Some(held back since the last one)` when this one is to be logged.
     pub fn pass(&self, now_ms: u64) -> Option<u64> {

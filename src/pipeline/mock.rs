@@ -158,7 +158,7 @@ impl MockHost {
 
     /// The size of the rate-limit service's answer, framed as Envoy hands
     /// it over.
-    pub fn service_answer_size(&self) -> usize {
+    pub(crate) fn service_answer_size(&self) -> usize {
         self.service_answer
             .as_ref()
             .map_or(0, |(_, b)| crate::rls::frame(b).len())
@@ -393,7 +393,7 @@ pub struct Filter {
 }
 
 /// Small tables: tests fill them quickly.
-pub const SMALL: Table = Table {
+pub(crate) const SMALL: Table = Table {
     buckets: 16,
     per_bucket: 4,
     cap: 32,

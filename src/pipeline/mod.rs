@@ -59,7 +59,7 @@ use std::cell::RefCell;
 
 /// The filter state key (under Envoy's `wasm.`) of the bound that would
 /// have refused a request let through: `%FILTER_STATE(wasm.ratebound.would_refuse:PLAIN)%`.
-pub const WOULD_REFUSE_STATE: &str = "ratebound.would_refuse";
+pub(crate) const WOULD_REFUSE_STATE: &str = "ratebound.would_refuse";
 
 /// A worker's view of a configuration in force: the limiter and the
 /// per-worker memories a request uses.

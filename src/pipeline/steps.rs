@@ -27,7 +27,7 @@ use crate::identity::Identity;
 impl<'p> Worker<'p> {
     /// Reads what the plan needs of the request and decides it, as far as
     /// it can without waiting.
-    pub fn begin<H: Host>(&self, host: &mut H) -> Next<'p> {
+    pub(crate) fn begin<H: Host>(&self, host: &mut H) -> Next<'p> {
         let Some(arrived) = self.arrive(host) else {
             return Next::Decided(Decision::Pass(None));
         };
@@ -123,7 +123,7 @@ impl<'p> Worker<'p> {
     /// The session service answered `status` (and `body`, read only for a
     /// 200), or was never asked (`Err`): the identity bounds, then what
     /// comes next.
-    pub fn resume<H: Host>(
+    pub(crate) fn resume<H: Host>(
         &self,
         host: &mut H,
         r: RouteLanes<'p>,

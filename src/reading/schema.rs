@@ -6,7 +6,7 @@ use crate::config::WrittenConfig;
 
 /// The schema's `$id`: names this schema, version by version of the
 /// configuration format (a name, not a download address).
-pub const ID: &str = "urn:ratebound:filter-config:v1";
+pub(crate) const ID: &str = "urn:ratebound:filter-config:v1";
 
 /// The schema as pretty JSON with a final newline, as committed.
 pub fn text() -> String {

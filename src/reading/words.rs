@@ -88,7 +88,7 @@ pub fn bound(limit: u64, window_ms: u64, key: Per, audience: Option<&str>) -> St
 
 /// Who a bound is about ("anyone holding partner"), or `None` when it
 /// applies to everybody.
-pub fn audience(a: &Access) -> Option<String> {
+pub(crate) fn audience(a: &Access) -> Option<String> {
     if a.is_everybody() {
         return None;
     }
@@ -110,7 +110,7 @@ pub fn audience(a: &Access) -> Option<String> {
 
 /// A compiled bound in one phrase: [`bound`] for a route's,
 /// [`operation_bound`] for an operation's.
-pub fn of_bound(b: &Bound) -> String {
+pub(crate) fn of_bound(b: &Bound) -> String {
     let (limit, ms) = (u64::from(b.rate.limit), b.rate.window_ms);
     let who = audience(&b.applies_to);
     let s = match b.written.operation {
@@ -213,7 +213,7 @@ fn number_of(n: u32) -> String {
 /// What an operation bound's counter is keyed on: one counter per
 /// operation and per caller ("per user, per operation"), or one for the
 /// operation ("for the whole operation").
-pub fn per_operation(key: Per) -> String {
+pub(crate) fn per_operation(key: Per) -> String {
     match key {
         Per::Route => "for the whole operation".to_string(),
         other => format!("{}, per operation", per(other)),
@@ -221,7 +221,12 @@ pub fn per_operation(key: Per) -> String {
 }
 
 /// An operation bound in one phrase: "5 a minute per user, per operation".
-pub fn operation_bound(limit: u64, window_ms: u64, key: Per, audience: Option<&str>) -> String {
+pub(crate) fn operation_bound(
+    limit: u64,
+    window_ms: u64,
+    key: Per,
+    audience: Option<&str>,
+) -> String {
     let mut s = format!("{} {}", rate(limit, window_ms), per_operation(key));
     if let Some(who) = audience {
         s.push_str(", for ");
@@ -250,7 +255,12 @@ pub fn per_node(limit: u64, window_ms: u64, key: Per, nodes: Option<u32>) -> Str
 }
 
 /// The cluster reading of an operation bound.
-pub fn per_node_operation(limit: u64, window_ms: u64, key: Per, nodes: Option<u32>) -> String {
+pub(crate) fn per_node_operation(
+    limit: u64,
+    window_ms: u64,
+    key: Per,
+    nodes: Option<u32>,
+) -> String {
     let key = per_operation(key);
     let key = if key.contains(',') {
         format!("{key},")

@@ -7,8 +7,8 @@ use prost::Message;
 use std::fmt;
 
 /// The two statuses a refusal may carry.
-pub const RESOURCE_EXHAUSTED: u32 = GrpcCode::ResourceExhausted.number();
-pub const UNAVAILABLE: u32 = GrpcCode::Unavailable.number();
+pub(crate) const RESOURCE_EXHAUSTED: u32 = GrpcCode::ResourceExhausted.number();
+pub(crate) const UNAVAILABLE: u32 = GrpcCode::Unavailable.number();
 
 /// A gRPC status code other than OK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub enum GrpcCode {
 }
 
 impl GrpcCode {
-    pub fn from_wire(code: u32) -> GrpcCode {
+    pub(crate) fn from_wire(code: u32) -> GrpcCode {
         match code {
             1 => GrpcCode::Cancelled,
             2 => GrpcCode::Unknown,
@@ -143,7 +143,7 @@ pub struct Duration {
 /// `grpc-status-details-bin`: the status, its message and a RetryInfo of
 /// `retry_s` seconds, serialized and base64-encoded (padded: gRPC accepts
 /// both).
-pub fn status_details(code: u32, message: &str, retry_s: u64) -> String {
+pub(crate) fn status_details(code: u32, message: &str, retry_s: u64) -> String {
     let retry = RetryInfo {
         retry_delay: Some(Duration {
             seconds: i64::try_from(retry_s).unwrap_or(i64::MAX),

@@ -49,7 +49,7 @@ pub struct Shown<'a> {
 /// escaping: they are `[A-Za-z0-9_.-]`), the policy with `qu="tokens"`
 /// for a cost bound (its unit: letters only). Each value is written into one
 /// stack buffer: no allocation on the path of every admitted request.
-pub fn each_quota_header(s: &Shown, mut put: impl FnMut(&'static str, &str)) {
+pub(crate) fn each_quota_header(s: &Shown, mut put: impl FnMut(&'static str, &str)) {
     let q = &s.quota;
     let reset = seconds_up(q.reset_ms);
     let plain = match s.style {
@@ -268,7 +268,7 @@ impl Refusal {
 
 /// The 503 body when an installation bound could not be checked: no bound
 /// was exceeded, so not a 429.
-pub fn unchecked_body(route: &str, bound: &str) -> String {
+pub(crate) fn unchecked_body(route: &str, bound: &str) -> String {
     format!(
         r#"{{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limit {route}/{bound} could not be checked; retry in 1 s","route":"{route}","bound":"{bound}","retry_after":1}}"#
     )
@@ -276,7 +276,7 @@ pub fn unchecked_body(route: &str, bound: &str) -> String {
 
 /// The body of a sign-in refused because its account cannot be read with
 /// certainty (400, 413 or 415): why, and how to send it.
-pub fn unreadable_body(route: &str, status: u16, reason: &str, detail: &str) -> String {
+pub(crate) fn unreadable_body(route: &str, status: u16, reason: &str, detail: &str) -> String {
     let title = match status {
         413 => "Content Too Large",
         415 => "Unsupported Media Type",

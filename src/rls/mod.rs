@@ -21,7 +21,7 @@ use core::fmt;
 use prost::Message;
 
 /// The gRPC service and method: the call's `:path` is `/SERVICE/METHOD`.
-pub const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
+pub(crate) const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 pub const METHOD: &str = "ShouldRateLimit";
 
 pub use crate::config::Unit;
@@ -33,7 +33,7 @@ pub use crate::reply::grpc::GrpcCode;
 /// and the domain. Without a secret they come from the domain alone, which
 /// is public: anyone who reads Redis could then hash a list of names and
 /// find them (`ratebound check` warns).
-pub fn service_keys(domain: &str, secret: Option<&crate::config::Secret>) -> (u64, u64) {
+pub(crate) fn service_keys(domain: &str, secret: Option<&crate::config::Secret>) -> (u64, u64) {
     use siphasher::sip128::{Hasher128, SipHasher13};
     use std::hash::Hasher;
     let mut h = SipHasher13::new_with_keys(0x7261_7465, 0x0062_6f75_6e64);
@@ -85,7 +85,7 @@ pub struct Override {
 
 /// One descriptor of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DescriptorSpec<'a> {
+pub(crate) struct DescriptorSpec<'a> {
     /// (key, value) pairs, in order; the service's counter is keyed by all of them.
     pub entries: &'a [(&'a str, &'a str)],
     pub limit: Option<Override>,
@@ -95,7 +95,7 @@ pub struct DescriptorSpec<'a> {
 }
 
 /// A `RateLimitRequest` for `domain`, encoded.
-pub fn encode_request(domain: &str, descriptors: &[DescriptorSpec<'_>]) -> Vec<u8> {
+pub(crate) fn encode_request(domain: &str, descriptors: &[DescriptorSpec<'_>]) -> Vec<u8> {
     let request = proto::RateLimitRequest {
         domain: domain.to_owned(),
         descriptors: descriptors
@@ -167,7 +167,7 @@ pub struct DescriptorAnswer {
 
 /// A decoded `RateLimitResponse`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServiceAnswer {
+pub(crate) struct ServiceAnswer {
     pub overall: Code,
     /// One per descriptor sent, in the same order.
     pub statuses: Vec<DescriptorAnswer>,
@@ -187,7 +187,7 @@ fn reset_seconds(d: &proto::Duration) -> u64 {
 }
 
 /// Decodes a `RateLimitResponse`.
-pub fn decode_answer(bytes: &[u8]) -> Result<ServiceAnswer, RlsError> {
+pub(crate) fn decode_answer(bytes: &[u8]) -> Result<ServiceAnswer, RlsError> {
     let response = proto::RateLimitResponse::decode(bytes).map_err(RlsError::Decode)?;
     let mut statuses = Vec::with_capacity(response.statuses.len());
     for status in &response.statuses {
@@ -292,7 +292,7 @@ pub fn frame(message: &[u8]) -> Vec<u8> {
 }
 
 /// The one message of a unary answer's body.
-pub fn unframe(body: &[u8]) -> Result<&[u8], RlsError> {
+pub(crate) fn unframe(body: &[u8]) -> Result<&[u8], RlsError> {
     let (head, rest) = body.split_at_checked(5).ok_or(RlsError::Frame)?;
     let [flag, len @ ..] = <[u8; 5]>::try_from(head).map_err(|_| RlsError::Frame)?;
     let len = usize::try_from(u32::from_be_bytes(len)).map_err(|_| RlsError::Frame)?;
@@ -307,7 +307,7 @@ pub fn unframe(body: &[u8]) -> Result<&[u8], RlsError> {
 /// trailers, or the headers of a trailers-only answer) when the HTTP status
 /// is 200. No answer at all (reset, timeout: Envoy reports no `:status`)
 /// is UNAVAILABLE; another HTTP status is UNKNOWN, as gRPC clients map them.
-pub fn call_status(http_status: Option<&str>, grpc_status: Option<&str>) -> u32 {
+pub(crate) fn call_status(http_status: Option<&str>, grpc_status: Option<&str>) -> u32 {
     match http_status {
         None => GrpcCode::Unavailable.number(),
         Some("200") => grpc_status

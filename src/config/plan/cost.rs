@@ -44,7 +44,7 @@ pub struct Cost {
 
 /// A request body read before admission, by default: 4 MiB (a prompt of a
 /// million tokens).
-pub const MAX_REQUEST_BYTES: usize = 4 << 20;
+pub(crate) const MAX_REQUEST_BYTES: usize = 4 << 20;
 
 impl Cost {
     /// `c` compiled, for a bound of `limit`, from what its checks found.
@@ -86,7 +86,7 @@ impl Cost {
 
     /// The request body is read before admission: for the reservation it
     /// allows itself, or to ask for its usage.
-    pub fn reads_request(&self) -> bool {
+    pub(crate) fn reads_request(&self) -> bool {
         self.from_request.is_some() || self.ask_usage
     }
 

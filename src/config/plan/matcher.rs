@@ -67,7 +67,7 @@ pub struct Normalized<'a> {
 }
 
 impl<'a> RequestInfo<'a> {
-    pub fn normalized(&self) -> Normalized<'a> {
+    pub(crate) fn normalized(&self) -> Normalized<'a> {
         Normalized {
             route_name: self.route_name,
             host: self.host.map(normalize::host),

@@ -163,12 +163,12 @@ impl Route {
     }
 
     /// Every bound with its handle.
-    pub fn bounds_with_ids(&self) -> impl Iterator<Item = (BoundId, &Bound)> {
+    pub(crate) fn bounds_with_ids(&self) -> impl Iterator<Item = (BoundId, &Bound)> {
         self.bounds.iter().enumerate().map(|(i, b)| (BoundId(i), b))
     }
 
     /// The route's own bounds (its operations' follow them in `bounds`).
-    pub fn own_bounds(&self) -> &[Bound] {
+    pub(crate) fn own_bounds(&self) -> &[Bound] {
         let own = self
             .operations
             .first()
@@ -198,7 +198,7 @@ impl Route {
 
     /// Shared-data bounds that need identity (before `applies_to` narrows
     /// them): the route's, then the operation's.
-    pub fn late_bounds(&self, op: Option<OpId>) -> &[BoundId] {
+    pub(crate) fn late_bounds(&self, op: Option<OpId>) -> &[BoundId] {
         op.and_then(|o| self.operation(o))
             .map_or(&self.late, |o| &o.late)
     }
@@ -210,7 +210,10 @@ impl Route {
 
     /// The installation bounds a request to operation `op` is counted by
     /// (before `applies_to` narrows them).
-    pub fn installation_bounds(&self, op: Option<OpId>) -> impl Iterator<Item = (BoundId, &Bound)> {
+    pub(crate) fn installation_bounds(
+        &self,
+        op: Option<OpId>,
+    ) -> impl Iterator<Item = (BoundId, &Bound)> {
         self.service_bounds
             .iter()
             .filter_map(|&id| Some((id, self.bound(id)?)))
@@ -221,7 +224,7 @@ impl Route {
 
     /// The operation a request is, when the route lists operations: under
     /// either reading of its path.
-    pub fn operation_for(&self, r: &Normalized) -> Option<OpId> {
+    pub(crate) fn operation_for(&self, r: &Normalized) -> Option<OpId> {
         let tree = self.op_tree.as_ref()?;
         let method = r.method?;
         r.paths().find_map(|p| tree.find(method, p)).map(OpId)
@@ -309,7 +312,7 @@ impl Bound {
 
     /// What an installation bound's number means, said where it is typed
     /// (`check`, `explain`).
-    pub fn service_reading(cluster: &str) -> String {
+    pub(crate) fn service_reading(cluster: &str) -> String {
         format!(
             "exact for the whole installation (rate-limit service `{cluster}`, Redis); fixed \
              window: up to 2× the limit around a window edge"
@@ -333,7 +336,7 @@ pub struct Written {
 }
 
 /// The name of an operation's bound in refusals and stats.
-pub fn qualified_name(operation: &str, bound: &str) -> String {
+pub(crate) fn qualified_name(operation: &str, bound: &str) -> String {
     format!("{operation}.{bound}")
 }
 
@@ -345,7 +348,7 @@ impl Plan {
 
     /// [`Plan::route_for`] of a request already normalised (the request
     /// path normalises once, for the route and its operation).
-    pub fn route_for_normalized(&self, r: &Normalized) -> Option<RouteId> {
+    pub(crate) fn route_for_normalized(&self, r: &Normalized) -> Option<RouteId> {
         self.routes
             .iter()
             .position(|route| route.matcher.matches(r))
@@ -357,12 +360,12 @@ impl Plan {
     }
 
     /// Every route with its handle.
-    pub fn routes_with_ids(&self) -> impl Iterator<Item = (RouteId, &Route)> {
+    pub(crate) fn routes_with_ids(&self) -> impl Iterator<Item = (RouteId, &Route)> {
         self.routes.iter().enumerate().map(|(i, r)| (RouteId(i), r))
     }
 
     /// Some bound is a fleet bound: the configuration syncs.
-    pub fn has_fleet_bounds(&self) -> bool {
+    pub(crate) fn has_fleet_bounds(&self) -> bool {
         self.routes
             .iter()
             .any(|r| r.bounds.iter().any(|b| b.fleet().is_some()))

@@ -110,7 +110,7 @@ pub enum CostSource {
 
 impl CostSource {
     /// Read in the response's body (`response_json`, or its parts).
-    pub fn in_body(&self) -> bool {
+    pub(crate) fn in_body(&self) -> bool {
         matches!(
             self,
             CostSource::ResponseJson(_) | CostSource::ResponseParts { .. }
@@ -118,7 +118,7 @@ impl CostSource {
     }
 
     /// The pointer an answer's usage event names (the output's, for parts).
-    pub fn usage_pointer(&self) -> Option<&str> {
+    pub(crate) fn usage_pointer(&self) -> Option<&str> {
         match self {
             CostSource::ResponseJson(p) => Some(p),
             CostSource::ResponseParts { output, .. } => Some(output),

@@ -35,7 +35,7 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// The kind of a serde error, said where serde's error is received:
     /// serde says it only in its words.
-    pub fn of_serde(e: &serde_json::Error) -> ErrorKind {
+    pub(crate) fn of_serde(e: &serde_json::Error) -> ErrorKind {
         if !e.is_data() {
             return ErrorKind::Text;
         }

@@ -177,7 +177,7 @@ pub struct Access {
 }
 
 impl Access {
-    pub fn is_everybody(&self) -> bool {
+    pub(crate) fn is_everybody(&self) -> bool {
         self.roles.is_empty() && self.orgs.is_empty() && !self.authenticated && !self.anonymous
     }
 }

@@ -3,7 +3,7 @@
 
 /// A name of ours: `[A-Za-z0-9_-]`, 1 to 64 bytes (it goes into stat names
 /// and shared-data keys).
-pub fn valid_name(s: &str) -> bool {
+pub(crate) fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
@@ -11,7 +11,7 @@ pub fn valid_name(s: &str) -> bool {
 }
 
 /// A lowercase request header name a trusted filter can set.
-pub fn is_header_name(v: &str) -> bool {
+pub(crate) fn is_header_name(v: &str) -> bool {
     !v.is_empty()
         && !v.starts_with(':')
         && v.bytes()

@@ -101,7 +101,7 @@ impl RateLimitServiceConfig {
     /// How long a fleet sync's call may take: no request waits for it, so
     /// up to a sync period (a batch of 200 keys can outlast a request's
     /// `timeout_ms` on a loaded service), and never less than `timeout_ms`.
-    pub fn sync_timeout_ms(&self) -> u64 {
+    pub(crate) fn sync_timeout_ms(&self) -> u64 {
         self.sync_ms.max(self.timeout_ms)
     }
 }
@@ -124,7 +124,7 @@ pub enum ServiceOnError {
 /// its `value`, or the environment variable `env` read through `getenv`.
 /// The same secret must reach every Envoy of the installation, or they
 /// count one caller under different keys.
-pub fn resolve_key_secret(
+pub(crate) fn resolve_key_secret(
     c: &WrittenConfig,
     getenv: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<Secret>, ConfigError> {
@@ -141,7 +141,7 @@ fn key_secret(c: &WrittenConfig) -> Option<&KeySecretConfig> {
 /// The other secret of a rotation (`key_secret.also_read`), resolved as
 /// [`resolve_key_secret`] resolved the secret (`counted`); refused when it
 /// holds the same bytes (every count would be read twice).
-pub fn resolve_also_read(
+pub(crate) fn resolve_also_read(
     c: &WrittenConfig,
     counted: Option<&Secret>,
     getenv: impl Fn(&str) -> Option<String>,

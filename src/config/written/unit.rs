@@ -10,7 +10,7 @@ pub enum Unit {
     Day,
 }
 
-pub const UNITS: [Unit; 4] = [Unit::Second, Unit::Minute, Unit::Hour, Unit::Day];
+pub(crate) const UNITS: [Unit; 4] = [Unit::Second, Unit::Minute, Unit::Hour, Unit::Day];
 
 impl Unit {
     pub fn ms(self) -> u64 {
@@ -43,7 +43,7 @@ impl Unit {
     }
 
     /// The unit of a window of `ms`, if the service keeps it.
-    pub fn of_ms(ms: u64) -> Option<Unit> {
+    pub(crate) fn of_ms(ms: u64) -> Option<Unit> {
         UNITS.into_iter().find(|u| u.ms() == ms)
     }
 

@@ -39,26 +39,26 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 /// The directory's one shared-data key.
-pub const DIRECTORY_KEY: &str = "ratebound:dir";
+pub(crate) const DIRECTORY_KEY: &str = "ratebound:dir";
 
 /// A configuration none of whose root contexts ticked for this long is
 /// taken for gone (its VM died without saying so).
-pub const LEASE_MS: u64 = 60_000;
+pub(crate) const LEASE_MS: u64 = 60_000;
 /// A configuration none of whose root contexts ticked yet is kept this
 /// long (Envoy may reject the push before any tick).
-pub const GRACE_MS: u64 = 10_000;
+pub(crate) const GRACE_MS: u64 = 10_000;
 /// How often a configuration's ticks refresh its `seen` time: the only
 /// directory write of a steady state (every write of any key moves the
 /// host's cas counter, which makes the workers' write memories guess
 /// again; see `write_memory`).
-pub const HEARTBEAT_MS: u64 = 5_000;
+pub(crate) const HEARTBEAT_MS: u64 = 5_000;
 /// Root contexts of the same configuration arriving this soon after the
 /// first join it even when a newer configuration of the instance exists
 /// (Envoy configures the main thread first, then each worker).
-pub const JOIN_MS: u64 = 10_000;
+pub(crate) const JOIN_MS: u64 = 10_000;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Directory {
+pub(crate) struct Directory {
     /// Keys for hashing caller identities, shared by every worker.
     pub seed: [u64; 2],
     /// The last generation handed out.
@@ -69,7 +69,7 @@ pub struct Directory {
 
 /// A configuration alive in some VM.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LiveConfig {
+pub(crate) struct LiveConfig {
     /// Hash of the instance name.
     pub instance: u64,
     /// Hash of the whole configuration.
@@ -84,7 +84,7 @@ pub struct LiveConfig {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LaneEntry {
+pub(crate) struct LaneEntry {
     pub instance: u64,
     pub fingerprint: u64,
     pub tag: u32,
@@ -158,7 +158,7 @@ pub struct Registered {
 
 /// What a tick learns from [`Directory::beat`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DirectoryBeat {
+pub(crate) struct DirectoryBeat {
     /// The newest live configuration of its instance: it keeps gauges and
     /// sweeps; older ones only serve connections that are draining.
     pub current: bool,
@@ -373,7 +373,7 @@ impl Directory {
 
     /// A root context of generation `gen` is gone.
     /// Returns the root contexts still in it.
-    pub fn leave(&mut self, gen: u64) -> u32 {
+    pub(crate) fn leave(&mut self, gen: u64) -> u32 {
         let mut left = 0;
         if let Some(l) = self.live.iter_mut().find(|l| l.gen == gen) {
             l.refs = l.refs.saturating_sub(1);
@@ -387,7 +387,12 @@ impl Directory {
     /// force. `None` when the directory no longer knows it. The bool says
     /// whether the directory changed (and must be written).
     /// `join`: this is the context's first tick (it joins the entry).
-    pub fn beat(&mut self, gen: u64, join: bool, now_ms: u64) -> Option<(DirectoryBeat, bool)> {
+    pub(crate) fn beat(
+        &mut self,
+        gen: u64,
+        join: bool,
+        now_ms: u64,
+    ) -> Option<(DirectoryBeat, bool)> {
         let before = self.live.len();
         self.expire(now_ms);
         let mut changed = self.live.len() != before;
@@ -408,7 +413,7 @@ impl Directory {
     }
 }
 
-pub fn lane_prefix(lane: usize) -> String {
+pub(crate) fn lane_prefix(lane: usize) -> String {
     format!("rb:{lane}")
 }
 
@@ -467,12 +472,12 @@ pub fn register<S: Store + ?Sized>(
 }
 
 /// A root context of generation `gen` is going away.
-pub fn leave<S: Store + ?Sized>(store: &S, gen: u64) -> Result<u32, StoreError> {
+pub(crate) fn leave<S: Store + ?Sized>(store: &S, gen: u64) -> Result<u32, StoreError> {
     change(store, [0, 0], |dir| (true, dir.leave(gen)))
 }
 
 /// A tick of generation `gen` (see [`Directory::beat`]).
-pub fn beat<S: Store + ?Sized>(
+pub(crate) fn beat<S: Store + ?Sized>(
     store: &S,
     gen: u64,
     join: bool,

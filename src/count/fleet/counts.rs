@@ -93,7 +93,7 @@ pub struct Sent {
 /// A sync still in flight this long after it was taken is taken for lost
 /// (its caller is gone: every call has a timeout of at most 10 s); it may
 /// have reached the service, so its hits are kept as `doubt`, not re-sent.
-pub const LOST_MS: u64 = 15_000;
+pub(crate) const LOST_MS: u64 = 15_000;
 
 /// What a fleet bound says about one more request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,7 +191,7 @@ impl FleetCounts {
 
     /// Hits this node admitted that its last answer did not count and that
     /// no answer or failure has settled yet: what the share bounds.
-    pub fn since_answer(&self) -> u32 {
+    pub(crate) fn since_answer(&self) -> u32 {
         self.unsynced
             .saturating_add(self.carried)
             .saturating_add(self.pending.map_or(0, |s| s.hits))
@@ -380,7 +380,7 @@ impl FleetCounts {
 
     /// True when nothing about the key weighs at window `win` and nothing
     /// is left to send: the key can be reclaimed.
-    pub fn expired(&self, win: u64) -> bool {
+    pub(crate) fn expired(&self, win: u64) -> bool {
         let s = self.at(win);
         s.view().cur == 0 && s.prev == 0 && s.own_prev == 0 && s.pending.is_none()
     }
@@ -402,7 +402,7 @@ impl FleetRate {
     /// learns what the fleet has left before admitting more. A tenth: a new
     /// caller's first requests pass (a page's worth), and a key new to
     /// every other node costs the fleet at most a tenth of a share each.
-    pub fn join_share(&self) -> u32 {
+    pub(crate) fn join_share(&self) -> u32 {
         let share = self.share();
         if self.nodes <= 1 && self.counted {
             return share;
@@ -442,7 +442,7 @@ impl FleetRate {
     /// however their admissions line up (a burst on every node right after
     /// a sync), together they admit about what was left, plus 1 a node for
     /// the rounding.
-    pub fn allowance(&self, s: &FleetCounts, now_ms: u64) -> u32 {
+    pub(crate) fn allowance(&self, s: &FleetCounts, now_ms: u64) -> u32 {
         let synced = Counts {
             win: s.win,
             cur: s.cur.saturating_add(s.unplaced).saturating_add(s.doubt),
@@ -463,7 +463,7 @@ impl FleetRate {
     /// answers than the [`allowance`](Self::allowance).
     /// A request of more units than the allowance passes the share when
     /// it is the node's first since the answer (else it never would).
-    pub fn decide_fleet(&self, state: FleetCounts, now_ms: u64, hits: u32) -> FleetVerdict {
+    pub(crate) fn decide_fleet(&self, state: FleetCounts, now_ms: u64, hits: u32) -> FleetVerdict {
         let s = state.at(self.rate.window_of(now_ms));
         let over_share = |allowance: u32| {
             let held = s.since_answer();
@@ -501,7 +501,7 @@ impl FleetRate {
     /// A key never answered, the service up: its own admissions against the
     /// [`join_share`](Self::join_share) until the first answer (a request
     /// of more units than the share takes all of it).
-    pub fn decide_join(&self, state: FleetCounts, now_ms: u64, hits: u32) -> FleetVerdict {
+    pub(crate) fn decide_join(&self, state: FleetCounts, now_ms: u64, hits: u32) -> FleetVerdict {
         let s = state.at(self.rate.window_of(now_ms));
         let join = Rate {
             limit: self.join_share(),

@@ -46,11 +46,11 @@ pub struct Record {
 }
 
 /// The heartbeat's window: the service's minute.
-pub const BEAT_MS: u64 = 60_000;
+pub(crate) const BEAT_MS: u64 = 60_000;
 
 /// What the heartbeat does at one sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Beat {
+pub(crate) struct Beat {
     /// Add this node's 1 to the count, and 1 to its own key beside it.
     pub add: bool,
     /// Read this node's own key (0 added): above 0, this run or an earlier
@@ -60,7 +60,7 @@ pub struct Beat {
 
 impl Beat {
     /// The call carries the node's own key (to read, or to add to).
-    pub fn own_key(self) -> bool {
+    pub(crate) fn own_key(self) -> bool {
         self.ask || self.add
     }
 }
@@ -128,7 +128,7 @@ impl Record {
 
     /// The heartbeat of a sync at `now`: first read the node's own key,
     /// then (if it said 0) add the 1 to the count and to the own key.
-    pub fn beat(&self, now_ms: u64) -> Beat {
+    pub(crate) fn beat(&self, now_ms: u64) -> Beat {
         let minute = now_ms / BEAT_MS;
         let due = self.beat != minute;
         Beat {
@@ -153,7 +153,7 @@ impl Record {
     /// A heartbeat call sent at `sent_ms` timed out: an add in it may have
     /// landed, so the own key is read again before any other add (the two
     /// 1s go in the same call, so the own key says whether the count's did).
-    pub fn maybe_beat(self, sent_ms: u64, beat: Beat) -> Record {
+    pub(crate) fn maybe_beat(self, sent_ms: u64, beat: Beat) -> Record {
         let mut r = self;
         if beat.add && r.asked == sent_ms / BEAT_MS {
             r.asked = 0;
@@ -163,7 +163,7 @@ impl Record {
 
     /// The heartbeat was answered: `count` nodes have added theirs in the
     /// minute `sent_ms` was in (`added`: this node's was among them).
-    pub fn heard(self, sent_ms: u64, count: u32, added: bool) -> Record {
+    pub(crate) fn heard(self, sent_ms: u64, count: u32, added: bool) -> Record {
         let minute = sent_ms / BEAT_MS;
         let mut r = self;
         if minute == r.minute.saturating_add(1) {

@@ -360,7 +360,7 @@ pub fn charge<S: Store + ?Sized>(
 
 /// Removes expired entries from one bucket's value: (what to write, how
 /// many were removed).
-pub fn sweep_value(tag: u32, value: Option<&[u8]>, win: u64) -> (Option<Vec<u8>>, u32) {
+pub(crate) fn sweep_value(tag: u32, value: Option<&[u8]>, win: u64) -> (Option<Vec<u8>>, u32) {
     let mut entries = decode(tag, value);
     let before = entries.len();
     entries.retain(|e| !e.counts.expired(win));

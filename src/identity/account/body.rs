@@ -22,7 +22,7 @@ pub fn read(place: Place, body: &[u8], mut seen: Seen) -> Result<String, Unreada
 
 /// `name` is the field to a server that compares names case-insensitively
 /// or after normalising them.
-pub fn same_field(name: &str, field: &str) -> bool {
+pub(crate) fn same_field(name: &str, field: &str) -> bool {
     name == field || fold(name) == fold(field)
 }
 

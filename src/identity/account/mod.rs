@@ -109,7 +109,7 @@ impl Unreadable {
     }
 
     /// What the client is told, for a route whose account is in `place`.
-    pub fn detail(self, place: Place) -> String {
+    pub(crate) fn detail(self, place: Place) -> String {
         let carrier = match place {
             Place::Json(f) => {
                 format!("the JSON body's field {f:?} (content-type application/json)")
@@ -160,7 +160,7 @@ impl Unreadable {
 /// Every reading of the account a request has given so far: one account,
 /// none yet, or the first problem found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Seen {
+pub(crate) struct Seen {
     account: Option<String>,
     problem: Option<Unreadable>,
 }
@@ -181,7 +181,7 @@ impl Seen {
     }
 
     /// One raw value, as its [`key`].
-    pub fn add_raw(&mut self, raw: &str) {
+    pub(crate) fn add_raw(&mut self, raw: &str) {
         self.add(key(raw));
     }
 
@@ -197,12 +197,12 @@ impl Seen {
 
 /// What a request's head says (header carrier: the account itself; body
 /// carriers: that the body can be read, and what the query string names).
-pub fn from_head(place: Place, head: &Head) -> Result<Seen, Unreadable> {
+pub(crate) fn from_head(place: Place, head: &Head) -> Result<Seen, Unreadable> {
     carrier::read(place, head)
 }
 
 /// The account of a whole body (within the cap), given what the head said.
-pub fn from_body(place: Place, body: &[u8], seen: Seen) -> Result<String, Unreadable> {
+pub(crate) fn from_body(place: Place, body: &[u8], seen: Seen) -> Result<String, Unreadable> {
     body::read(place, body, seen)
 }
 

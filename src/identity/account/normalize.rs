@@ -19,7 +19,7 @@ use unicode_normalization::UnicodeNormalization;
 
 /// The longest account read, in characters: longer than any server keeps
 /// (Django's 150, a `VARCHAR(255)`), and the fold's work stays small.
-pub const MAX_CHARS: usize = 512;
+pub(crate) const MAX_CHARS: usize = 512;
 
 /// The key a name read from a request is counted under: refused when it
 /// holds a control character, [`Unreadable::Missing`] when nothing is left.

@@ -124,7 +124,7 @@ impl BoundEvent {
 }
 
 /// A few per request: kept inline, so a decision allocates nothing.
-pub type Events = SmallVec<[BoundEvent; 4]>;
+pub(crate) type Events = SmallVec<[BoundEvent; 4]>;
 
 #[derive(Debug, Default)]
 pub struct Counted {
@@ -153,7 +153,7 @@ pub struct Prompt {
 }
 
 /// Reservations to true up: a few per request at most.
-pub type Receipts = SmallVec<[(BoundId, Receipt); 1]>;
+pub(crate) type Receipts = SmallVec<[(BoundId, Receipt); 1]>;
 
 /// Where a request took its reservation at one bound.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +172,7 @@ fn key_with(seed: [u64; 2], prefixes: Prefixes, per: Per, caller: &Caller) -> u6
 }
 
 /// The shared-data key of an instance's fleet record.
-pub fn fleet_record_key(instance: &str) -> String {
+pub(crate) fn fleet_record_key(instance: &str) -> String {
     format!("ratebound:fleet:{instance}")
 }
 
@@ -223,7 +223,7 @@ impl<'a> RouteLanes<'a> {
 /// plan order (route by route, as [`Plan::wants`] lists them, numbered from
 /// 0), as [`Limiter::new`] takes them. The one way a plan meets its lanes;
 /// [`bound_lane`] makes each lane.
-pub fn lanes_for<E>(
+pub(crate) fn lanes_for<E>(
     plan: &Plan,
     mut lane: impl FnMut(usize, &Bound) -> Result<Lane, E>,
 ) -> Result<BoundTable<Option<Lane>>, E> {
@@ -304,7 +304,7 @@ impl Limiter {
 
     /// Fleet decisions made alone (without a fresh answer from the service)
     /// since the last call.
-    pub fn take_alone(&self) -> u64 {
+    pub(crate) fn take_alone(&self) -> u64 {
         self.alone.replace(0)
     }
 
@@ -349,7 +349,7 @@ impl Limiter {
 
     /// Store reads this worker saved by remembering its writes, and the
     /// writes from memory that were stale, since the last call.
-    pub fn take_memory_counts(&self) -> (u64, u64) {
+    pub(crate) fn take_memory_counts(&self) -> (u64, u64) {
         self.writes
             .try_borrow_mut()
             .map_or((0, 0), |mut m| m.take_counts())
@@ -374,7 +374,7 @@ impl Limiter {
     /// for a shadow bound, never for an enforced one, and for one
     /// enforced in part, a draw of `100 − enforce_percent` in 100 that is
     /// the same however often this request meets this bound.
-    pub fn spared(&self, pending: &Reads, b: BoundId, bound: &Bound) -> bool {
+    pub(crate) fn spared(&self, pending: &Reads, b: BoundId, bound: &Bound) -> bool {
         self.spared_at((pending.nonce, pending.route), b, bound)
     }
 
@@ -420,7 +420,7 @@ impl Limiter {
     }
 
     /// Every shared-data bound with its lane, in plan order.
-    pub fn bound_lanes(&self) -> impl Iterator<Item = (RouteId, BoundId, &Bound, &Lane)> {
+    pub(crate) fn bound_lanes(&self) -> impl Iterator<Item = (RouteId, BoundId, &Bound, &Lane)> {
         self.plan.routes_with_ids().flat_map(move |(r, route)| {
             route
                 .bounds_with_ids()

@@ -49,7 +49,7 @@ impl Reads {
     }
 
     /// The request named its cost at bound `b` up front.
-    pub fn set_cost(&mut self, b: BoundId, units: u32) {
+    pub(crate) fn set_cost(&mut self, b: BoundId, units: u32) {
         self.costs.push((b, units));
     }
 
@@ -60,7 +60,7 @@ impl Reads {
     /// prompt too: [`Counted::prompt`]).
     ///
     /// [`Cost::reservation`]: crate::config::plan::Cost::reservation
-    pub fn reserve_prompt(
+    pub(crate) fn reserve_prompt(
         &mut self,
         route: &Route,
         op: Option<OpId>,
@@ -142,7 +142,11 @@ impl Limiter {
 
     /// The late (identity) bounds of `route` (and of its operation `op`)
     /// that apply to this caller.
-    pub fn late_bounds(route: &Route, op: Option<OpId>, caller: &Caller) -> SmallVec<[BoundId; 4]> {
+    pub(crate) fn late_bounds(
+        route: &Route,
+        op: Option<OpId>,
+        caller: &Caller,
+    ) -> SmallVec<[BoundId; 4]> {
         route
             .late_bounds(op)
             .iter()
@@ -237,7 +241,7 @@ impl Limiter {
     /// may have made stale). Before a round trip to the rate-limit service:
     /// a request a node bound refuses must never reach it. `Some` is the
     /// refusal (nothing written).
-    pub fn recheck<S: Store + ?Sized>(
+    pub(crate) fn recheck<S: Store + ?Sized>(
         &self,
         store: &S,
         r: RouteLanes,

@@ -43,7 +43,7 @@ fn owed_charge(bound: &Bound, caller: Option<String>, units: u32) -> Option<owed
 
 /// A cost read in the response's body, for a bound's reservation: one
 /// scan (its total), or two (its tokens in, then out).
-pub struct Scan {
+pub(crate) struct Scan {
     bound: BoundId,
     receipt: Receipt,
     first: CostScan,

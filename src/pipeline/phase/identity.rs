@@ -105,7 +105,10 @@ pub fn resolve<H: Host>(host: &H, config: &IdentityConfig, tokens: &Tokens) -> (
 
 /// The credential the session service is asked about, if any: the
 /// configured cookie, else the `authorization` header.
-pub fn credential<H: Host>(host: &H, session: &SessionSource) -> Option<(&'static str, String)> {
+pub(crate) fn credential<H: Host>(
+    host: &H,
+    session: &SessionSource,
+) -> Option<(&'static str, String)> {
     if let Some(name) = &session.cookie {
         if let Some(v) = host
             .request_header("cookie")
@@ -153,7 +156,7 @@ impl Ask<'_> {
 }
 
 /// Who is calling, as far as the request's own sources tell.
-pub enum Identified<'p> {
+pub(crate) enum Identified<'p> {
     Known(Identity),
     /// Not known without the session service: what the sources said, the
     /// question, and the credential's cache key.

@@ -9,7 +9,7 @@ use crate::pipeline::limiter::RouteLanes;
 use crate::pipeline::{Host, Worker};
 
 /// A request on a route with bounds.
-pub struct Arrived<'p> {
+pub(crate) struct Arrived<'p> {
     pub lanes: RouteLanes<'p>,
     pub op: Option<OpId>,
     /// `source.address`, with its port (read only for a route that needs

@@ -164,7 +164,7 @@ pub fn warnings(plan: &Plan, nodes: Option<u32>) -> Vec<Warning> {
 
 /// [`warnings`], with fleet bounds' figures for nodes admitting `rate`
 /// requests a second each.
-pub fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Warning> {
+pub(crate) fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Vec<Warning> {
     let mut out = check(&plan.routes, nodes);
     if plan.routes.is_empty() {
         out.push(Warning {

@@ -5,7 +5,7 @@ use super::{about_route, route_path, Warning, WarningCode};
 use crate::config::plan::{Plan, Route};
 
 /// A configuration whose keys for the service are hashed without a secret.
-pub fn no_key_secret(plan: &Plan) -> Option<Warning> {
+pub(crate) fn no_key_secret(plan: &Plan) -> Option<Warning> {
     let service = plan.service.as_ref()?;
     if service.key_secret.is_some() {
         return None;
@@ -31,7 +31,7 @@ pub fn no_key_secret(plan: &Plan) -> Option<Warning> {
 
 /// A sign-in route that takes every method: a `GET` of the sign-in page
 /// names no account, and is refused.
-pub fn any_method(route: &Route) -> Option<Warning> {
+pub(crate) fn any_method(route: &Route) -> Option<Warning> {
     let account = route.account.as_ref()?;
     let body = account.header.is_none();
     (body && route.matching.methods.is_empty() && !route.service_bounds.is_empty()).then(|| {
@@ -50,7 +50,7 @@ pub fn any_method(route: &Route) -> Option<Warning> {
 /// A sign-in route whose account is in the body, in a configuration that
 /// does not hold its headers: every refused attempt opens an upstream
 /// request (its head; the body is held and the request reset).
-pub fn heads_go_on(route: &Route) -> Option<Warning> {
+pub(crate) fn heads_go_on(route: &Route) -> Option<Warning> {
     let account = route.account.as_ref()?;
     (account.header.is_none() && !route.service_bounds.is_empty()).then(|| {
         about_route(

@@ -200,7 +200,7 @@ fn validate_budget(c: &WrittenConfig, errors: &mut Vec<ConfigError>) {
 }
 
 /// An operation's stat name: its own, its operationId, or its position.
-pub fn operation_name(o: &OperationConfig, index: usize) -> String {
+pub(crate) fn operation_name(o: &OperationConfig, index: usize) -> String {
     o.name
         .clone()
         .or_else(|| o.operation_id.clone())

@@ -66,7 +66,7 @@ impl Unclear {
         }
     }
 
-    pub fn detail(self) -> String {
+    pub(crate) fn detail(self) -> String {
         match self {
             Unclear::NotJson => "the request body starts as a JSON object but is not one".into(),
             Unclear::NotUtf8 => "send the JSON request body in UTF-8".into(),
@@ -214,7 +214,7 @@ fn folds_to(key: &[u8], name: &str) -> bool {
 impl Read {
     /// The request must be made to ask for its usage: it streams and did
     /// not ask.
-    pub fn needs_usage(&self) -> bool {
+    pub(crate) fn needs_usage(&self) -> bool {
         self.asked.stream && !self.asked.usage_asked
     }
 
@@ -222,7 +222,7 @@ impl Read {
     /// were, but `stream_options`, written last with `include_usage: true`
     /// beside the caller's other options. One member each: no reader can
     /// take the caller's instead.
-    pub fn asking_usage(&self, body: &[u8]) -> Vec<u8> {
+    pub(crate) fn asking_usage(&self, body: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(body.len() + 40);
         out.push(b'{');
         for m in self.members.iter().filter(|m| m.key != STREAM_OPTIONS) {

@@ -17,16 +17,16 @@ use super::json_scan::JsonScan;
 
 /// Bytes of text per token in the estimate (OpenAI's rule of thumb for
 /// English text; a stream of one token an event is counted by its events).
-pub const TEXT_BYTES_PER_TOKEN: u64 = 4;
+pub(crate) const TEXT_BYTES_PER_TOKEN: u64 = 4;
 
 /// `bytes` of text in tokens, at [`TEXT_BYTES_PER_TOKEN`].
-pub fn tokens_in(bytes: u64) -> u32 {
+pub(crate) fn tokens_in(bytes: u64) -> u32 {
     u32::try_from(bytes.div_ceil(TEXT_BYTES_PER_TOKEN)).unwrap_or(u32::MAX)
 }
 
 /// How a response body carries its JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Body {
+pub(crate) enum Body {
     /// One document (`application/json` and anything else).
     Json,
     /// Server-sent events (`text/event-stream`).
@@ -71,7 +71,7 @@ enum Line {
 
 /// One bound's reading of one response.
 #[derive(Debug)]
-pub struct CostScan {
+pub(crate) struct CostScan {
     body: Body,
     /// The JSON body's scan, or the scan of events (one reused).
     doc: JsonScan,
@@ -103,7 +103,7 @@ impl CostScan {
     }
 
     /// The next chunk of the body.
-    pub fn feed(&mut self, chunk: &[u8]) {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
         match self.body {
             Body::Json => return self.doc.feed(chunk),
             Body::Lines => return self.feed_lines(chunk),

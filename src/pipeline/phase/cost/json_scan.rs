@@ -69,7 +69,7 @@ struct Frame {
 }
 
 #[derive(Debug)]
-pub struct JsonScan {
+pub(crate) struct JsonScan {
     pointer: Vec<Vec<u8>>,
     stack: Vec<Frame>,
     /// Levels past `DEPTH_MAX`: whether each is an object, a bit each.
@@ -120,7 +120,7 @@ impl JsonScan {
     }
 
     /// The next bytes of the document.
-    pub fn feed(&mut self, chunk: &[u8]) {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
         let mut rest = chunk;
         while let Some((&b, after)) = rest.split_first() {
             match self.lex {
@@ -205,7 +205,7 @@ impl JsonScan {
     }
 
     /// Bytes of text read so far (whether or not the document ends well).
-    pub fn text_bytes(&self) -> u64 {
+    pub(crate) fn text_bytes(&self) -> u64 {
         self.text
     }
 

@@ -17,9 +17,9 @@ use std::collections::VecDeque;
 
 /// Charges a queue holds at most: past it they are dropped, and counted
 /// (the service's counts fall short by their units).
-pub const OWED_MAX: usize = 4_096;
+pub(crate) const OWED_MAX: usize = 4_096;
 /// Charges one call carries at most; a tick sends the whole queue.
-pub const CHARGES_PER_CALL: usize = 64;
+pub(crate) const CHARGES_PER_CALL: usize = 64;
 
 /// One cost owed: the descriptor the admission was counted under, and the
 /// units beyond its reservation.
@@ -52,20 +52,20 @@ impl Owed {
     }
 
     /// The oldest charges, at most a call's worth.
-    pub fn take_batch(&mut self) -> Vec<Charge> {
+    pub(crate) fn take_batch(&mut self) -> Vec<Charge> {
         let n = self.charges.len().min(CHARGES_PER_CALL);
         self.charges.drain(..n).collect()
     }
 
     /// Puts back a batch that could not be sent, oldest first again.
-    pub fn put_back(&mut self, batch: Vec<Charge>) {
+    pub(crate) fn put_back(&mut self, batch: Vec<Charge>) {
         for c in batch.into_iter().rev() {
             self.charges.push_front(c);
         }
     }
 
     /// Charges dropped since the last call (the queue was full).
-    pub fn take_dropped(&mut self) -> u64 {
+    pub(crate) fn take_dropped(&mut self) -> u64 {
         std::mem::take(&mut self.dropped)
     }
 
@@ -77,7 +77,7 @@ impl Owed {
 /// The `ShouldRateLimit` call that charges `batch` (none when the plan has
 /// no service): each descriptor with its limit and its units as
 /// `hits_addend`. Its answer says nothing the filter acts on.
-pub fn charge_call<'p>(plan: &'p Plan, batch: &[Charge]) -> Option<ServiceCall<'p>> {
+pub(crate) fn charge_call<'p>(plan: &'p Plan, batch: &[Charge]) -> Option<ServiceCall<'p>> {
     let service: &'p RateLimitServiceConfig = plan.service.as_ref()?;
     let descriptors: Vec<Descriptor> = batch
         .iter()

@@ -7,7 +7,7 @@ use super::json_scan::JsonScan;
 
 /// One stream's events, as they pass.
 #[derive(Debug)]
-pub struct UsageEvents {
+pub(crate) struct UsageEvents {
     /// The cost's pointer: an event whose data names it is a usage event.
     usage: JsonScan,
     /// A choice's index: an event that has one carries an answer.
