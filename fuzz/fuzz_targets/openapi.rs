@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use ratebound_cli::input::Format;
-use ratebound_cli::openapi::{generate, read_document, read_picks, Request};
+use ratebound_cli::openapi::{generate, read_document, read_picks, OpenapiRequest};
 use ratebound::config::plan::Plan;
 use serde_json::{json, Value};
 
@@ -28,12 +28,12 @@ fuzz_target!(|data: &[u8]| {
             .map(|o| (format!("{} {}", o.method, o.path), bound.clone()))
             .collect();
         for servers in [false, true] {
-            let req = Request {
+            let req = OpenapiRequest {
                 route: "fuzzed".into(),
                 servers,
                 spec_label: "spec".into(),
                 bounds_label: "bounds.json".into(),
-                ..Request::default()
+                ..OpenapiRequest::default()
             };
             let Ok(made) = generate(&doc, &picks, None, &req) else {
                 continue;
