@@ -6,7 +6,7 @@
 # pins down; docs/testing.md says how to read a run and records the last.
 #
 #   scripts/mutants.sh [PATH...]          # default: every folder above
-#   scripts/mutants.sh src/count/window.rs src/pipeline/limiter.rs
+#   scripts/mutants.sh src/count/window.rs src/pipeline/limiter/commit.rs
 #
 # Installs cargo-mutants (pinned below) into the git-ignored .tools/ when
 # missing. Each mutant is built and tested with the library's own tests

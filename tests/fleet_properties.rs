@@ -1,4 +1,4 @@
-//! Property tests of fleet bounds (src/count/fleet.rs) with a fake clock and
+//! Property tests of fleet bounds (src/count/fleet/) with a fake clock and
 //! a fake rate-limit service: one node with instant syncs is the node
 //! estimate; no admitted hit is sent twice or forgotten across boundaries;
 //! alone, a node keeps to its share.

@@ -87,7 +87,7 @@ pub enum WaitFor {
 impl<'p> Worker<'p> {
     /// The route of a kept request, resolved once per callback. It always
     /// resolves: a request context keeps the configuration its headers
-    /// came under (`Request::active`, `src/host/mod.rs`), so a kept
+    /// came under (`Request::active`, `filter/src/lib.rs`), so a kept
     /// request is resumed by the worker whose plan named its route.
     pub(super) fn route_of(&self, f: &Flight) -> Option<RouteLanes<'p>> {
         self.limiter.route(f.pending.route())

@@ -101,7 +101,7 @@ def test_override_needs_the_domain_but_no_descriptor_in_the_yaml(redis, rate_lim
 
 
 def test_what_a_fleet_sync_relies_on(redis, rate_limit_service):
-    """The facts `src/count/fleet.rs` and docs/fleet.md build on, against
+    """The facts `src/count/fleet/` and docs/fleet.md build on, against
     the real service: one call carries many keys, each with its own
     hits_addend (0 reads without counting) and limit override; the fleet
     count is limit - remaining only while it is under the limit, so a sync

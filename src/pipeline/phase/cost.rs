@@ -329,7 +329,7 @@ impl<'p> Worker<'p> {
 
     /// The route the request was admitted on, resolved once per callback.
     /// It always resolves: a request context keeps the configuration its
-    /// headers came under (`Request::active`, `src/host/mod.rs`).
+    /// headers came under (`Request::active`, `filter/src/lib.rs`).
     fn admitted_route(&self, ex: &Exchange) -> Option<&'p Route> {
         self.limiter.plan.route(ex.admitted.0)
     }
