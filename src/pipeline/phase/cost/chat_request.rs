@@ -104,7 +104,7 @@ struct Member {
 
 /// A request body read: what it asks, and its members to rewrite it by.
 #[derive(Debug, Clone)]
-pub struct Read {
+pub struct ChatBody {
     pub asked: Asked,
     /// The `model` asked for (a price table's key), when it is a string.
     pub model: Option<String>,
@@ -115,7 +115,7 @@ pub struct Read {
 
 /// Reads `body`: `Ok(None)` when it is not a JSON object (a form, an upload:
 /// nothing is read, nothing changed).
-pub fn read(body: &[u8]) -> Result<Option<Read>, Unclear> {
+pub fn read(body: &[u8]) -> Result<Option<ChatBody>, Unclear> {
     let start = body.strip_prefix(b"\xEF\xBB\xBF").map_or(0, |_| 3);
     let mut p = Parser { b: body, i: start };
     // RFC 4627's detection: a NUL in the first four bytes, or a UTF-16
@@ -163,7 +163,7 @@ pub fn read(body: &[u8]) -> Result<Option<Read>, Unclear> {
         .filter(|v| v.first() == Some(&b'"'))
         .and_then(unquoted)
         .and_then(|v| String::from_utf8(v).ok());
-    Ok(Some(Read {
+    Ok(Some(ChatBody {
         model,
         asked: Asked {
             stream,
@@ -211,7 +211,7 @@ fn folds_to(key: &[u8], name: &str) -> bool {
     name.chars().all(|c| folded.next() == Some(c)) && folded.next().is_none()
 }
 
-impl Read {
+impl ChatBody {
     /// The request must be made to ask for its usage: it streams and did
     /// not ask.
     pub(crate) fn needs_usage(&self) -> bool {
