@@ -5,7 +5,7 @@ use super::fingerprint::{bound_fingerprint, route_fingerprint, stable_hash};
 use super::*;
 use crate::config::operations::OpTree;
 use crate::config::{
-    bound_name, operation_name, BoundConfig, CheckedBound, Config, Counted, GrpcRefusal,
+    bound_name, operation_name, BoundConfig, CheckedBound, CheckedScope, Config, GrpcRefusal,
     HeaderProfile, Per, Secret,
 };
 use crate::count::window::Rate;
@@ -52,9 +52,9 @@ fn compile_bound(
         .zip(checked.cost.as_ref())
         .map(|(c, checked_cost)| Cost::compile(c, checked_cost, checked.limit));
     let scope = match checked.counted {
-        Counted::Node => BoundScope::Node,
-        Counted::Fleet => BoundScope::Fleet { descriptor },
-        Counted::Installation(unit) => BoundScope::Installation { descriptor, unit },
+        CheckedScope::Node => BoundScope::Node,
+        CheckedScope::Fleet => BoundScope::Fleet { descriptor },
+        CheckedScope::Installation(unit) => BoundScope::Installation { descriptor, unit },
     };
     Bound {
         name,

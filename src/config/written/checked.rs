@@ -74,16 +74,17 @@ pub struct CheckedBound {
     /// The window, in milliseconds.
     pub window_ms: u64,
     /// Where it is counted.
-    pub counted: Counted,
+    pub counted: CheckedScope,
     /// The share of its refusals carried out: its own, the configuration's,
     /// or 100.
     pub enforce_percent: u8,
     pub cost: Option<CheckedCost>,
 }
 
-/// Where a bound is counted, with what that scope needs.
+/// Where a bound is counted (its written `Scope`), with what that scope
+/// needs: the compiled `BoundScope` is made from it without a fallback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counted {
+pub enum CheckedScope {
     Node,
     Fleet,
     /// By the rate-limit service, in its clock windows of this unit.

@@ -69,9 +69,9 @@ pub(super) fn validate_bounds(
                 limit: limit?,
                 window_ms,
                 counted: match b.scope {
-                    Scope::Node => Counted::Node,
-                    Scope::Fleet => Counted::Fleet,
-                    Scope::Installation => Counted::Installation(Unit::of_ms(window_ms)?),
+                    Scope::Node => CheckedScope::Node,
+                    Scope::Fleet => CheckedScope::Fleet,
+                    Scope::Installation => CheckedScope::Installation(Unit::of_ms(window_ms)?),
                 },
                 // The configuration's share is checked once, at `$`.
                 enforce_percent: match b.enforce_percent.or(c.enforce_percent) {
