@@ -245,6 +245,26 @@ def shaped(victim: str, decoy: str) -> list[Case]:
     cases.append(Case("header UTF-8 bytes", "header", HEADER_PATH, [("x-login", utf8)]))
     cases.append(Case("header UTF-8 bytes + NBSP byte", "header", HEADER_PATH,
                       [("x-login", utf8 + "\xa0")]))
+    # Aimed at the sign-in's account phase (src/pipeline/phase/account.rs),
+    # which decides between the head and the body: the cap to the byte, the
+    # content type and encoding as spelled, an empty carrier beside a full one.
+    exact = json_body({"username": v, "password": "x"})
+    cases += [
+        Case("json padded to exactly the cap", "json", JSON_PATH, [("Content-Type", JSON_T)],
+             exact + b" " * (MAX_BODY - len(exact))),
+        Case("json content type in capitals with a charset", "json", JSON_PATH,
+             [("Content-Type", "APPLICATION/JSON; Charset=UTF-8")], json_body({"username": v})),
+        Case("json content-encoding identity", "json", JSON_PATH,
+             [("Content-Type", JSON_T), ("Content-Encoding", "identity")],
+             json_body({"username": v})),
+        Case("json 'identity, gzip' on a plain body", "json", JSON_PATH,
+             [("Content-Type", JSON_T), ("Content-Encoding", "identity, gzip")],
+             json_body({"username": v})),
+        Case("header empty beside the account", "header", HEADER_PATH,
+             [("x-login", ""), ("x-login", utf8)]),
+        Case("header mixed-case x_Login after a decoy", "header", HEADER_PATH,
+             [("x-login", d), ("x_Login", "victim")]),
+    ]
     return cases
 
 
