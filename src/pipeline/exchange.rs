@@ -131,8 +131,10 @@ impl<'p> Worker<'p> {
             }
             // Its body, for what it asks of its answer.
             Next::Wait(r, f, wait) => {
-                let cap = r.route.reads_request.unwrap_or(0);
-                if ex.body_ended || ex.body_size > cap {
+                // Only `begin` waits for the request's body, at its headers:
+                // none of it has come yet, so only a request without one
+                // is read now (its chunks are `on_body`'s).
+                if ex.body_ended {
                     return self.read_request_body(host, ex, r, f);
                 }
                 if let Some(d) = self.request_head(host, r.route) {
