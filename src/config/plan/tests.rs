@@ -308,3 +308,23 @@ fn bounds_of_one_route_have_distinct_fingerprints() {
     let f = fingerprints(&p);
     assert_ne!(f[0], f[1]);
 }
+
+/// A cost read from the answer's JSON with a fixed reservation, not asking
+/// for the usage, needs nothing of the request body, until a bound of the
+/// route is keyed by the request's model: then the body is read for it.
+#[test]
+fn a_route_reads_the_request_body_only_for_what_it_needs() {
+    let tokens = r#"{"name":"tokens","per":"address","limit":1000000,"window":"PT1H",
+         "cost":{"response_json":"/usage/total_tokens","reserve":1,"ask_usage":false}}"#;
+    let route = |bounds: &str| {
+        plan(&format!(
+            r#"{{"routes":[{{"name":"llm","bounds":[{bounds}]}}]}}"#
+        ))
+    };
+    let alone = route(tokens);
+    assert_eq!(alone.routes[0].reads_request, None);
+    let by_model = route(&format!(
+        r#"{tokens},{{"name":"calls","per":"model","limit":2,"window":"PT1H"}}"#
+    ));
+    assert!(by_model.routes[0].reads_request.is_some());
+}
