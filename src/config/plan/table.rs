@@ -79,15 +79,6 @@ impl<T> BoundTable<T> {
                 .map(move |(b, v)| (RouteId(r), BoundId(b), v))
         })
     }
-
-    /// How many bounds the plan has.
-    pub fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -105,7 +96,7 @@ mod tests {
               {"per":"address","limit":2,"window":"PT1M"}]}]}"#;
         let plan = Plan::compile(&parse(json.as_bytes()).unwrap());
         let t = BoundTable::of(&plan, |_, b| b.rate.limit);
-        assert_eq!(t.len(), 3);
+        assert_eq!(t.iter().count(), 3);
         assert_eq!(t.get(RouteId(0), BoundId(1)), Some(&9));
         assert_eq!(t.get(RouteId(1), BoundId(0)), Some(&2));
         assert_eq!(t.get(RouteId(0), BoundId(2)), None);
