@@ -26,8 +26,9 @@ fn fleet(limit: u32) -> String {
     )
 }
 
-/// A sign-in bound the rate-limit service counts (its calls are warmed).
-const SIGN_IN: &str = r#"{
+/// A sign-in bound the rate-limit service counts (its calls are warmed);
+/// `warm_up`'s tests read it too.
+pub(super) const SIGN_IN: &str = r#"{
     "instance": "s",
     "rate_limit_service": {"cluster": "rls", "domain": "signin"},
     "routes": [{"name": "login", "account": {"header": "x-login"},

@@ -103,17 +103,9 @@ mod tests {
         Plan::compile(&crate::config::parse(json.as_bytes()).unwrap())
     }
 
-    const SIGN_IN: &str = r#"{
-        "instance": "s",
-        "rate_limit_service": {"cluster": "rls", "domain": "signin"},
-        "routes": [{"name": "login", "account": {"header": "x-login"},
-            "bounds": [{"name": "attempts", "per": "account", "scope": "installation",
-                        "limit": 5, "window": "PT1M"}]}]
-    }"#;
-
     #[test]
     fn the_call_counts_nothing_and_names_no_bound() {
-        let p = plan(SIGN_IN);
+        let p = plan(crate::node::tests::SIGN_IN);
         let c = call(&p).unwrap();
         assert_eq!((c.cluster, c.timeout_ms), ("rls", TIMEOUT_MS));
         let r = proto::RateLimitRequest::decode(c.message.as_slice()).unwrap();
