@@ -409,7 +409,10 @@ pub fn module_change(old: &PluginVm, new: &PluginVm) -> Option<ModuleChange> {
              keeps or restarts as said only if the new module keys counters as the old \
              one: a release that changes how counters are keyed says \"resets counts\" \
              in its CHANGELOG, and then every count restarts. Installation bounds count \
-             in the rate-limit service and are not touched by the VM"
+             in the rate-limit service and are not touched by the VM, unless the release \
+             keys them anew: 0.2 does, once, for installation bounds without \"shape\" \
+             (they now slide; the window in flight starts afresh; \"shape\": \"fixed\" \
+             keeps the old keys)"
         ),
     })
 }
@@ -506,8 +509,10 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
                             new_domain.as_deref().unwrap_or("-")
                         ));
                     }
-                    let (od, ou) = ob.installation().unzip();
-                    let (nd, nu) = b.installation().unzip();
+                    let (o, n) = (ob.installation(), b.installation());
+                    let (od, nd) = (o.map(|x| x.0), n.map(|x| x.0));
+                    let (ou, nu) = (o.map(|x| x.1), n.map(|x| x.1));
+                    let (os, ns) = (o.map(|x| x.2), n.map(|x| x.2));
                     if od != nd {
                         why.push(format!(
                             "descriptor {} → {}",
@@ -522,6 +527,15 @@ pub fn diff(old: &Plan, new: &Plan) -> Diff {
                         why.push(format!(
                             "window {} → {}: the service counts in another clock window",
                             ob.written.window, b.written.window
+                        ));
+                    }
+                    if let Some((os, ns)) = os.zip(ns).filter(|(o, n)| o != n) {
+                        why.push(format!(
+                            "shape {} → {}: a sliding bound's counts are kept per window \
+                             under keys of their own, so for one window each caller may \
+                             get up to the limit again",
+                            os.as_str(),
+                            ns.as_str()
                         ));
                     }
                     // The descriptor's value is the caller's key, hashed
@@ -858,6 +872,23 @@ mod tests {
             &plan(&SIGNIN.replace(r#""domain":"signin""#, r#""domain":"login""#)),
         );
         assert_eq!(d.changes[0].why, vec!["domain signin → login".to_string()]);
+        // The shape: a sliding bound's counts are under keys of their own.
+        let fixed = SIGNIN.replace(
+            r#""scope":"installation""#,
+            r#""scope":"installation","shape":"fixed""#,
+        );
+        let d = diff(&plan(&fixed), &plan(SIGNIN));
+        assert_eq!(d.changes[0].verdict, PushVerdict::Resets);
+        assert!(
+            d.changes[0].why[0].starts_with("shape fixed → sliding: "),
+            "{:?}",
+            d.changes[0].why
+        );
+        let d = diff(
+            &plan(SIGNIN),
+            &plan(&SIGNIN.replace(r#""shape":"sliding""#, "")),
+        );
+        assert_eq!(d.changes[0].verdict, PushVerdict::Keeps);
     }
     #[test]
     fn a_new_secret_resets_installation_keys_and_a_rotation_keeps_them() {

@@ -29,7 +29,7 @@ fn limits(plan: &Plan) -> Vec<(String, ServiceLimit)> {
         .iter()
         .flat_map(|r| {
             r.installation_bounds_all().filter_map(|b| {
-                let (descriptor, unit) = b.installation()?;
+                let (descriptor, unit, _) = b.installation()?;
                 Some((
                     descriptor.to_string(),
                     ServiceLimit {

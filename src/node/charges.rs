@@ -24,7 +24,7 @@ impl<S: NodeStats> RootState<S> {
                 Ok(mut o) if !o.is_empty() => o.take_batch(),
                 _ => return,
             };
-            let Some(call) = owed::charge_call(&active.limiter.plan, &batch) else {
+            let Some(call) = owed::charge_call(&active.limiter.plan, &batch, host.now_ms()) else {
                 // No service in the configuration now in force.
                 active
                     .stats

@@ -408,7 +408,7 @@ fn a_sync_the_host_would_not_send_sends_its_hits_with_the_next() {
 const TOKENS: &str = r#"{"instance":"llm",
     "rate_limit_service":{"cluster":"rls","domain":"llm"},
     "routes":[{"name":"chat","bounds":[
-      {"name":"tokens","per":"address","scope":"installation","limit":1000,"window":"PT1M",
+      {"name":"tokens","per":"address","scope":"installation","shape":"fixed","limit":1000,"window":"PT1M",
        "cost":{"response_json":"/usage/total_tokens","reserve":100}}]}]}"#;
 
 /// The hits a call sends per descriptor.
@@ -586,6 +586,7 @@ fn a_full_owed_queue_counts_what_it_dropped_and_a_tick_sends_it_all() {
             requests_per_unit: 1000,
             unit: crate::config::Unit::Minute,
         },
+        at: crate::pipeline::owed::ChargeAt::Window,
         units: 5,
     };
     for _ in 0..OWED_MAX + 2 {

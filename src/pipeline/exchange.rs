@@ -152,7 +152,7 @@ impl<'p> Worker<'p> {
                 host.remove_request_header("content-length");
                 return Step::Continue;
             }
-            Next::Call(r, mut f, call) => {
+            Next::Call(r, f, call) => {
                 let events: Vec<BoundEvent> = f
                     .bounds
                     .iter()
@@ -161,7 +161,6 @@ impl<'p> Worker<'p> {
                     })
                     .collect();
                 host.record(r.id, &events);
-                f.sent_ms = host.now_ms();
                 if ex.grpc.is_none() {
                     ex.grpc = Some(is_grpc(host));
                 }

@@ -218,7 +218,7 @@ impl Base for MockHost {
             let framed = call.body.unwrap_or_default();
             let message = crate::rls::unframe(framed).map_err(|e| e.to_string())?;
             if let Some(service) = &self.counting_service {
-                self.service_answer = Some((0, service.borrow_mut().answer(message)));
+                self.service_answer = Some((0, service.borrow_mut().answer(message, self.now)));
             }
             self.service_calls
                 .push((call.cluster.into(), call.timeout_ms, message.to_vec()));
@@ -493,18 +493,21 @@ pub fn request(w: Worker<'_>, host: &mut MockHost) -> (Step, Option<Step>) {
     (first, last)
 }
 
-/// envoyproxy/ratelimit's counting, in one window: a counter per
-/// descriptor (its entries), `hits_addend` added (1 when unset), OK up to
-/// the limit with what remains, OVER_LIMIT above it with 0; OVER_LIMIT
-/// overall when any descriptor is. (docs/rate-limit-service.md says where
-/// each was checked against the real service.)
+/// envoyproxy/ratelimit's counting: a counter per descriptor (its
+/// entries) and clock window of its limit's unit (the service appends the
+/// window's start, `now − now mod unit`, to the key), `hits_addend` added
+/// (1 when unset), OK up to the limit with what remains, OVER_LIMIT above
+/// it with 0; OVER_LIMIT overall when any descriptor is.
+/// (docs/rate-limit-service.md says where each was checked against the
+/// real service.)
 #[derive(Default)]
 pub struct CountingService {
-    pub counts: HashMap<Vec<(String, String)>, u64>,
+    pub counts: HashMap<(Vec<(String, String)>, u64), u64>,
 }
 
 impl CountingService {
-    pub fn answer(&mut self, message: &[u8]) -> Vec<u8> {
+    /// Its answer to `message` at `now_ms`.
+    pub fn answer(&mut self, message: &[u8], now_ms: u64) -> Vec<u8> {
         use crate::rls::proto;
         use prost::Message;
         let Ok(req) = proto::RateLimitRequest::decode(message) else {
@@ -519,9 +522,14 @@ impl CountingService {
                     .iter()
                     .map(|e| (e.key.clone(), e.value.clone()))
                     .collect();
-                let count = self.counts.entry(key).or_default();
-                *count += d.hits_addend.as_ref().map_or(1, |h| h.value);
                 let limit = d.limit.clone().unwrap_or_default();
+                let unit_s = crate::rls::answer_unit_seconds(limit.unit).unwrap_or(60);
+                let now_s = now_ms / 1_000;
+                let count = self
+                    .counts
+                    .entry((key, now_s - now_s % unit_s))
+                    .or_default();
+                *count += d.hits_addend.as_ref().map_or(1, |h| h.value);
                 let over = *count > u64::from(limit.requests_per_unit);
                 proto::DescriptorStatus {
                     code: if over { 2 } else { 1 },

@@ -226,6 +226,9 @@ impl<'p> Worker<'p> {
         if let Some(d) = self.locked(host, route, &f) {
             return Next::Decided(d);
         }
+        // The windows a sliding bound's descriptors name, and the estimate
+        // its answer is judged with, are both of this moment.
+        f.sent_ms = host.now_ms();
         match self.service_call(route, &f) {
             Some(call) => Next::Call(r, f, call),
             // Validated: installation bounds come with a service.

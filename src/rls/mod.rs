@@ -54,6 +54,9 @@ fn wire(u: Unit) -> i32 {
         Unit::Minute => 2,
         Unit::Hour => 3,
         Unit::Day => 4,
+        Unit::Month => 5,
+        Unit::Year => 6,
+        Unit::Week => 7,
     }
 }
 
@@ -61,7 +64,7 @@ fn wire(u: Unit) -> i32 {
 /// (`RateLimitResponse.RateLimit.Unit`, which also has week, month and
 /// year: the service counts a month as 30 days and a year as 365).
 /// `None` for UNKNOWN or a number this code does not know.
-fn answer_unit_seconds(unit: i32) -> Option<u64> {
+pub(crate) fn answer_unit_seconds(unit: i32) -> Option<u64> {
     const DAY: u64 = 86_400;
     match unit {
         1 => Some(1),

@@ -54,7 +54,11 @@ fn compile_bound(
     let scope = match checked.counted {
         CheckedScope::Node => BoundScope::Node,
         CheckedScope::Fleet => BoundScope::Fleet { descriptor },
-        CheckedScope::Installation(unit) => BoundScope::Installation { descriptor, unit },
+        CheckedScope::Installation(unit, shape) => BoundScope::Installation {
+            descriptor,
+            unit,
+            shape,
+        },
     };
     Bound {
         name,

@@ -28,7 +28,7 @@ pub use table::BoundTable;
 use crate::config::operations::OpTree;
 use crate::config::{
     Access, AccountSource, IdentityConfig, MatchConfig, Per, RateLimitServiceConfig, Scope, Secret,
-    Unit,
+    Shape, Unit,
 };
 use crate::count::window::Rate;
 use std::ops::Range;
@@ -267,8 +267,13 @@ pub enum BoundScope {
     /// `<route>.<name>`.
     Fleet { descriptor: String },
     /// By the rate-limit service, under the `bound` descriptor value
-    /// `<route>.<name>`, in its clock windows of `unit`.
-    Installation { descriptor: String, unit: Unit },
+    /// `<route>.<name>`, in its clock windows of `unit`: two of them
+    /// weighed (sliding) or the current one alone (fixed).
+    Installation {
+        descriptor: String,
+        unit: Unit,
+        shape: Shape,
+    },
 }
 
 impl BoundScope {
@@ -302,21 +307,30 @@ impl Bound {
         }
     }
 
-    /// An installation bound's descriptor value and window.
-    pub fn installation(&self) -> Option<(&str, Unit)> {
+    /// An installation bound's descriptor value, window and shape.
+    pub fn installation(&self) -> Option<(&str, Unit, Shape)> {
         match &self.scope {
-            BoundScope::Installation { descriptor, unit } => Some((descriptor, *unit)),
+            BoundScope::Installation {
+                descriptor,
+                unit,
+                shape,
+            } => Some((descriptor, *unit, *shape)),
             _ => None,
         }
     }
 
     /// What an installation bound's number means, said where it is typed
     /// (`check`, `explain`).
-    pub(crate) fn service_reading(cluster: &str) -> String {
-        format!(
-            "exact for the whole installation (rate-limit service `{cluster}`, Redis); fixed \
-             window: up to 2× the limit around a window edge"
-        )
+    pub(crate) fn service_reading(cluster: &str, shape: Shape) -> String {
+        let how = match shape {
+            Shape::Sliding => {
+                "sliding window (the two-window estimate over two of the service's counts): \
+                 never 2× the limit at a window edge, up to about 2× − 1 spread over a whole \
+                 window by a caller who times it"
+            }
+            Shape::Fixed => "fixed window: up to 2× the limit around a window edge",
+        };
+        format!("exact for the whole installation (rate-limit service `{cluster}`, Redis); {how}")
     }
 }
 

@@ -2,7 +2,7 @@
 //! read kept typed: compiling it reads these and parses nothing again, so
 //! nothing is left that can fail there.
 
-use super::{CostSource, Unit, WrittenConfig};
+use super::{CostSource, Shape, Unit, WrittenConfig};
 use crate::config::operations::Segment;
 use std::ops::Deref;
 
@@ -87,8 +87,9 @@ pub struct CheckedBound {
 pub enum CheckedScope {
     Node,
     Fleet,
-    /// By the rate-limit service, in its clock windows of this unit.
-    Installation(Unit),
+    /// By the rate-limit service, in its clock windows of this unit, with
+    /// this shape.
+    Installation(Unit, Shape),
 }
 
 /// A cost's typed values: where it is read, and its reservations (each at

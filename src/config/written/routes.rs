@@ -17,7 +17,8 @@ pub enum Scope {
     #[default]
     Node,
     /// In the rate-limit service (Redis): one count for the installation,
-    /// kept across restarts; fixed windows.
+    /// kept across restarts; sliding (the two-window estimate) unless its
+    /// `shape` says `fixed`.
     Installation,
     /// Decided in this Envoy's shared data against the whole fleet's count,
     /// which each node reconciles with the rate-limit service every
@@ -37,6 +38,30 @@ impl Scope {
             Scope::Node => "node",
             Scope::Installation => "installation",
             Scope::Fleet => "fleet",
+        }
+    }
+}
+
+/// How an installation bound's count moves with time.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Shape {
+    /// The two-window estimate, as node and fleet bounds: the attempt is
+    /// counted in its clock window and the previous window is read, in the
+    /// same call; no reset at a window's edge.
+    #[default]
+    Sliding,
+    /// The service's own clock windows: the count resets at each edge, so
+    /// up to 2× the limit gets through around one. Only where asked.
+    Fixed,
+}
+
+impl Shape {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shape::Sliding => "sliding",
+            Shape::Fixed => "fixed",
         }
     }
 }
@@ -146,12 +171,16 @@ pub struct BoundConfig {
     /// JSON body, such as an LLM API's tokens). Node bounds only.
     pub cost: Option<CostConfig>,
     /// `node` (each Envoy counts on its own, sliding window),
-    /// `installation` (the rate-limit service counts for all of them, fixed
-    /// window of `PT1S`, `PT1M`, `PT1H` or `P1D`) or `fleet` (one budget
+    /// `installation` (the rate-limit service counts for all of them,
+    /// sliding window of `PT1S`, `PT1M`, `PT1H` or `P1D`) or `fleet` (one budget
     /// for all of them, decided on each node from counts synced every
     /// `sync_ms`; sliding window of `PT1S`, `PT1M`, `PT1H` or `P1D`).
     #[serde(default)]
     pub scope: Scope,
+    /// An installation bound's shape: `sliding` (the default: the
+    /// two-window estimate over two of the service's counts) or `fixed`
+    /// (the service's clock windows, which reset at each edge).
+    pub shape: Option<Shape>,
 }
 
 /// What a bound's counter is keyed on.

@@ -29,13 +29,17 @@ pub fn units(text: &str) -> Option<u32> {
 /// What an installation bound's caller owes the service: `units` more
 /// under the descriptor and limit its admission was sent with.
 fn owed_charge(bound: &Bound, caller: Option<String>, units: u32) -> Option<owed::Charge> {
-    let (descriptor, unit) = bound.installation()?;
+    let (descriptor, unit, shape) = bound.installation()?;
     (units > 0).then(|| owed::Charge {
         descriptor: descriptor.to_string(),
         caller: caller.map(|c| (bound.per.as_str(), c)),
         limit: crate::rls::Override {
             requests_per_unit: bound.rate.limit,
             unit,
+        },
+        at: match shape {
+            crate::config::Shape::Sliding => owed::ChargeAt::Window,
+            crate::config::Shape::Fixed => owed::ChargeAt::Fixed,
         },
         units,
     })

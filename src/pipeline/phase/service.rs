@@ -12,20 +12,28 @@
 //! key), `v…` for a value and `n…` for the network of a caller without
 //! one — the two can never collide.
 //!
-//! A caller the service has locked out (at or over its limit in the
-//! current window) is remembered in shared data ([`crate::count::locks`])
-//! and refused here until that window ends, without a call.
+//! A sliding bound (the default) sends two descriptors: its count in the
+//! current clock window, adding the request, and the previous window's,
+//! read; the filter decides with the two-window estimate, as node bounds
+//! do, and the service's own limit on the current count stays as a
+//! fixed-window backstop. A fixed bound sends one and the service decides.
+//!
+//! A caller the service's counts show at their limit is remembered in
+//! shared data ([`crate::count::locks`]) and refused here without a call
+//! until they would admit again: the clock window's end (fixed), or when
+//! the estimate admits (sliding).
 
 use crate::config::plan::{Bound, BoundId, OpId, Route};
 use crate::config::Unit;
-use crate::config::{Per, RateLimitServiceConfig, ServiceOnError};
+use crate::config::{Per, RateLimitServiceConfig, ServiceOnError, Shape};
 use crate::count::locks;
-use crate::count::window::Quota;
+use crate::count::window::{Counts, Quota, Rate, Verdict};
 use crate::identity::address::Prefixes;
 use crate::identity::Identity;
 use crate::pipeline::caller_key::{self, Named};
 use crate::pipeline::flight::Flight;
 use crate::pipeline::limiter::{BoundEvent, Event, Receipt, Receipts, RouteLanes};
+use crate::pipeline::owed;
 use crate::pipeline::{Decision, Host, Level, Worker};
 use crate::reply::Shown;
 use crate::rls::{self, Code, DescriptorSpec, Override, RlsError};
@@ -34,15 +42,30 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 use smallvec::SmallVec;
 use std::hash::Hasher;
 
-/// A descriptor's entries: `bound`, and the caller's key unless `per: route`.
-type Entries<'a> = SmallVec<[(&'a str, &'a str); 2]>;
+/// A descriptor's entries: `bound`, the caller's key unless `per: route`,
+/// and a sliding bound's window.
+type Entries<'a> = SmallVec<[(&'a str, &'a str); 3]>;
+
+/// The limit a sliding bound's descriptors are sent with: the service
+/// answers `READ - count` remaining, so each answer gives the exact count,
+/// and never refuses (the estimate decides).
+const READ: u32 = u32::MAX;
+
+/// The entry naming a sliding bound's window: its attempts' count.
+pub(in crate::pipeline) const WINDOW: &str = "window";
+/// The entry naming a sliding bound's window: its refunds' count.
+pub(in crate::pipeline) const REFUNDED: &str = "refunded";
 
 /// One descriptor of a call to the service: counted under
-/// `[("bound", bound), (per, caller)]` (no caller for `per: route`), with
-/// the limit sent as an override, adding `hits`.
+/// `[("bound", bound), (per, caller), (window entry, index)]` (no caller
+/// for `per: route`, no window for a fixed bound), with the limit sent as
+/// an override, adding `hits`.
 pub(in crate::pipeline) struct Descriptor<'a> {
     pub bound: &'a str,
     pub caller: Option<(&'a str, &'a str)>,
+    /// A sliding bound's count: [`WINDOW`] or [`REFUNDED`], and the
+    /// window's index on the clock of the bound's unit.
+    pub window: Option<(&'static str, u64)>,
     pub limit: Override,
     pub hits: u32,
 }
@@ -52,16 +75,22 @@ pub(in crate::pipeline) fn call<'p>(
     service: &'p RateLimitServiceConfig,
     descriptors: &[Descriptor],
 ) -> ServiceCall<'p> {
-    let entries: SmallVec<[Entries; 2]> = descriptors
+    let windows: SmallVec<[Option<(&str, String)>; 4]> = descriptors
         .iter()
-        .map(|d| {
+        .map(|d| d.window.map(|(k, n)| (k, n.to_string())))
+        .collect();
+    let entries: SmallVec<[Entries; 4]> = descriptors
+        .iter()
+        .zip(&windows)
+        .map(|(d, w)| {
             let mut e = SmallVec::new();
             e.push(("bound", d.bound));
             e.extend(d.caller);
+            e.extend(w.as_ref().map(|(k, n)| (*k, n.as_str())));
             e
         })
         .collect();
-    let specs: SmallVec<[DescriptorSpec; 2]> = descriptors
+    let specs: SmallVec<[DescriptorSpec; 4]> = descriptors
         .iter()
         .zip(&entries)
         .map(|(d, e)| DescriptorSpec {
@@ -86,76 +115,220 @@ pub struct ServiceCall<'a> {
     pub message: Vec<u8>,
 }
 
-/// The service's answer with each count read under a rotation's other
-/// secret (`statuses` past the first `also.len()`, one per `Some` in
-/// `also`, in order) added to the same bound's count: one answer per bound,
-/// as if one counter had been asked. The service answers OK at count ==
-/// limit with 0 remaining and OVER_LIMIT above, for a read (hits 0) as for
-/// a count: so a count is `limit - remaining` when OK, and over the limit
-/// when not.
-fn read_beside(
-    mut statuses: Vec<rls::DescriptorAnswer>,
-    also: &[Option<String>],
-) -> Vec<rls::DescriptorAnswer> {
-    if also.iter().all(Option::is_none) {
-        return statuses;
-    }
-    let reads = statuses.split_off(also.len().min(statuses.len()));
-    let mut reads = reads.into_iter();
-    for (s, _) in statuses.iter_mut().zip(also).filter(|(_, a)| a.is_some()) {
-        let Some(other) = reads.next() else {
-            break;
-        };
-        let limit = s.limit.map_or(0, |l| l.requests_per_unit);
-        let used = |a: &rls::DescriptorAnswer| match a.code {
-            Code::OverLimit => limit.saturating_add(1),
-            _ => limit.saturating_sub(a.remaining),
-        };
-        let total = used(s).saturating_add(used(&other));
-        if total > limit {
-            s.code = Code::OverLimit;
-        }
-        s.remaining = limit.saturating_sub(total);
-        s.reset_s = s.reset_s.max(other.reset_s);
-    }
-    statuses
+/// What one installation bound's answers say of a request: refused or
+/// not, the figures the client is shown, and until when its caller is
+/// locked (refused on this node without a call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Judged {
+    over: bool,
+    quota: Quota,
+    lock_until: Option<u64>,
+    /// A sliding bound's window the request was counted in.
+    window: Option<u64>,
 }
 
-/// An installation bound of a request: the bound, its descriptor value and
-/// its window.
+/// A count the service gave for a descriptor sent with `limit`: it
+/// answers OK at count == limit with 0 remaining and OVER_LIMIT above, for
+/// a read (hits 0) as for a count; so a count is `limit - remaining` when
+/// OK, and over the limit (at least `limit + 1`) when not.
+fn count_of(a: &rls::DescriptorAnswer, limit: u32) -> u32 {
+    match a.code {
+        Code::OverLimit => limit.saturating_add(1),
+        _ => limit.saturating_sub(a.remaining),
+    }
+}
+
+/// An installation bound of a request: the bound, its descriptor value,
+/// its window and its shape.
 #[derive(Clone, Copy)]
 struct Service<'p> {
     id: BoundId,
     bound: &'p Bound,
     descriptor: &'p str,
     unit: Unit,
+    shape: Shape,
 }
 
 impl<'p> Service<'p> {
     fn of(route: &'p Route, id: BoundId) -> Option<Service<'p>> {
         let bound = route.bound(id)?;
-        let (descriptor, unit) = bound.installation()?;
+        let (descriptor, unit, shape) = bound.installation()?;
         Some(Service {
             id,
             bound,
             descriptor,
             unit,
+            shape,
         })
     }
 
-    /// Its descriptor for `caller` (none for `per: route`), adding `hits`.
-    fn descriptor<'a>(&self, caller: Option<&'a str>, hits: u32) -> Descriptor<'a>
-    where
+    fn rate(&self) -> Rate {
+        Rate {
+            limit: self.bound.rate.limit,
+            window_ms: self.unit.ms(),
+        }
+    }
+
+    /// How many answers its descriptors get: its count, the previous
+    /// window's read when it slides, and the same again under a rotation's
+    /// other secret (`also`).
+    fn answers(&self, also: bool) -> usize {
+        let windows = match self.shape {
+            Shape::Sliding => 4,
+            Shape::Fixed => 1,
+        };
+        windows * (1 + usize::from(also))
+    }
+
+    /// Its descriptors for a request sent at `now` by `caller` (none for
+    /// `per: route`), in the order [`Service::judge`] reads their answers.
+    /// Fixed: the count adding `hits`, with the bound's limit (the service
+    /// decides). Sliding: this window's attempts adding `hits`, and read
+    /// (hits 0) the previous window's attempts and both windows' refunds
+    /// (attempts counted, then refused: [`owed::ChargeAt::Refund`]). Then
+    /// the same, read, for the caller under a rotation's other secret
+    /// (`also`). A sliding bound's counts carry their window's index and
+    /// are keyed by the unit that spans the window and its successor
+    /// ([`Unit::keeping`]), so the next window reads back what this one
+    /// counted.
+    fn descriptors<'a>(
+        &self,
+        (caller, also): (Option<&'a str>, Option<&'a str>),
+        hits: u32,
+        now: u64,
+        out: &mut SmallVec<[Descriptor<'a>; 4]>,
+    ) where
         'p: 'a,
     {
-        Descriptor {
-            bound: self.descriptor,
-            caller: caller.map(|c| (self.bound.per.as_str(), c)),
+        let per = self.bound.per.as_str();
+        let limit = self.bound.rate.limit;
+        let one = |caller: Option<&'a str>, window: Option<(&'static str, u64)>, limit, hits| {
+            let unit = window.map_or(self.unit, |(_, w)| self.unit.keeping(w));
+            Descriptor {
+                bound: self.descriptor,
+                caller: caller.map(|c| (per, c)),
+                window,
+                limit: Override {
+                    requests_per_unit: limit,
+                    unit,
+                },
+                hits,
+            }
+        };
+        match self.shape {
+            Shape::Fixed => {
+                out.push(one(caller, None, limit, hits));
+                if let Some(also) = also {
+                    out.push(one(Some(also), None, limit, 0));
+                }
+            }
+            Shape::Sliding => {
+                let win = now / self.unit.ms();
+                let prev = win.saturating_sub(1);
+                let counts = [
+                    (WINDOW, win),
+                    (WINDOW, prev),
+                    (REFUNDED, win),
+                    (REFUNDED, prev),
+                ];
+                for (i, w) in counts.into_iter().enumerate() {
+                    out.push(one(caller, Some(w), READ, if i == 0 { hits } else { 0 }));
+                }
+                if let Some(also) = also {
+                    for w in counts {
+                        out.push(one(Some(also), Some(w), READ, 0));
+                    }
+                }
+            }
+        }
+    }
+
+    /// What this bound's `answers` (from [`Service::descriptors`], for a
+    /// request of `hits` sent at `sent`) say at `now`.
+    ///
+    /// Fixed: the service's count of the clock window decides, a count
+    /// under the other secret added to it; a caller at or over the limit
+    /// is locked until the window ends. A refusal stays counted there, as
+    /// the service counts every call; the window's end forgets it.
+    ///
+    /// Sliding: the two-window estimate over the service's counts decides
+    /// ([`Rate::decide_hits`], the node bounds' arithmetic, as of `sent`),
+    /// each window's count its attempts less its refunds. A caller the
+    /// estimate leaves nothing is locked until it admits again, so its
+    /// next attempts on this node are refused without a call; a refused
+    /// attempt, which the service has counted, is refunded (`window`).
+    fn judge(&self, answers: &[rls::DescriptorAnswer], hits: u32, sent: u64, now: u64) -> Judged {
+        let limit = self.bound.rate.limit;
+        let read = |i: usize, limit: u32| answers.get(i).map_or(0, |a| count_of(a, limit));
+        match self.shape {
+            Shape::Fixed => {
+                let first = answers.first();
+                let count = read(0, limit).saturating_add(read(1, limit));
+                let reset_s = answers.iter().filter_map(|a| a.reset_s).max();
+                let over = count > limit || first.is_some_and(|a| a.code == Code::OverLimit);
+                let remaining = if over { 0 } else { limit - count };
+                // The service's horizon is whole seconds, rounded up: the
+                // clock window's end is the sharper of the two.
+                let window = self.unit.ms();
+                let end = (now / window + 1) * window;
+                let lock_until = reset_s
+                    .filter(|_| remaining == 0)
+                    .map(|s| end.min(now.saturating_add(s.saturating_mul(1_000))));
+                Judged {
+                    over,
+                    quota: Quota {
+                        limit,
+                        remaining,
+                        reset_ms: reset_s.unwrap_or(1).saturating_mul(1_000),
+                    },
+                    lock_until,
+                    window: None,
+                }
+            }
+            Shape::Sliding => {
+                // Attempts less refunds, per window, under both secrets.
+                let net = |attempts: usize, refunds: usize| {
+                    let under =
+                        |k: usize| read(attempts + k, READ).saturating_sub(read(refunds + k, READ));
+                    under(0).saturating_add(under(4))
+                };
+                let win = sent / self.unit.ms();
+                let before = Counts {
+                    win,
+                    cur: net(0, 2).saturating_sub(hits),
+                    prev: net(1, 3),
+                };
+                let rate = self.rate();
+                let (over, quota) = match rate.decide_hits(before, sent, hits) {
+                    Verdict::Admit { quota, .. } => (false, quota),
+                    Verdict::Refuse { quota } => (true, quota),
+                };
+                let until = sent.saturating_add(quota.reset_ms);
+                Judged {
+                    over,
+                    quota: Quota {
+                        reset_ms: until.saturating_sub(now).max(1),
+                        ..quota
+                    },
+                    lock_until: (quota.remaining == 0).then_some(until),
+                    window: Some(win),
+                }
+            }
+        }
+    }
+
+    /// The refund of a request this bound counted in `window` and that was
+    /// refused, by it or by another bound.
+    fn refund(&self, caller: Option<&str>, window: u64, hits: u32) -> owed::Charge {
+        owed::Charge {
+            descriptor: self.descriptor.to_string(),
+            caller: caller.map(|c| (self.bound.per.as_str(), c.to_string())),
             limit: Override {
-                requests_per_unit: self.bound.rate.limit,
+                requests_per_unit: READ,
                 unit: self.unit,
             },
-            hits,
+            at: owed::ChargeAt::Refund(window),
+            units: hits,
         }
     }
 
@@ -294,56 +467,47 @@ impl<'p> Worker<'p> {
         None
     }
 
-    /// The `ShouldRateLimit` call for a request: one descriptor per bound,
-    /// `[("bound", "<route>.<bound>"), (<per>, <caller>)]`, with the limit
-    /// sent as an override so the service counts the number this filter
-    /// was configured with, and `hits_addend` the units the request takes
-    /// (1, or a cost bound's reservation or named cost).
-    ///
-    /// During a key rotation, after them, one more per bound keyed by a
-    /// caller: the caller under the other secret, with `hits_addend` 0
-    /// (read, not counted), in the same call.
+    /// The `ShouldRateLimit` call for a request: per bound, its
+    /// descriptors ([`Service::descriptors`]) under
+    /// `[("bound", "<route>.<bound>"), (<per>, <caller>)]` (and a sliding
+    /// bound's `("window", <index>)`), with the limit sent as an override
+    /// so the service counts the number this filter was configured with,
+    /// and `hits_addend` the units the request takes (1, or a cost bound's
+    /// reservation or named cost); reads (hits 0) beside it, in the same
+    /// call.
     pub(in crate::pipeline) fn service_call(
         &self,
         route: &'p Route,
         ready: &Flight,
     ) -> Option<ServiceCall<'p>> {
         let service: &'p RateLimitServiceConfig = self.limiter.plan.service.as_ref()?;
-        let bounds = self.bounds_of(route, ready);
-        let mut descriptors: SmallVec<[Descriptor; 2]> = bounds
+        let mut descriptors: SmallVec<[Descriptor; 4]> = SmallVec::new();
+        let also = ready
+            .also
             .iter()
-            .map(|(b, caller)| b.descriptor(*caller, ready.pending.hits(b.id, b.bound)))
-            .collect();
-        descriptors.extend(
-            bounds
-                .iter()
-                .zip(&ready.also)
-                .filter_map(|((b, _), also)| Some(b.descriptor(Some(also.as_deref()?), 0))),
-        );
+            .map(Option::as_deref)
+            .chain(std::iter::repeat(None));
+        for ((b, caller), also) in self.bounds_of(route, ready).into_iter().zip(also) {
+            let hits = ready.pending.hits(b.id, b.bound);
+            b.descriptors((caller, also), hits, ready.sent_ms, &mut descriptors);
+        }
         Some(call(service, &descriptors))
     }
 
-    /// Remembers every enforcing bound whose caller the answer shows at or
-    /// over its limit: locked until its window ends.
+    /// Locks every enforcing bound's caller its judgement locks.
     fn remember_locks<H: Host>(
         &self,
         host: &mut H,
         route: &'p Route,
         ready: &Flight,
-        statuses: &[rls::DescriptorAnswer],
+        judged: &[Judged],
         now: u64,
     ) {
         let instance = &self.limiter.plan.instance;
-        for ((b, caller), s) in self.bounds_of(route, ready).into_iter().zip(statuses) {
-            let full = s.code == Code::OverLimit || s.remaining == 0;
-            let Some(reset_s) = s.reset_s.filter(|_| full && !b.bound.shadow) else {
+        for ((b, caller), j) in self.bounds_of(route, ready).into_iter().zip(judged) {
+            let Some(until) = j.lock_until.filter(|_| !b.bound.shadow) else {
                 continue;
             };
-            // The service's horizon is whole seconds, rounded up: the clock
-            // window's end is the sharper of the two.
-            let window = b.unit.ms();
-            let end = (now / window + 1) * window;
-            let until = end.min(now.saturating_add(reset_s.saturating_mul(1_000)));
             let id = lock_id(self.limiter.service_keys, &b, caller);
             if let Err(e) =
                 locks::lock(host.store(), &locks::slot_key(instance, id), id, until, now)
@@ -373,8 +537,13 @@ impl<'p> Worker<'p> {
             .iter()
             .filter_map(|&i| Service::of(route, i))
             .collect();
-        let read = ready.also.iter().flatten().count();
-        let answer = match rls::outcome(grpc_status, body.as_deref(), bounds.len() + read) {
+        let also = |i: usize| ready.also.get(i).is_some_and(Option::is_some);
+        let sent: usize = bounds
+            .iter()
+            .enumerate()
+            .map(|(i, b)| b.answers(also(i)))
+            .sum();
+        let answer = match rls::outcome(grpc_status, body.as_deref(), sent) {
             rls::CallOutcome::Error(e) => return self.service_failed(host, r, ready, &e),
             rls::CallOutcome::Admit { statuses } | rls::CallOutcome::Refuse { statuses, .. } => {
                 statuses
@@ -386,25 +555,36 @@ impl<'p> Worker<'p> {
             host.count(Stat::RlsNoLimit);
             return self.service_failed(host, r, ready, &RlsError::NoLimit { descriptor });
         }
-        let answer = read_beside(answer, &ready.also);
-        self.remember_locks(host, route, &ready, &answer, now);
+        let mut rest = answer.as_slice();
+        let judged: SmallVec<[Judged; 2]> = bounds
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let (mine, after) = rest.split_at(b.answers(also(i)).min(rest.len()));
+                rest = after;
+                let hits = ready.pending.hits(b.id, b.bound);
+                b.judge(mine, hits, ready.sent_ms, now)
+            })
+            .collect();
+        self.remember_locks(host, route, &ready, &judged, now);
+        // What each sliding bound gives back if the request ends refused
+        // (or let through over it): the service has counted it there.
+        let refunds: SmallVec<[(bool, owed::Charge); 2]> = bounds
+            .iter()
+            .zip(&judged)
+            .zip(&ready.callers)
+            .filter_map(|((b, j), caller)| {
+                let hits = ready.pending.hits(b.id, b.bound);
+                Some((j.over, b.refund(caller.as_deref(), j.window?, hits)))
+            })
+            .collect();
         // The first enforcing bound over its limit refuses; shadow bounds
         // over theirs only say so.
         let mut events: SmallVec<[BoundEvent; 2]> = SmallVec::new();
         let mut refused = None;
         let mut tightest: Option<(Service<'p>, Quota)> = None;
-        for (b, s) in bounds.iter().zip(&answer) {
-            let reset_ms = s.reset_s.unwrap_or(1).saturating_mul(1_000);
-            let quota = Quota {
-                limit: b.bound.rate.limit,
-                remaining: if s.code == Code::OverLimit {
-                    0
-                } else {
-                    s.remaining
-                },
-                reset_ms,
-            };
-            let over = s.code == Code::OverLimit;
+        for (b, j) in bounds.iter().zip(&judged) {
+            let (over, quota) = (j.over, j.quota);
             let spared = over && self.limiter.spared(&ready.pending, b.id, b.bound);
             let event = match (over, spared, refused.is_some()) {
                 (true, false, false) => {
@@ -421,9 +601,11 @@ impl<'p> Worker<'p> {
         }
         if let Some((b, quota)) = refused {
             // Only the refusing bound's event: the others' counts are the
-            // service's, and this request is counted by no node bound.
+            // service's, and this request is counted by no node bound, and
+            // by no sliding bound once refunded.
             events.retain(|e| e.event == Event::Refused || e.event == Event::WouldRefuse);
             host.record(r.id, &events);
+            self.give_back(refunds.iter().map(|(_, c)| c));
             return Decision::Refuse {
                 route: &route.name,
                 shown: b.shown(quota, plan.style),
@@ -431,6 +613,9 @@ impl<'p> Worker<'p> {
         }
         host.record(r.id, &events);
         self.mark_would_refuse(host, route, &events);
+        // Let through over a shadow bound or a spared refusal: not counted
+        // by that bound, as a node bound's.
+        self.give_back(refunds.iter().filter(|(over, _)| *over).map(|(_, c)| c));
         // Costs the response names are owed to the service beyond what
         // was sent.
         let owed: Receipts = bounds
@@ -446,6 +631,10 @@ impl<'p> Worker<'p> {
         let mut d = self.limiter.commit(host.store(), r, ready.pending, now);
         if d.refused.is_none() {
             d.receipts.extend(owed);
+        } else {
+            // A node bound refused at its commit (another worker took its
+            // last): counted by no sliding bound either.
+            self.give_back(refunds.iter().filter(|(over, _)| !*over).map(|(_, c)| c));
         }
         let tighter = |shown: Option<Shown<'p>>| match tightest {
             Some((b, quota))
@@ -462,6 +651,17 @@ impl<'p> Worker<'p> {
             Decision::Pass(shown) => Decision::Pass(tighter(shown)),
             Decision::Charging(shown, charges) => Decision::Charging(tighter(shown), charges),
             d => d,
+        }
+    }
+
+    /// Queues `refunds` for the root context's next tick (docs: at most a
+    /// second): until then the refused attempts weigh in every node's
+    /// estimate.
+    fn give_back<'c>(&self, refunds: impl Iterator<Item = &'c owed::Charge>) {
+        if let Ok(mut queue) = self.owed.try_borrow_mut() {
+            for c in refunds {
+                queue.push(c.clone());
+            }
         }
     }
 
@@ -523,6 +723,7 @@ fn lock_id(keys: (u64, u64), b: &Service, caller: Option<&str>) -> u64 {
     h.write(caller.unwrap_or_default().as_bytes());
     h.write_u32(b.bound.rate.limit);
     h.write_u64(b.unit.ms());
+    h.write(b.shape.as_str().as_bytes());
     h.finish128().h1
 }
 

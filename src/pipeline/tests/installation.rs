@@ -22,7 +22,7 @@ fn login(on_error: &str, account: &str) -> String {
         "rate_limit_service":{{"cluster":"rls","domain":"shop","timeout_ms":80,"on_error":"{on_error}"}},
         "routes":[{{"name":"login","account":{account},"bounds":[
           {{"name":"per_address","per":"address","limit":3,"window":"PT1M"}},
-          {{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}}]}}]}}"#
+          {{"name":"attempts","per":"account","scope":"installation","shape":"fixed","limit":5,"window":"PT1M"}}]}}]}}"#
     )
 }
 
@@ -496,7 +496,7 @@ fn routes_without_installation_bounds_never_call_or_read_the_body() {
     let cfg = r#"{"rate_limit_service":{"cluster":"rls","domain":"shop"},
       "routes":[
         {"name":"login","match":{"path_prefix":"/login"},"account":{"json":"username"},"bounds":[
-          {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}]},
+          {"name":"attempts","per":"account","scope":"installation","shape":"fixed","limit":5,"window":"PT1M"}]},
         {"name":"api","bounds":[{"name":"addr","per":"address","limit":9,"window":"PT1M"}]}]}"#;
     let mut host = sign_in(r#"{"username":"alice"}"#).header(":path", "/api/x");
     let f = Filter::new(&host.store, cfg).unwrap();
@@ -509,7 +509,7 @@ fn routes_without_installation_bounds_never_call_or_read_the_body() {
 fn a_shadow_installation_bound_over_its_limit_only_says_so() {
     let cfg = r#"{"rate_limit_service":{"cluster":"rls","domain":"shop"},
       "routes":[{"name":"login","account":{"json":"username"},"bounds":[
-          {"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M","shadow":true}]}]}"#;
+          {"name":"attempts","per":"account","scope":"installation","shape":"fixed","limit":5,"window":"PT1M","shadow":true}]}]}"#;
     let mut host = sign_in(r#"{"username":"alice"}"#);
     host.service_answer = Some((0, answer(&[(2, 0)])));
     let f = Filter::new(&host.store, cfg).unwrap();
@@ -787,9 +787,9 @@ fn keys_sent_to_the_service_take_the_installation_secret() {
 fn a_lock_on_any_of_the_requests_bounds_refuses_without_a_call() {
     // Two installation bounds: per account, and per address.
     let cfg = json_login().replace(
-        r#"{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}"#,
-        r#"{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"},
-           {"name":"from","per":"address","scope":"installation","limit":9,"window":"PT1M"}"#,
+        r#"{"name":"attempts","per":"account","scope":"installation","shape":"fixed","limit":5,"window":"PT1M"}"#,
+        r#"{"name":"attempts","per":"account","scope":"installation","shape":"fixed","limit":5,"window":"PT1M"},
+           {"name":"from","per":"address","scope":"installation","shape":"fixed","limit":9,"window":"PT1M"}"#,
     );
     let mut host = sign_in("");
     let f = Filter::new(&host.store, &cfg).unwrap();
@@ -820,7 +820,7 @@ fn a_lock_on_any_of_the_requests_bounds_refuses_without_a_call() {
 const TOKENS: &str = r#"{"instance":"llm",
     "rate_limit_service":{"cluster":"rls","domain":"llm","timeout_ms":80},
     "routes":[{"name":"chat","bounds":[
-      {"name":"tokens","per":"address","scope":"installation","limit":1000,"window":"PT1M",
+      {"name":"tokens","per":"address","scope":"installation","shape":"fixed","limit":1000,"window":"PT1M",
        "cost":{"response_json":"/usage/total_tokens","reserve":100,"unit":"tokens"}}]}]}"#;
 
 /// One chat request from 10.0.0.1 whose answer used `tokens`.
@@ -850,7 +850,7 @@ fn an_installation_cost_is_reserved_in_the_call_and_the_rest_owed_to_the_service
     // 400 used: 300 more are owed, under the admission's descriptor and limit.
     let batch = f.memories.owed().borrow_mut().take_batch();
     let plan = &f.limiter.plan;
-    let call = crate::pipeline::owed::charge_call(plan, &batch).unwrap();
+    let call = crate::pipeline::owed::charge_call(plan, &batch, T0).unwrap();
     let owed = proto::RateLimitRequest::decode(call.message.as_slice()).unwrap();
     assert_eq!(owed.domain, "llm");
     assert_eq!(owed.descriptors.len(), 1);
@@ -890,7 +890,7 @@ fn an_operations_installation_bound_is_asked_for_its_operation_only() {
         "rate_limit_service":{"cluster":"rls","domain":"shop","timeout_ms":80},
         "routes":[{"name":"api","bounds":[],
           "operations":[{"operation_id":"pay","method":"POST","path":"/pay/{id}",
-            "bounds":[{"name":"payments","per":"address","scope":"installation",
+            "bounds":[{"name":"payments","per":"address","scope":"installation","shape":"fixed",
                        "limit":5,"window":"PT1M"}]}]}]}"#;
     let mut host = MockHost::new(T0)
         .from_address("10.0.0.1")
@@ -998,10 +998,10 @@ fn three_service_bounds() -> String {
     json_login()
         .replacen('{', r#"{"structured_headers":true,"#, 1)
         .replace(
-            r#"{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}"#,
-            r#"{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"},
-               {"name":"from","per":"address","scope":"installation","limit":9,"window":"PT1M"},
-               {"name":"burst","per":"address","scope":"installation","limit":4,"window":"PT1M"}"#,
+            r#"{"name":"attempts","per":"account","scope":"installation","shape":"fixed","limit":5,"window":"PT1M"}"#,
+            r#"{"name":"attempts","per":"account","scope":"installation","shape":"fixed","limit":5,"window":"PT1M"},
+               {"name":"from","per":"address","scope":"installation","shape":"fixed","limit":9,"window":"PT1M"},
+               {"name":"burst","per":"address","scope":"installation","shape":"fixed","limit":4,"window":"PT1M"}"#,
         )
 }
 
@@ -1062,6 +1062,11 @@ fn a_refusal_by_one_service_bound_records_only_that_refusal() {
 /// Sign-ins counted by the service alone: 5 a minute per account, hashed
 /// with the secret `key`, reading the count under `also` beside it.
 fn rotating(key: &str, also: Option<&str>) -> String {
+    rotating_shaped(key, also, "fixed")
+}
+
+/// [`rotating`], the bound of `shape`.
+pub(super) fn rotating_shaped(key: &str, also: Option<&str>, shape: &str) -> String {
     let also = also.map_or(String::new(), |a| {
         format!(r#","also_read":{{"value":"{a}"}}"#)
     });
@@ -1070,7 +1075,7 @@ fn rotating(key: &str, also: Option<&str>) -> String {
         "rate_limit_service":{{"cluster":"rls","domain":"shop","timeout_ms":80,"on_error":"deny",
           "key_secret":{{"value":"{key}"{also}}}}},
         "routes":[{{"name":"login","account":{{"json":"username"}},"bounds":[
-          {{"name":"attempts","per":"account","scope":"installation","limit":5,"window":"PT1M"}}]}}]}}"#
+          {{"name":"attempts","per":"account","scope":"installation","shape":"{shape}","limit":5,"window":"PT1M"}}]}}]}}"#
     )
 }
 
@@ -1106,33 +1111,26 @@ fn admitted_in_turns(configs: &[String]) -> u32 {
 
 #[test]
 fn a_rolling_key_rotation_keeps_one_count_per_account() {
-    // One secret: 5.
-    assert_eq!(
-        admitted_in_turns(&[rotating(OLD, None), rotating(OLD, None)]),
-        5
-    );
-    // Swapped in one push, old and new Envoys side by side count one
-    // account under two keys: twice the limit.
-    assert_eq!(
-        admitted_in_turns(&[rotating(OLD, None), rotating(NEW, None)]),
-        10
-    );
-    // The rotation: first every Envoy reads the next secret's counts too
-    // (an Envoy not yet there counts the same way: nothing is under it)...
-    assert_eq!(
-        admitted_in_turns(&[rotating(OLD, None), rotating(OLD, Some(NEW))]),
-        5
-    );
-    // ...then each switches to the new secret, reading the old one's...
-    assert_eq!(
-        admitted_in_turns(&[rotating(OLD, Some(NEW)), rotating(NEW, Some(OLD))]),
-        5
-    );
-    // ...and, once the old counts' windows have passed, drops it.
-    assert_eq!(
-        admitted_in_turns(&[rotating(NEW, Some(OLD)), rotating(NEW, None)]),
-        5
-    );
+    for shape in ["fixed", "sliding"] {
+        let at = |key, also| rotating_shaped(key, also, shape);
+        // One secret: 5.
+        assert_eq!(admitted_in_turns(&[at(OLD, None), at(OLD, None)]), 5);
+        // Swapped in one push, old and new Envoys side by side count one
+        // account under two keys: twice the limit.
+        assert_eq!(admitted_in_turns(&[at(OLD, None), at(NEW, None)]), 10);
+        // The rotation: first every Envoy reads the next secret's counts
+        // too (an Envoy not yet there counts the same way: nothing is
+        // under it)...
+        assert_eq!(admitted_in_turns(&[at(OLD, None), at(OLD, Some(NEW))]), 5);
+        // ...then each switches to the new secret, reading the old one's...
+        assert_eq!(
+            admitted_in_turns(&[at(OLD, Some(NEW)), at(NEW, Some(OLD))]),
+            5,
+            "{shape}"
+        );
+        // ...and, once the old counts' windows have passed, drops it.
+        assert_eq!(admitted_in_turns(&[at(NEW, Some(OLD)), at(NEW, None)]), 5);
+    }
 }
 
 #[test]

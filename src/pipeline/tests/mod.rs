@@ -8,6 +8,9 @@
 // the node's sync, are tested in node/fleet_tests.rs.
 #[cfg(test)]
 mod installation;
+// Sliding installation bounds against a counting service.
+#[cfg(test)]
+mod sliding;
 // Host calls per request of the bench's variants, held to budgets.
 #[cfg(test)]
 mod host_calls;

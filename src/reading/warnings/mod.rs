@@ -24,6 +24,7 @@ pub use counters::{Counters, MANY_COUNTERS};
 pub use operations::template_reachable;
 
 use crate::config::plan::{Bound, Operation, Plan, Route};
+use crate::config::Shape;
 use serde::Serialize;
 use std::fmt;
 
@@ -238,7 +239,10 @@ pub(crate) fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) ->
                 route: route.index,
                 operation: at.operation,
                 bound: Some(at.index),
-                message: Bound::service_reading(cluster),
+                message: Bound::service_reading(
+                    cluster,
+                    b.installation().map_or(Shape::Sliding, |(_, _, s)| s),
+                ),
             });
         }
     }

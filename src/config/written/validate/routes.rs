@@ -71,7 +71,10 @@ pub(super) fn validate_bounds(
                 counted: match b.scope {
                     Scope::Node => CheckedScope::Node,
                     Scope::Fleet => CheckedScope::Fleet,
-                    Scope::Installation => CheckedScope::Installation(Unit::of_ms(window_ms)?),
+                    Scope::Installation => CheckedScope::Installation(
+                        Unit::of_ms(window_ms)?,
+                        b.shape.unwrap_or_default(),
+                    ),
                 },
                 // The configuration's share is checked once, at `$`.
                 enforce_percent: match b.enforce_percent.or(c.enforce_percent) {

@@ -3,7 +3,8 @@
 //!
 //! The service counts in fixed windows aligned to the clock, one per unit
 //! (second, minute, hour, day), with no multiplier: those are the only
-//! windows an installation bound may have. Compiled, such a bound has no
+//! windows an installation bound may have (a sliding one reads two of
+//! them). Compiled, such a bound has no
 //! lane: nothing of it lives in shared data.
 
 use super::super::error::{err, ConfigError};
@@ -24,6 +25,17 @@ pub(super) fn validate_bound(
     at: &str,
     errors: &mut Vec<ConfigError>,
 ) {
+    if let Some(shape) = b.shape.filter(|_| b.scope != Scope::Installation) {
+        errors.push(err(
+            format!("{at}.shape"),
+            format!(
+                "a {} bound always slides: \"shape\" ({:?}) is an installation bound's \
+                 choice; remove it",
+                b.scope.as_str(),
+                shape.as_str()
+            ),
+        ));
+    }
     if b.scope == Scope::Node {
         if b.per == Per::Account {
             errors.push(err(
@@ -249,6 +261,26 @@ mod tests {
     }
 
     const FLEET: &str = r#"{"per":"address","limit":5,"window":"PT1M","scope":"fleet"}"#;
+
+    #[test]
+    fn a_shape_is_an_installation_bounds_choice() {
+        let shaped = |scope: &str, shape: &str| {
+            format!(
+                r#"{{"per":"address","limit":5,"window":"PT1M","scope":"{scope}","shape":"{shape}"}}"#
+            )
+        };
+        assert!(errors("", &shaped("installation", "fixed")).is_empty());
+        assert!(errors("", &shaped("installation", "sliding")).is_empty());
+        for scope in ["node", "fleet"] {
+            let e = errors("", &shaped(scope, "fixed"));
+            assert!(
+                e[0].starts_with("$.routes[0].bounds[0].shape: a ") && e[0].contains("remove it"),
+                "{e:?}"
+            );
+        }
+        let e = errors("", &shaped("installation", "rolling"));
+        assert!(e[0].contains("shape") || e[0].contains("rolling"), "{e:?}");
+    }
 
     /// The errors of a one-bound configuration, as "path: message".
     fn errors(service: &str, bound: &str) -> Vec<String> {

@@ -4,14 +4,17 @@
 //! its context), so they wait in the worker's queue and the root context
 //! sends them, a batch a call, at its next tick (`node`).
 //!
-//! The service counts them in the window it is in when they arrive: for a
+//! They are counted in the window current when they are sent (a sliding
+//! bound's names it; a fixed bound's is the service's clock window): for a
 //! response that ends after the window its request was admitted in, the
-//! next one (a fixed window's edge; docs/cost.md). Less than the
-//! reservation gives nothing back: `hits_addend` only adds.
+//! next one (docs/cost.md). Less than the reservation gives nothing back:
+//! `hits_addend` only adds.
 
 use crate::config::plan::Plan;
 use crate::config::RateLimitServiceConfig;
-use crate::pipeline::phase::service::{self as installation, Descriptor, ServiceCall};
+use crate::pipeline::phase::service::{
+    self as installation, Descriptor, ServiceCall, REFUNDED, WINDOW,
+};
 use crate::rls::Override;
 use std::collections::VecDeque;
 
@@ -29,9 +32,24 @@ pub struct Charge {
     pub descriptor: String,
     /// The caller's key and value (none for `per: route`).
     pub caller: Option<(&'static str, String)>,
-    /// The limit the admission was sent with (the service counts under it).
+    /// The limit the admission was sent with (the service counts under it),
+    /// in the bound's window.
     pub limit: Override,
+    /// Which count it adds to.
+    pub at: ChargeAt,
     pub units: u32,
+}
+
+/// The count a charge adds to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeAt {
+    /// A fixed bound's: the service's clock window when it arrives.
+    Fixed,
+    /// A sliding bound's: the window current when it is sent.
+    Window,
+    /// A sliding bound's refunds of window `n`: attempts the service
+    /// counted there that were refused, taken out of its estimate.
+    Refund(u64),
 }
 
 /// A worker's owed charges, oldest first.
@@ -74,18 +92,34 @@ impl Owed {
     }
 }
 
-/// The `ShouldRateLimit` call that charges `batch` (none when the plan has
-/// no service): each descriptor with its limit and its units as
-/// `hits_addend`. Its answer says nothing the filter acts on.
-pub(crate) fn charge_call<'p>(plan: &'p Plan, batch: &[Charge]) -> Option<ServiceCall<'p>> {
+/// The `ShouldRateLimit` call that charges `batch` at `now` (none when the
+/// plan has no service): each descriptor with its limit and its units as
+/// `hits_addend`, a sliding bound's in the window of `now`. Its answer
+/// says nothing the filter acts on.
+pub(crate) fn charge_call<'p>(
+    plan: &'p Plan,
+    batch: &[Charge],
+    now: u64,
+) -> Option<ServiceCall<'p>> {
     let service: &'p RateLimitServiceConfig = plan.service.as_ref()?;
     let descriptors: Vec<Descriptor> = batch
         .iter()
-        .map(|c| Descriptor {
-            bound: &c.descriptor,
-            caller: c.caller.as_ref().map(|(per, v)| (*per, v.as_str())),
-            limit: c.limit,
-            hits: c.units,
+        .map(|c| {
+            let window = match c.at {
+                ChargeAt::Fixed => None,
+                ChargeAt::Window => Some((WINDOW, now / c.limit.unit.ms())),
+                ChargeAt::Refund(n) => Some((REFUNDED, n)),
+            };
+            Descriptor {
+                bound: &c.descriptor,
+                caller: c.caller.as_ref().map(|(per, v)| (*per, v.as_str())),
+                window,
+                limit: Override {
+                    unit: window.map_or(c.limit.unit, |(_, n)| c.limit.unit.keeping(n)),
+                    ..c.limit
+                },
+                hits: c.units,
+            }
         })
         .collect();
     Some(installation::call(service, &descriptors))
@@ -104,6 +138,7 @@ mod tests {
                 requests_per_unit: 1_000,
                 unit: Unit::Minute,
             },
+            at: ChargeAt::Window,
             units,
         }
     }
