@@ -187,6 +187,22 @@ def test_what_the_chart_refuses_to_render(values, words, tmp_path):
     assert proc.returncode != 0 and words in proc.stderr, proc.stderr
 
 
+def test_the_filters_cluster_must_name_the_service_deployed(tmp_path):
+    # The defaults agree: the Service ratelimit.ratelimit, its account's identity.
+    values = {"image": {"sha256": DIGEST}, "rateLimitService": {"enabled": True},
+              "ratelimit": {"enabled": True, "image": {"digest": IMAGE_DIGEST}}}
+    helm("template", "rb", str(CHART), values=values, tmp=tmp_path)
+    moved = {**values, "ratelimit": {**values["ratelimit"], "namespace": "limits"}}
+    proc = helm("template", "rb", str(CHART), values=moved, tmp=tmp_path, check=False)
+    assert proc.returncode != 0 and \
+        "set it to ratelimit.limits.svc.cluster.local" in proc.stderr, proc.stderr
+    moved["rateLimitService"] = {"enabled": True, "address": "ratelimit.limits.svc.cluster.local"}
+    proc = helm("template", "rb", str(CHART), values=moved, tmp=tmp_path, check=False)
+    assert proc.returncode != 0 and "is not the identity of the service account" in proc.stderr
+    moved["rateLimitService"]["identity"] = "spiffe://cluster.local/ns/limits/sa/ratelimit"
+    helm("template", "rb", str(CHART), values=moved, tmp=tmp_path)
+
+
 # --------------------------------------------------------------------------
 # deploy/kubernetes/ratelimit.yaml: the same service
 
