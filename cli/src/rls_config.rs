@@ -81,6 +81,122 @@ pub fn generate(c: &Config, source: &str) -> Option<String> {
     Some(y)
 }
 
+/// The ConfigMap name of the one-file form (`rls-config --format configmap
+/// FILE`), as deploy/kubernetes/ratelimit.yaml has always mounted it.
+pub const CONFIGMAP: &str = "ratelimit-config";
+
+/// One service configuration on its way into a ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generated {
+    /// Where it came from, in words (`file`, or `file (WasmPlugin …)`).
+    pub source: String,
+    pub domain: String,
+    /// What [`generate`] made of it.
+    pub yaml: String,
+}
+
+/// A Kubernetes object name (RFC 1123 subdomain): lower-case letters,
+/// digits, `-` and `.`, starting and ending with a letter or digit, at most
+/// 253 bytes.
+fn object_name(s: &str) -> bool {
+    let ends = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    !s.is_empty()
+        && s.len() <= 253
+        && ends(s.bytes().next())
+        && ends(s.bytes().last())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
+/// The ConfigMap name of each configuration, in order: `names` when given
+/// (one per configuration); else `ratelimit-config` for a single one (the
+/// one-file form, unchanged) and `ratelimit-config-<domain>` for each of
+/// several, so that a second domain never replaces the first's map. `Err`
+/// says what to change: two configurations with one domain (the service
+/// would refuse its whole configuration), a count or a name that does not
+/// fit.
+pub fn configmap_names(items: &[Generated], names: &[String]) -> Result<Vec<String>, String> {
+    for (i, a) in items.iter().enumerate() {
+        if let Some(b) = items[..i].iter().find(|b| b.domain == a.domain) {
+            return Err(format!(
+                "{} and {} both have the domain {:?}: the service refuses a configuration in \
+                 which a domain appears twice (it keeps the one it had, or, starting, loads \
+                 none); give each filter configuration its own rate_limit_service.domain, \
+                 or generate only one of them",
+                b.source, a.source, a.domain
+            ));
+        }
+    }
+    if !names.is_empty() && names.len() != items.len() {
+        return Err(format!(
+            "{} configurations and {} --name: give one --name per configuration, in the \
+             order of the files (or none: each is then named {CONFIGMAP}-<domain>)",
+            items.len(),
+            names.len()
+        ));
+    }
+    let out: Vec<String> = if !names.is_empty() {
+        names.to_vec()
+    } else if let [_] = items {
+        vec![CONFIGMAP.to_string()]
+    } else {
+        items
+            .iter()
+            .map(|g| {
+                format!(
+                    "{CONFIGMAP}-{}",
+                    g.domain.to_ascii_lowercase().replace('_', "-")
+                )
+            })
+            .collect()
+    };
+    for (name, g) in out.iter().zip(items) {
+        if !object_name(name) {
+            return Err(format!(
+                "{name:?} (for {}'s domain {:?}) is not a Kubernetes object name (lower-case \
+                 letters, digits, '-' and '.', starting and ending with a letter or digit): \
+                 give its ConfigMap a name with --name",
+                g.source, g.domain
+            ));
+        }
+    }
+    for (i, a) in out.iter().enumerate() {
+        if out[..i].contains(a) {
+            return Err(format!(
+                "two configurations would share the ConfigMap {a:?}: the second would replace \
+                 the first; give each its own --name"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The service's file in a ConfigMap named `name` (namespace `ratelimit`,
+/// as deploy/kubernetes/ratelimit.yaml and the Helm chart mount it), under
+/// the key `<domain>.yaml`: the service reads every key of every map its
+/// projected volume merges as one file of its configuration folder.
+pub fn configmap(name: &str, domain: &str, yaml: &str) -> String {
+    let mut s = format!(
+        "apiVersion: v1\n\
+         kind: ConfigMap\n\
+         metadata:\n  \
+         name: {name}\n  \
+         namespace: ratelimit\n  \
+         labels:\n    \
+         app.kubernetes.io/name: ratelimit\n\
+         data:\n"
+    );
+    s.push_str(&format!("  {domain}.yaml: |\n"));
+    for line in yaml.lines() {
+        if line.is_empty() {
+            s.push('\n');
+        } else {
+            s.push_str(&format!("    {line}\n"));
+        }
+    }
+    s
+}
+
 #[derive(Debug, Deserialize)]
 struct File {
     domain: Option<String>,
@@ -197,6 +313,52 @@ mod tests {
         ));
         assert!(!y.contains("per_address"));
         assert_eq!(compare(&c, &y), Ok(vec![]));
+    }
+
+    fn g(source: &str, domain: &str) -> Generated {
+        Generated {
+            source: source.into(),
+            domain: domain.into(),
+            yaml: format!("domain: {domain}\n"),
+        }
+    }
+
+    #[test]
+    fn configmap_names_per_domain_and_their_refusals() {
+        let one = [g("a.json", "signin")];
+        assert_eq!(
+            configmap_names(&one, &[]),
+            Ok(vec!["ratelimit-config".into()])
+        );
+        let two = [g("a.json", "signin"), g("b.json", "Api_v2")];
+        assert_eq!(
+            configmap_names(&two, &[]),
+            Ok(vec![
+                "ratelimit-config-signin".into(),
+                "ratelimit-config-api-v2".into()
+            ])
+        );
+        let named = ["x".to_string(), "y.z".to_string()];
+        assert_eq!(configmap_names(&two, &named), Ok(named.to_vec()));
+        let same = [g("a.json", "signin"), g("b.json", "signin")];
+        let e = configmap_names(&same, &[]).unwrap_err();
+        assert!(
+            e.contains("a.json and b.json both have the domain \"signin\""),
+            "{e}"
+        );
+        assert!(e.contains("its own rate_limit_service.domain"), "{e}");
+        let e = configmap_names(&two, &named[..1]).unwrap_err();
+        assert!(e.contains("2 configurations and 1 --name"), "{e}");
+        let e = configmap_names(&two, &["x".into(), "x".into()]).unwrap_err();
+        assert!(e.contains("share the ConfigMap \"x\""), "{e}");
+        let e = configmap_names(&one, &["Bad_Name".into()]).unwrap_err();
+        assert!(e.contains("not a Kubernetes object name"), "{e}");
+        // A domain that cannot end a name needs one given.
+        let e = configmap_names(&[g("a", "x-"), g("b", "y")], &[]).unwrap_err();
+        assert!(e.contains("\"ratelimit-config-x-\""), "{e}");
+        // Two domains that differ only in case or '_' would share a map.
+        let e = configmap_names(&[g("a", "Shop"), g("b", "shop")], &[]).unwrap_err();
+        assert!(e.contains("ratelimit-config-shop"), "{e}");
     }
 
     #[test]

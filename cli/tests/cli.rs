@@ -930,6 +930,175 @@ fn rls_config_prints_the_services_configuration_and_check_compares_it() {
     assert!(r.err.contains("no rate_limit_service"), "{}", r.err);
 }
 
+/// The ConfigMaps of a `rls-config --format configmap` output, by name:
+/// (its domain key, the file under it, unindented).
+fn configmaps(out: &str) -> Vec<(String, String, String)> {
+    out.split("---\n")
+        .map(|doc| {
+            let name = doc
+                .split_once("metadata:\n  name: ")
+                .and_then(|(_, r)| r.lines().next())
+                .unwrap()
+                .to_string();
+            let (_, block) = doc.split_once("\ndata:\n  ").unwrap();
+            let (key, body) = block.split_once(": |\n").unwrap();
+            let body: String = body
+                .lines()
+                .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+                .collect();
+            (name, key.to_string(), body)
+        })
+        .collect()
+}
+
+#[test]
+fn rls_config_gives_each_domain_its_own_configmap() {
+    let signin = file("multi-signin.json", SIGN_IN.as_bytes());
+    let api = file(
+        "multi-api.json",
+        SIGN_IN
+            .replace(r#""domain":"signin""#, r#""domain":"api""#)
+            .replace(r#""limit":5,"#, r#""limit":7,"#)
+            .as_bytes(),
+    );
+    let alone = |f: &str| run(&["rls-config", f], None).out;
+    // Several configurations: one ConfigMap each, named after its domain,
+    // each holding exactly what the one-file form prints for it.
+    let r = run(
+        &["rls-config", "--format", "configmap", &signin, &api],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.err);
+    let maps = configmaps(&r.out);
+    assert_eq!(
+        maps,
+        vec![
+            (
+                "ratelimit-config-signin".to_string(),
+                "signin.yaml".to_string(),
+                alone(&signin)
+            ),
+            (
+                "ratelimit-config-api".to_string(),
+                "api.yaml".to_string(),
+                alone(&api)
+            ),
+        ]
+    );
+    assert!(
+        maps[1].2.contains("requests_per_unit: 7\n"),
+        "{}",
+        maps[1].2
+    );
+    // Deployed one at a time, with a name each: the second does not replace
+    // the first (distinct names), and the one-file form keeps its name.
+    let first = run(&["rls-config", "--format", "configmap", &signin], None).out;
+    let second = run(
+        &[
+            "rls-config",
+            "--format",
+            "configmap",
+            "--name",
+            "ratelimit-config-api",
+            &api,
+        ],
+        None,
+    );
+    assert_eq!(second.code, 0, "{}", second.err);
+    let (a, b) = (&configmaps(&first)[0], &configmaps(&second.out)[0]);
+    assert_eq!(a.0, "ratelimit-config");
+    assert_eq!(b.0, "ratelimit-config-api");
+    assert_eq!((a.1.as_str(), b.1.as_str()), ("signin.yaml", "api.yaml"));
+    // --name per file, in order.
+    let r = run(
+        &[
+            "rls-config",
+            "--format=configmap",
+            &api,
+            &signin,
+            "--name",
+            "rl-api",
+            "--name",
+            "rl-signin",
+        ],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.err);
+    let names: Vec<_> = configmaps(&r.out).into_iter().map(|m| (m.0, m.1)).collect();
+    assert_eq!(
+        names,
+        vec![
+            ("rl-api".to_string(), "api.yaml".to_string()),
+            ("rl-signin".to_string(), "signin.yaml".to_string())
+        ]
+    );
+}
+
+#[test]
+fn rls_config_refuses_two_configurations_of_one_domain_and_names_the_fix() {
+    let a = file("dup-a.json", SIGN_IN.as_bytes());
+    let b = file(
+        "dup-b.json",
+        SIGN_IN
+            .replace(r#""instance":"signin""#, r#""instance":"other""#)
+            .as_bytes(),
+    );
+    let r = run(&["rls-config", "--format", "configmap", &a, &b], None);
+    assert_eq!(r.code, 1, "{}", r.out);
+    assert!(r.out.is_empty(), "nothing to apply: {}", r.out);
+    assert!(
+        r.err
+            .contains(&format!("{a} and {b} both have the domain \"signin\"")),
+        "{}",
+        r.err
+    );
+    assert!(
+        r.err
+            .contains("give each filter configuration its own rate_limit_service.domain"),
+        "{}",
+        r.err
+    );
+    // The YAML form reads one file; a --name needs a ConfigMap.
+    let r = run(&["rls-config", &a, &b], None);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("use --format configmap"), "{}", r.err);
+    let r = run(&["rls-config", "--name", "x", &a], None);
+    assert_eq!(r.code, 2);
+    // One name for two files.
+    let api = file(
+        "dup-api.json",
+        SIGN_IN
+            .replace(r#""domain":"signin""#, r#""domain":"api""#)
+            .as_bytes(),
+    );
+    let r = run(
+        &[
+            "rls-config",
+            "--format",
+            "configmap",
+            "--name",
+            "x",
+            &a,
+            &api,
+        ],
+        None,
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        r.err.contains("give one --name per configuration"),
+        "{}",
+        r.err
+    );
+    // A file without a service among several: said, nothing printed.
+    let r = run(&["rls-config", "--format", "configmap", &a, DEMO], None);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.out.is_empty() && r.err.contains("no rate_limit_service"),
+        "{}",
+        r.err
+    );
+}
+
 #[test]
 fn an_installation_bound_without_a_service_or_with_an_odd_window_is_an_error() {
     let no_service = SIGN_IN.replace(

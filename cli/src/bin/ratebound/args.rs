@@ -69,17 +69,16 @@ pub enum Command {
     /// The envoyproxy/ratelimit configuration (YAML) for the installation bounds
     ///
     /// --format configmap wraps it in the Kubernetes ConfigMap the service's
-    /// manifest mounts (deploy/kubernetes/ratelimit.yaml: ratelimit-config in
-    /// namespace ratelimit, one key per domain), ready for `kubectl apply -f -`.
+    /// manifests mount (deploy/kubernetes/ratelimit.yaml, the Helm chart's
+    /// ratelimit.configMaps: ratelimit-config in namespace ratelimit, the
+    /// file under the key <domain>.yaml), ready for `kubectl apply -f -`.
+    /// Several FILEs (one domain each) give one ConfigMap per domain,
+    /// ratelimit-config-<domain>, so deploying a domain never replaces
+    /// another's; --name names them instead (one per FILE, in order). Two
+    /// FILEs with the same domain are refused: the service would refuse its
+    /// whole configuration.
     #[command(after_help = EXIT_STATUS)]
-    RlsConfig {
-        /// The configuration (JSON or YAML), or - for stdin
-        #[arg(value_name = "FILE|-")]
-        file: String,
-        /// Output format
-        #[arg(long, value_enum, default_value_t = RlsFormat::Yaml)]
-        format: RlsFormat,
-    },
+    RlsConfig(RlsConfig),
     /// Give operations of an OpenAPI 3.0/3.1 document bounds of their own
     ///
     /// FILE (--bounds) maps an operationId, or "METHOD /path", to its bounds;
@@ -133,6 +132,19 @@ pub enum Command {
     /// Print the version and the git commit (as --version)
     #[command(hide = true)]
     Version,
+}
+
+#[derive(Debug, PartialEq, Eq, Args)]
+pub struct RlsConfig {
+    /// The configurations (JSON or YAML, one per file), or - for stdin
+    #[arg(value_name = "FILE|-", required = true)]
+    pub files: Vec<String>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = RlsFormat::Yaml)]
+    pub format: RlsFormat,
+    /// The ConfigMap's name (--format configmap), one per FILE in order
+    #[arg(long, value_name = "NAME")]
+    pub name: Vec<String>,
 }
 
 #[derive(Debug, PartialEq, Eq, Args)]
@@ -381,10 +393,29 @@ mod tests {
         assert_eq!(p(&["version"]).ok(), Some(Command::Version));
         assert_eq!(
             p(&["rls-config", "a.json"]).ok(),
-            Some(Command::RlsConfig {
-                file: "a.json".into(),
-                format: RlsFormat::Yaml
-            })
+            Some(Command::RlsConfig(RlsConfig {
+                files: vec!["a.json".into()],
+                format: RlsFormat::Yaml,
+                name: vec![],
+            }))
+        );
+        assert_eq!(
+            p(&[
+                "rls-config",
+                "--format",
+                "configmap",
+                "a.json",
+                "b.json",
+                "--name",
+                "x",
+                "--name=y"
+            ])
+            .ok(),
+            Some(Command::RlsConfig(RlsConfig {
+                files: vec!["a.json".into(), "b.json".into()],
+                format: RlsFormat::Configmap,
+                name: vec!["x".into(), "y".into()],
+            }))
         );
         assert_eq!(
             p(&["completions", "bash"]).ok(),
@@ -409,7 +440,7 @@ mod tests {
             &["explain", "--strict", "a"],
             &["schema", "extra"],
             &["rls-config"],
-            &["rls-config", "a", "b"],
+            &["rls-config", "--name", "a"],
             &["explain", "--rls-config", "r", "a"],
             &["openapi", "--route", "a", "--bounds", "b"],
             &["openapi", "s.json", "--bounds", "b"],

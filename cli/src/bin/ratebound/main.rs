@@ -48,7 +48,7 @@ fn run(command: Command) -> u8 {
         Command::Console(c) => console::run(&c),
         Command::Schema => schema::run(),
         Command::Check(c) => check::run(&c),
-        Command::RlsConfig { file, format } => rls_config::run(&file, format),
+        Command::RlsConfig(r) => rls_config::run(&r),
         Command::Explain(e) => explain::run(e),
         Command::Diff(d) => diff::run(&d),
     }
