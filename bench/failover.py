@@ -60,7 +60,10 @@ def one_trial(kind: str, work: Path, args) -> dict:
         trial = ft.run_trial(inst, kind, lead_s=args.lead, kill_after=args.kill_after,
                              after_s=args.after, kill=not args.no_kill)
         result = ft.analyse(trial)
-        result["timeline"] = ft.timeline(trial)
+        # Every attempt, compact: [what, envoy, sent, answered (s from the
+        # kill), status, RateLimit-Remaining].
+        result["timeline"] = [[a["what"], a["envoy"], a["sent"], a["done"], a["status"],
+                               a["remaining"]] for a in ft.timeline(trial)]
         return result
     finally:
         for e in envoys:
@@ -140,7 +143,8 @@ def main() -> int:
     if args.save:
         (out_dir / f"failover-{stamp}.md").write_text(text)
         (out_dir / f"failover-{stamp}.json").write_text(json.dumps(
-            {"args": vars(args), "module": bl.describe_module(), "results": results}, indent=1))
+            {"args": vars(args), "module": bl.describe_module(), "results": results},
+            separators=(",", ":")) + "\n")
         print(f"wrote bench/results/failover-{stamp}.{{md,json}}")
     return 0
 
