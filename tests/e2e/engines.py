@@ -184,15 +184,21 @@ class Redis:
     def log(self) -> str:
         return _tail(self.log_path, 10_000)
 
+    def service_env(self) -> dict[str, str]:
+        """What envoyproxy/ratelimit is told to use this Redis (the
+        topologies of redis_topologies.py give their own)."""
+        return {"REDIS_TYPE": "SINGLE", "REDIS_URL": f"127.0.0.1:{self.port}"}
+
 
 # --------------------------------------------------------------------------
 # envoyproxy/ratelimit
 # --------------------------------------------------------------------------
 class RateLimitService:
-    """envoyproxy/ratelimit over `redis`, configured by one YAML file,
-    serving gRPC on 127.0.0.1:grpc_port."""
+    """envoyproxy/ratelimit over `redis` (a Redis, or a SentinelSet or
+    RedisCluster of redis_topologies.py: its `service_env()`), configured by
+    one YAML file, serving gRPC on 127.0.0.1:grpc_port."""
 
-    def __init__(self, redis: Redis, config_yaml: str, tmpdir: Path | str,
+    def __init__(self, redis, config_yaml: str, tmpdir: Path | str,
                  extra_env: dict[str, str] | None = None,
                  grpc_port: int | None = None) -> None:
         if not SERVICE_CMD.exists():
@@ -223,7 +229,6 @@ class RateLimitService:
             "USE_STATSD": "false",
             "DISABLE_STATS": "true",
             "REDIS_SOCKET_TYPE": "tcp",
-            "REDIS_URL": f"127.0.0.1:{self.redis.port}",
             "RUNTIME_ROOT": str(self.runtime_root),
             "RUNTIME_SUBDIRECTORY": self.subdirectory,
             # Watch the config folder itself, not a symlink swap of the root.
@@ -239,6 +244,7 @@ class RateLimitService:
             "DEBUG_PORT": str(self.debug_port),
             "LOG_LEVEL": "warn",
         }
+        env.update(self.redis.service_env())  # REDIS_TYPE, REDIS_URL (and what they need)
         env.update(self.extra_env)
         return env
 
