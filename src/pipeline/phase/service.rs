@@ -12,11 +12,14 @@
 //! key), `v…` for a value and `n…` for the network of a caller without
 //! one — the two can never collide.
 //!
-//! A sliding bound (the default) sends two descriptors: its count in the
-//! current clock window, adding the request, and the previous window's,
-//! read; the filter decides with the two-window estimate, as node bounds
-//! do, and the service's own limit on the current count stays as a
-//! fixed-window backstop. A fixed bound sends one and the service decides.
+//! A sliding bound (the default) sends four descriptors: its attempts in
+//! the current clock window, adding the request, and, read, the previous
+//! window's and both windows' refunds; the filter decides with the
+//! two-window estimate, as node bounds do. The service counts every call,
+//! so an attempt the estimate refuses is refunded (queued, sent at the
+//! root's next tick). No limit of the service's backs the estimate up: it
+//! would count refunded attempts. A fixed bound sends one descriptor and
+//! the service decides.
 //!
 //! A caller the service's counts show at their limit is remembered in
 //! shared data ([`crate::count::locks`]) and refused here without a call
