@@ -410,7 +410,7 @@ pub fn module_change(old: &PluginVm, new: &PluginVm) -> Option<ModuleChange> {
              one: a release that changes how counters are keyed says \"resets counts\" \
              in its CHANGELOG, and then every count restarts. Installation bounds count \
              in the rate-limit service and are not touched by the VM, unless the release \
-             keys them anew: 0.2 does, once, for installation bounds without \"shape\" \
+             keys them anew: the first release after 0.1.0 does, once, for installation bounds without \"shape\" \
              (they now slide; the window in flight starts afresh; \"shape\": \"fixed\" \
              keeps the old keys)"
         ),
