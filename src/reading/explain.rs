@@ -365,9 +365,9 @@ mod tests {
         assert_eq!(
             row.warnings[0].message,
             "exact for the whole installation (rate-limit service `rls`, Redis); sliding \
-             window (the two-window estimate over two of the service's counts): never 2× the \
-             limit at a window edge, up to about 2× − 1 spread over a whole window by a caller \
-             who times it"
+             window (the two-window estimate over the service's counts of two windows): never \
+             2× the limit at a window edge, up to about 2× − 1 spread over a whole window by a \
+             caller who times it"
         );
         // The node bound keeps its per-node reading.
         let codes: Vec<_> = phases[0].bounds[0]

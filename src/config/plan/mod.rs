@@ -324,7 +324,7 @@ impl Bound {
     pub(crate) fn service_reading(cluster: &str, shape: Shape) -> String {
         let how = match shape {
             Shape::Sliding => {
-                "sliding window (the two-window estimate over two of the service's counts): \
+                "sliding window (the two-window estimate over the service's counts of two windows): \
                  never 2× the limit at a window edge, up to about 2× − 1 spread over a whole \
                  window by a caller who times it"
             }

@@ -178,7 +178,7 @@ pub struct BoundConfig {
     #[serde(default)]
     pub scope: Scope,
     /// An installation bound's shape: `sliding` (the default: the
-    /// two-window estimate over two of the service's counts) or `fixed`
+    /// two-window estimate over the service's counts of two windows) or `fixed`
     /// (the service's clock windows, which reset at each edge).
     pub shape: Option<Shape>,
 }
