@@ -16,10 +16,12 @@ measured by deltas:
 
 Scenarios (each bound's limit is never reached, so nothing is refused):
 
-  S1  sign-in, one installation bound per account: --attempts POSTs to
-      /up/login, the account from the header X-Login, each a new account
+  S1  sign-in, one installation bound per account (sliding, the default:
+      four descriptors): --attempts POSTs to /up/login, the account from
+      the header X-Login, each a new account
   S2  as S1 with a second installation bound on the route (per address):
-      two descriptors in the one call
+      eight descriptors in the one call
+  S1F as S1 with the bound's "shape": "fixed": one descriptor
   F   a fleet bound per address (sync_ms --sync-ms), for each number of
       addresses in --fleet-keys (a fresh Envoy each): --fleet-seconds of
       requests cycling through them, then as long with no request (idle)
@@ -54,12 +56,12 @@ BIG = 1_000_000_000  # never reached
 SERVICE = {"cluster": "rls", "domain": DOMAIN, "timeout_ms": 1000, "on_error": "deny"}
 
 
-def signin_config(instance: str, by_address: bool) -> dict:
+def signin_config(instance: str, by_address: bool, shape: str = "sliding") -> dict:
     bounds = [{"name": "attempts", "per": "account", "scope": "installation",
-               "limit": BIG, "window": "PT1M"}]
+               "shape": shape, "limit": BIG, "window": "PT1M"}]
     if by_address:
         bounds.append({"name": "per_address", "per": "address", "scope": "installation",
-                       "limit": BIG, "window": "PT1H"})
+                       "shape": shape, "limit": BIG, "window": "PT1H"})
     return {"instance": instance, "rate_limit_service": SERVICE,
             "routes": [{"name": "login", "match": {"path_prefix": "/up/login", "methods": ["POST"]},
                         "account": {"header": "x-login"}, "bounds": bounds}]}
@@ -155,6 +157,7 @@ def main() -> int:
         return 2
     out_dir, stamp, work = started
     s1, s2 = signin_config("sizings1", False), signin_config("sizings2", True)
+    s1f = signin_config("sizings1f", False, "fixed")
     fl = fleet_config("sizingf", args.sync_ms)
     redis = engines.Redis(work)
     metrics_port = bl.free_port()
@@ -180,7 +183,7 @@ def main() -> int:
             time.sleep(3)  # the workers' warm-up calls (no Redis) are done before counting
             return env
 
-        for key, cfg in (("S1", s1), ("S2", s2)):
+        for key, cfg in (("S1", s1), ("S2", s2), ("S1F", s1f)):
             env = envoy(key, cfg)
             c = Counters(env, redis, metrics_url, cfg["instance"])
             settle()
@@ -239,8 +242,9 @@ def markdown(r: dict, args) -> str:
         return x.pop("incrby", 0), x.pop("expire", 0), x
 
     rows, pings = [], []
-    for key, label in (("S1", "sign-in attempt, 1 installation bound (1 descriptor)"),
-                       ("S2", "sign-in attempt, 2 installation bounds (2 descriptors)")):
+    for key, label in (("S1", "sign-in attempt, 1 sliding installation bound (4 descriptors)"),
+                       ("S2", "sign-in attempt, 2 sliding installation bounds (8 descriptors)"),
+                       ("S1F", "sign-in attempt, 1 fixed installation bound (1 descriptor)")):
         d = r[key]
         n = d["attempts"]
         inc, exp, other = ops(d)
