@@ -172,9 +172,9 @@ impl<'p> Service<'p> {
         }
     }
 
-    /// How many answers its descriptors get: its count, the previous
-    /// window's read when it slides, and the same again under a rotation's
-    /// other secret (`also`).
+    /// How many answers its descriptors get: one (fixed) or four (sliding:
+    /// this window's and the previous one's attempts and refunds), and as
+    /// many again under a rotation's other secret (`also`).
     fn answers(&self, also: bool) -> usize {
         let windows = match self.shape {
             Shape::Sliding => 4,
@@ -265,10 +265,9 @@ impl<'p> Service<'p> {
         let read = |i: usize, limit: u32| answers.get(i).map_or(0, |a| count_of(a, limit));
         match self.shape {
             Shape::Fixed => {
-                let first = answers.first();
                 let count = read(0, limit).saturating_add(read(1, limit));
                 let reset_s = answers.iter().filter_map(|a| a.reset_s).max();
-                let over = count > limit || first.is_some_and(|a| a.code == Code::OverLimit);
+                let over = count > limit;
                 let remaining = if over { 0 } else { limit - count };
                 // The service's horizon is whole seconds, rounded up: the
                 // clock window's end is the sharper of the two.
