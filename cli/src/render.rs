@@ -1,5 +1,7 @@
 //! `explain` as text for a terminal: one block per route, its bounds by
-//! phase, each warning under the row it concerns, long lines wrapped.
+//! phase, each bound in its one line and each warning under the row it
+//! concerns, long lines wrapped; `--verbose` adds each bound's full
+//! statement (its words and every note) under its line.
 
 use ratebound::reading::explain::{Explanation, RouteRow};
 use ratebound::reading::warnings::{Severity, Warning};
@@ -8,7 +10,9 @@ use std::fmt::Write;
 /// Lines are wrapped to this many characters.
 const WIDTH: usize = 100;
 
-pub fn text(e: &Explanation) -> String {
+/// The text of `explain`: with `verbose`, each bound's detail under its
+/// line.
+pub fn text(e: &Explanation, verbose: bool) -> String {
     let mut out = String::new();
     let nodes = match e.nodes {
         Some(1) => " (on 1 node)".to_string(),
@@ -38,18 +42,23 @@ pub fn text(e: &Explanation) -> String {
     }
     for r in &e.routes {
         out.push('\n');
-        route(&mut out, r);
+        route(&mut out, r, verbose);
     }
+    let more = if verbose || e.summary.bounds + e.summary.operation_bounds == 0 {
+        ""
+    } else {
+        "; --verbose for each bound's full reading"
+    };
     let _ = writeln!(
         out,
-        "\n{}, {}",
+        "\n{}, {}{more}",
         plural(e.summary.warnings, "warning"),
         plural(e.summary.notes, "note")
     );
     out
 }
 
-fn route(out: &mut String, r: &RouteRow) {
+fn route(out: &mut String, r: &RouteRow, verbose: bool) {
     let _ = writeln!(out, "route {:?}  {}", r.name, r.path);
     wrap(out, "  takes ", "    ", &r.matches);
     for w in &r.warnings {
@@ -63,12 +72,19 @@ fn route(out: &mut String, r: &RouteRow) {
         let _ = writeln!(out, "  {}:", p.phase.title());
         let width = p.bounds.iter().map(|b| b.name.len()).max().unwrap_or(0);
         for b in &p.bounds {
-            let words = match &b.operation {
-                Some(op) => format!("{op}: {}", b.words),
-                None => b.words.clone(),
+            let line = match &b.operation {
+                Some(op) => format!("{op}: {}", b.line),
+                None => b.line.clone(),
             };
-            let _ = writeln!(out, "    {:<width$}  {words}  {}", b.name, b.path);
-            for w in &b.warnings {
+            let _ = writeln!(out, "    {:<width$}  {line}  {}", b.name, b.path);
+            // The notes are the detail's (the line says what they say);
+            // warnings are said in full either way.
+            if verbose {
+                for statement in b.detail.split('\n') {
+                    wrap(out, "      ", "        ", statement);
+                }
+            }
+            for w in b.warnings.iter().filter(|w| w.level == Severity::Warning) {
                 warning(out, "      ", w, false);
             }
         }
@@ -91,10 +107,7 @@ fn route(out: &mut String, r: &RouteRow) {
 }
 
 fn warning(out: &mut String, indent: &str, w: &Warning, with_path: bool) {
-    // A note under its bound row speaks for itself ("per node: …").
-    let head = if w.level == Severity::Note && !with_path {
-        indent.to_string()
-    } else if with_path {
+    let head = if with_path {
         format!(
             "{indent}{}[{}] {}: ",
             w.level.as_str(),
@@ -166,7 +179,7 @@ mod tests {
               {"name":"mine","method":"GET","path":"/api/orders/mine","bounds":[{"name":"addr","per":"address","limit":30,"window":"PT1M"}]},
               {"operation_id":"health","method":"GET","path":"/health","bounds":[{"per":"route","limit":10,"window":"PT1S"}]}]}]}"#)
         .unwrap();
-        let t = text(&explain(&Plan::compile(&c), None));
+        let t = text(&explain(&Plan::compile(&c), None), false);
         assert!(
             t.starts_with("ratebound configuration \"shop\": 1 route, 1 bound, 3 operations with 3 bounds (counted per Envoy node)\n"),
             "{t}"
@@ -174,13 +187,13 @@ mod tests {
         let before = t.find("  before identity").unwrap();
         let after = t.find("  after identity").unwrap();
         let mine = t
-            .find("    mine.addr  GET /api/orders/mine: 30 a minute per client address, per operation  $.routes[0].operations[1].bounds[0]\n")
+            .find("    mine.addr  GET /api/orders/mine: per node: 30 a minute per client address, per operation; N nodes admit N × 30  $.routes[0].operations[1].bounds[0]\n")
             .unwrap_or_else(|| panic!("{t}"));
         let health = t
-            .find("    health.b0  GET /health (health): 10 a second for the whole operation  $.routes[0].operations[2].bounds[0]\n")
+            .find("    health.b0  GET /health (health): per node: 10 a second for the whole operation; N nodes admit N × 10  $.routes[0].operations[2].bounds[0]\n")
             .unwrap_or_else(|| panic!("{t}"));
         let pay = t
-            .find("    payOrder.b0  POST /api/orders/{id}/pay (payOrder): 5 a minute per user, per operation  $.routes[0].operations[0].bounds[0]\n")
+            .find("    payOrder.b0  POST /api/orders/{id}/pay (payOrder): per node: 5 a minute per user, per operation; N nodes admit N × 5  $.routes[0].operations[0].bounds[0]\n")
             .unwrap_or_else(|| panic!("{t}"));
         assert!(
             before < mine && mine < health && health < after && after < pay,
@@ -201,7 +214,8 @@ mod tests {
         let c = parse(br#"{"instance":"demo","routes":[{"name":"hello","match":{"path_prefix":"/hello","methods":["GET"]},
             "bounds":[{"name":"per_address","per":"address","limit":5,"window":"PT1M"}]}]}"#)
         .unwrap();
-        let t = text(&explain(&Plan::compile(&c), Some(3)));
+        let e = explain(&Plan::compile(&c), Some(3));
+        let t = text(&e, false);
         assert!(
             t.starts_with("ratebound configuration \"demo\": 1 route, 1 bound (on 3 nodes)\n"),
             "{t}"
@@ -212,16 +226,23 @@ mod tests {
             ),
             "{t}"
         );
+        // One line for the bound, and nothing under it but warnings.
         assert!(
-            t.contains("    per_address  5 a minute per client address  $.routes[0].bounds[0]\n"),
-            "{t}"
-        );
-        assert!(
-            t.contains("      per node: on 3 nodes up to 3 × 5 = 15 a minute"),
+            t.contains("    per_address  on 3 nodes: up to 3 × 5 = 15 a minute per client address  $.routes[0].bounds[0]\n  after identity"),
             "{t}"
         );
         assert!(
             t.contains("  after identity (checked once the caller is known): none\n"),
+            "{t}"
+        );
+        assert!(
+            t.ends_with("\n0 warnings, 1 note; --verbose for each bound's full reading\n"),
+            "{t}"
+        );
+        // --verbose: the full statement under the line, as before.
+        let t = text(&e, true);
+        assert!(
+            t.contains("    per_address  on 3 nodes: up to 3 × 5 = 15 a minute per client address  $.routes[0].bounds[0]\n      5 a minute per client address\n      per node: on 3 nodes up to 3 × 5 = 15 a minute"),
             "{t}"
         );
         assert!(t.ends_with("\n0 warnings, 1 note\n"), "{t}");

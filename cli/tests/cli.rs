@@ -298,20 +298,34 @@ client addresses are counted per IPv4 address and per IPv6 /64 network  $.client
 route \"hello\"  $.routes[0]
   takes GET requests, path starting with /hello, Envoy route \"hello\"
   before identity (checked on the request headers, before anything is resolved):
-    per_address  5 a minute per client address  $.routes[0].bounds[0]
-      per node: on 3 nodes up to 3 × 5 = 15 a minute per client address through the installation
+    per_address  on 3 nodes: up to 3 × 5 = 15 a minute per client address  $.routes[0].bounds[0]
   after identity (checked once the caller is known): none
 
-0 warnings, 1 note
+0 warnings, 1 note; --verbose for each bound's full reading
 ";
     assert_eq!(r.out, want);
+    // The full statement under the line with --verbose.
+    let r = run(&["explain", "--nodes", "3", "--verbose", DEMO], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert!(
+        r.out.contains(
+            "
+    per_address  on 3 nodes: up to 3 × 5 = 15 a minute per client address  $.routes[0].bounds[0]
+      5 a minute per client address
+      per node: on 3 nodes up to 3 × 5 = 15 a minute per client address through the installation
+  after identity"
+        ),
+        "{}",
+        r.out
+    );
+    assert!(r.out.ends_with("\n0 warnings, 1 note\n"), "{}", r.out);
     let f = file("warned-explain.json", WARNED.as_bytes());
     let r = run(&["explain", &f], None);
     assert_eq!(r.code, 0);
     // The warning sits under the row it concerns.
     let addr = r
         .out
-        .find("    addr   20 a minute per client address")
+        .find("    addr   per node: 20 a minute per client address; N nodes admit N × 20")
         .unwrap();
     let warn = r
         .out
@@ -324,6 +338,43 @@ route \"hello\"  $.routes[0]
         "{}",
         r.out
     );
+}
+
+#[test]
+fn explain_says_a_fleet_bound_in_one_line_and_its_paragraph_with_verbose() {
+    let fleet = "filter-config/examples/fleet.json";
+    let r = run(&["explain", "--nodes", "3", fleet], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    assert!(
+        r.out.contains(
+            "    per_address  on 3 nodes: one budget of 300 a minute per client address; up to ~323 in a burst  $.routes[0].bounds[0]\n    burst  "
+        ),
+        "{}",
+        r.out
+    );
+    assert!(!r.out.contains("reconciles"), "{}", r.out);
+    let r = run(&["explain", "--nodes", "3", "-v", fleet], None);
+    assert_eq!(r.code, 0, "{}", r.out);
+    let under = r
+        .out
+        .split("  $.routes[0].bounds[0]\n")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        under.starts_with(
+            "      300 a minute per client address\n      fleet: one budget of 300 a minute per client address for all nodes together,"
+        ),
+        "{}",
+        r.out
+    );
+    assert!(
+        under.contains("on 3 nodes admitting 1.7 a second each: about 4 over"),
+        "{}",
+        r.out
+    );
+    for l in r.out.lines().filter(|l| !l.contains("  $.")) {
+        assert!(l.chars().count() <= 100, "{l:?}");
+    }
 }
 
 #[test]
@@ -358,6 +409,19 @@ fn explain_json_is_for_tools() {
     );
     assert_eq!(v["routes"][0]["phases"][1]["phase"], "after-identity");
     assert_eq!(v["summary"]["bounds"], 5);
+    // The line and the full statement, both.
+    assert_eq!(
+        rows[0]["line"],
+        "per node: 10 a second per client address; N nodes admit N × 10"
+    );
+    assert!(
+        rows[0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("10 a second per client address\nper node: each Envoy node counts"),
+        "{}",
+        rows[0]
+    );
     let r = run(
         &[
             "explain",
@@ -792,8 +856,8 @@ fn explain_shows_operations_under_their_route_with_the_counter_count() {
     assert_eq!(r.code, 0, "{}", r.out);
     for want in [
         "ratebound configuration \"shop\": 1 route, 2 bounds, 5 operations with 6 bounds (counted per Envoy node)\n",
-        "    payOrder.per_user                         POST /api/orders/{orderId}/pay (payOrder): 5 a minute per user, per operation  $.routes[0].operations[0].bounds[0]\n",
-        "    requestPasswordReset.all  POST /api/auth/password-reset (requestPasswordReset): 20 a minute for the whole operation",
+        "    payOrder.per_user                         POST /api/orders/{orderId}/pay (payOrder): per node: 5 a minute per user, per operation; N nodes admit N × 5  $.routes[0].operations[0].bounds[0]\n",
+        "    requestPasswordReset.all  POST /api/auth/password-reset (requestPasswordReset): per node: 20 a minute for the whole operation; N nodes admit N × 20",
         "  5 operations, up to 50,001 counters (5 keyed bounds × 10,000 callers + 1 counter for a whole operation):\n",
     ] {
         assert!(r.out.contains(want), "missing {want:?} in\n{}", r.out);

@@ -257,13 +257,31 @@ function show(r) {
         const cell = document.querySelector(`[data-reading="${row.path}"]`);
         if (!cell) continue;
         cell.closest("tr").setAttribute("data-live", `${route.name}/${row.name}`);
-        cell.replaceChildren(el("div", { class: "words", text: row.words }),
-          ...row.warnings.map((x) => el("div", { class: x.level, "data-code": x.code, text: x.message })));
+        showReading(cell, route.name, row);
       }
     }
     const cost = document.querySelector(`[data-cost="${i}"]`);
     if (cost && r.costs[i]) cost.textContent = `counter cost: ${r.costs[i].words}`;
   });
+}
+
+// A bound's reading where its number is typed: its line; its warnings;
+// the full statement (row.detail, one statement a line) behind a
+// disclosure, which stays open across keystrokes once opened.
+function showReading(cell, routeName, row) {
+  let line = cell.querySelector(".line");
+  let more = cell.querySelector("details");
+  if (!line || !more) {
+    line = el("div", { class: "line", "data-line": row.path });
+    const summary = el("summary", { text: "full reading" });
+    more = el("details", { class: "detail" }, summary, el("div", { class: "detail-text", "data-detail": row.path }));
+    cell.replaceChildren(line, el("div", { class: "bound-warnings" }), more);
+  }
+  line.textContent = row.line;
+  more.querySelector("summary").setAttribute("aria-label", `full reading of bound ${routeName}/${row.name}`);
+  more.querySelector(".detail-text").textContent = row.detail;
+  cell.querySelector(".bound-warnings").replaceChildren(...row.warnings.filter((x) => x.level === "warning")
+    .map((x) => el("div", { class: x.level, "data-code": x.code, text: x.message })));
 }
 
 // ---- save and export ----

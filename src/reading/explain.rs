@@ -7,7 +7,7 @@
 use crate::config::plan::{Bound, BoundScope, Plan, Route};
 use crate::config::Per;
 use crate::reading::warnings::{warnings_at, Counters, Severity, Warning};
-use crate::reading::words;
+use crate::reading::{line, words};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -144,6 +144,14 @@ pub struct BoundRow {
     /// The bound in one phrase: "5 a minute per client address", "5 a minute
     /// per user, per operation".
     pub words: String,
+    /// Its reading in one line, at most [`line::CAP`] characters: "on 4
+    /// nodes: up to 4 × 100 = 400 a minute per client address".
+    pub line: String,
+    /// The full statement the line stands for, one statement a line
+    /// (`\n`): its words, what a shadow bound does, then every note about
+    /// it (its per-node, fleet or installation reading, a partial
+    /// enforcement).
+    pub detail: String,
     /// Warnings and notes about this bound, the per-node reading among them.
     pub warnings: Vec<Warning>,
 }
@@ -177,7 +185,16 @@ pub fn explain_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Explana
             Severity::Note => summary.notes += 1,
         }
     }
-    let routes = plan.routes.iter().map(|r| route_row(r, &mut all)).collect();
+    let at = Figures {
+        nodes,
+        rate,
+        sync_ms: plan.service.as_ref().map_or(500, |s| s.sync_ms),
+    };
+    let routes = plan
+        .routes
+        .iter()
+        .map(|r| route_row(r, &mut all, at))
+        .collect();
     let a = plan.client_address;
     Explanation {
         instance: plan.instance.clone(),
@@ -196,19 +213,28 @@ pub fn explain_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) -> Explana
     }
 }
 
+/// What a bound's line is read for: the nodes, what each admits a second,
+/// how often a fleet bound's node syncs.
+#[derive(Clone, Copy)]
+struct Figures {
+    nodes: Option<u32>,
+    rate: Option<u32>,
+    sync_ms: u64,
+}
+
 /// A route's rows, the warnings about it moved out of `all` beside them.
-fn route_row(r: &Route, all: &mut Vec<Warning>) -> RouteRow {
+fn route_row(r: &Route, all: &mut Vec<Warning>, at: Figures) -> RouteRow {
     let i = r.index;
     let mut rows: Vec<(Phase, BoundRow)> = r
         .own_bounds()
         .iter()
-        .map(|b| (Phase::of(b), bound_row(i, b, None, all)))
+        .map(|b| (Phase::of(b), bound_row(r, b, None, all, at)))
         .collect();
     let mut operations = Vec::new();
     for o in &r.operations {
         let title = words::title(o);
         for b in r.operation_bounds(o) {
-            rows.push((Phase::of(b), bound_row(i, b, Some(&title), all)));
+            rows.push((Phase::of(b), bound_row(r, b, Some(&title), all, at)));
         }
         operations.push(OperationRow {
             name: o.name.clone(),
@@ -246,11 +272,37 @@ fn route_row(r: &Route, all: &mut Vec<Warning>) -> RouteRow {
 }
 
 /// A bound's row (of route `route`; `operation` is the title of the
-/// operation whose bound it is), its warnings moved out of `all`.
-fn bound_row(route: usize, b: &Bound, operation: Option<&str>, all: &mut Vec<Warning>) -> BoundRow {
-    if b.installation().is_some() {
-        return installation_row(route, b, operation, all);
-    }
+/// operation whose bound it is), its warnings moved out of `all`, its line
+/// and its detail.
+fn bound_row(
+    route: &Route,
+    b: &Bound,
+    operation: Option<&str>,
+    all: &mut Vec<Warning>,
+    at: Figures,
+) -> BoundRow {
+    let mut row = if b.installation().is_some() {
+        installation_row(route.index, b, operation, all)
+    } else {
+        node_row(route.index, b, operation, all)
+    };
+    row.line = line::of(b, at.nodes, at.rate, at.sync_ms);
+    let shadow = b.shadow.then(|| line::shadow(&route.name, b));
+    let notes = row
+        .warnings
+        .iter()
+        .filter(|w| w.level == Severity::Note)
+        .map(|w| w.message.as_str());
+    row.detail = std::iter::once(row.words.as_str())
+        .chain(shadow.as_deref())
+        .chain(notes)
+        .collect::<Vec<_>>()
+        .join("\n");
+    row
+}
+
+/// A node or fleet bound's row, without its line and detail.
+fn node_row(route: usize, b: &Bound, operation: Option<&str>, all: &mut Vec<Warning>) -> BoundRow {
     let at = &b.written;
     BoundRow {
         name: b.name.clone(),
@@ -262,13 +314,16 @@ fn bound_row(route: usize, b: &Bound, operation: Option<&str>, all: &mut Vec<War
         window_ms: b.rate.window_ms,
         applies_to: words::audience(&b.applies_to),
         words: words::of_bound(b),
+        line: String::new(),
+        detail: String::new(),
         warnings: take(all, |w| {
             w.route == route && w.operation == at.operation && w.bound == Some(at.index)
         }),
     }
 }
 
-/// An installation bound's row, its reading among its warnings.
+/// An installation bound's row, its reading among its warnings, without its
+/// line and detail.
 fn installation_row(
     route: usize,
     b: &Bound,
@@ -291,6 +346,8 @@ fn installation_row(
             Some(_) => words::operation_bound(limit, ms, b.per, who.as_deref()),
         },
         applies_to: who,
+        line: String::new(),
+        detail: String::new(),
         warnings: take(all, |w| {
             w.route == route && w.operation == at.operation && w.bound == Some(at.index)
         }),
@@ -369,6 +426,19 @@ mod tests {
              2× the limit at a window edge, up to about 2× − 1 spread over a whole window by a \
              caller who times it"
         );
+        // The line leads; the detail keeps the words and the reading whole.
+        assert_eq!(
+            row.line,
+            "whole installation: one count of 5 a minute per account tried (rate-limit service)"
+        );
+        assert_eq!(
+            row.detail,
+            format!("5 a minute per account tried\n{}", row.warnings[0].message)
+        );
+        assert_eq!(
+            phases[0].bounds[0].line,
+            "on 4 nodes: up to 4 × 50 = 200 a minute per client address"
+        );
         // The node bound keeps its per-node reading.
         let codes: Vec<_> = phases[0].bounds[0]
             .warnings
@@ -376,6 +446,56 @@ mod tests {
             .map(|w| w.code)
             .collect();
         assert_eq!(codes, [WarningCode::PerNode]);
+    }
+
+    #[test]
+    fn a_fleet_bound_leads_with_its_line_and_keeps_its_paragraph_as_detail() {
+        let c = plan(
+            br#"{"rate_limit_service":{"cluster":"rls","domain":"api","fleet_nodes":4},
+            "routes":[{"name":"api","bounds":[
+                {"name":"fleet","per":"address","limit":50,"window":"PT1M","scope":"fleet"},
+                {"name":"dry","per":"route","limit":10,"window":"PT1S","shadow":true},
+                {"name":"some","per":"address","limit":20,"window":"PT1S","enforce_percent":10}]}]}"#,
+        );
+        let e = explain(&c, Some(4));
+        let rows = &e.routes[0].phases[0].bounds;
+        let fleet = &rows[0];
+        assert_eq!(
+            fleet.line,
+            "on 4 nodes: one budget of 50 a minute per client address; up to ~57 in a burst"
+        );
+        let detail: Vec<&str> = fleet.detail.split('\n').collect();
+        assert_eq!(detail.len(), 2, "{detail:?}");
+        assert_eq!(detail[0], "50 a minute per client address");
+        assert!(
+            detail[1].starts_with("fleet: one budget of 50 a minute per client address")
+                && detail[1].ends_with("Without the service each node admits 12 a minute alone"),
+            "{}",
+            detail[1]
+        );
+        // The paragraph the line replaces under the number.
+        assert!(detail[1].split(' ').count() > 150, "{}", detail[1]);
+        let dry = &rows[1];
+        assert_eq!(
+            dry.line,
+            "shadow, on 4 nodes: up to 4 × 10 = 40 a second for the whole route"
+        );
+        assert!(
+            dry.detail.contains("\nshadow: refuses nothing;"),
+            "{}",
+            dry.detail
+        );
+        assert!(dry.detail.contains("`api/dry`"), "{}", dry.detail);
+        let some = &rows[2];
+        assert_eq!(
+            some.line,
+            "10% enforced, on 4 nodes: up to 4 × 20 = 80 a second per client address"
+        );
+        assert!(
+            some.detail.contains("\ncarries out 10% of its refusals"),
+            "{}",
+            some.detail
+        );
     }
 
     #[test]
@@ -389,6 +509,15 @@ mod tests {
             "1,000 an hour per client address"
         );
         assert_eq!(row["bounds"][0]["per"], "address");
+        assert_eq!(
+            row["bounds"][0]["line"],
+            "per node: 1,000 an hour per client address; N nodes admit N × 1,000"
+        );
+        assert_eq!(
+            row["bounds"][0]["detail"],
+            "1,000 an hour per client address\nper node: each Envoy node counts on its own, so N \
+             nodes admit up to N × 1,000 an hour per client address through the installation"
+        );
         assert_eq!(row["bounds"][0]["warnings"][0]["code"], "per-node");
         assert_eq!(row["bounds"][0]["warnings"][0]["level"], "note");
         assert_eq!(v["nodes"], serde_json::Value::Null);

@@ -11,6 +11,7 @@
 //! the `web` feature:
 //! - [`explain`]: every route's bounds grouped by phase, with the warnings
 //!   beside them, as data (and as the JSON of `explain --format json`);
+//! - [`line`]: each bound's reading in one line, the one read while typing;
 //! - [`structure`]: every problem at once (the JSON Schema first, then the
 //!   parser on what is left), in the configuration's words;
 //! - [`schema`]: the configuration's JSON Schema (the `schema` feature).
@@ -23,6 +24,8 @@ pub mod words;
 #[cfg(feature = "web")]
 #[allow(clippy::indexing_slicing)]
 pub mod explain;
+#[cfg(feature = "web")]
+pub mod line;
 #[cfg(feature = "schema")]
 #[allow(clippy::indexing_slicing)]
 pub mod schema;

@@ -329,19 +329,12 @@ pub fn fleet(
              admits limit / nodes alone (nodes as last counted, however long ago)"
         );
     };
-    let n64 = u64::from(n.max(1));
-    let per_node = admitted.map_or(
-        limit as f64 * 1_000.0 / ms.max(1) as f64 / n64 as f64,
-        f64::from,
-    );
-    let over = 2.0 * (n64 - 1) as f64 * per_node * sync_ms as f64 / 1_000.0;
-    let share = (limit / n64).max(1);
-    let per_sync = limit.saturating_mul(sync_ms) / ms.max(1) / n64;
-    let join = if n64 <= 1 {
-        share
-    } else {
-        (share / 10).max(per_sync).clamp(1, share)
-    };
+    let FleetFigures {
+        per_node,
+        over,
+        share,
+        join,
+    } = FleetFigures::of(limit, ms, sync_ms, n, admitted);
     let nodes_words = if n == 1 {
         "1 node".to_string()
     } else {
@@ -355,6 +348,48 @@ pub fn fleet(
         decimal(over.ceil()),
         rate(share, ms)
     )
+}
+
+/// A fleet bound's figures on `nodes` nodes (docs/fleet.md): what each node
+/// admits a second, how far over the budget steady load may go, a node's
+/// share between two answers and a new key's share before its first.
+pub(crate) struct FleetFigures {
+    pub per_node: f64,
+    pub over: f64,
+    pub share: u64,
+    pub join: u64,
+}
+
+impl FleetFigures {
+    /// `admitted` is what each node admits a second; by default its even
+    /// share of the limit.
+    pub(crate) fn of(
+        limit: u64,
+        window_ms: u64,
+        sync_ms: u64,
+        nodes: u32,
+        admitted: Option<u32>,
+    ) -> FleetFigures {
+        let n64 = u64::from(nodes.max(1));
+        let per_node = admitted.map_or(
+            limit as f64 * 1_000.0 / window_ms.max(1) as f64 / n64 as f64,
+            f64::from,
+        );
+        let over = 2.0 * (n64 - 1) as f64 * per_node * sync_ms as f64 / 1_000.0;
+        let share = (limit / n64).max(1);
+        let per_sync = limit.saturating_mul(sync_ms) / window_ms.max(1) / n64;
+        let join = if n64 <= 1 {
+            share
+        } else {
+            (share / 10).max(per_sync).clamp(1, share)
+        };
+        FleetFigures {
+            per_node,
+            over,
+            share,
+            join,
+        }
+    }
 }
 
 /// A figure with at most one decimal.

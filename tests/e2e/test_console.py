@@ -83,6 +83,11 @@ def reading(page, path: str):
     return page.locator(f'[data-reading="{path}"]')
 
 
+def line(page, path: str):
+    """A bound's reading in one line, under its number."""
+    return page.locator(f'[data-line="{path}"]')
+
+
 def check(path) -> subprocess.CompletedProcess:
     return subprocess.run([str(CLI), "check", str(path)], capture_output=True, text=True, timeout=30)
 
@@ -90,8 +95,8 @@ def check(path) -> subprocess.CompletedProcess:
 def test_typing_a_limit_changes_the_per_node_reading(console, page):
     c = console(API, "--nodes", "4")
     FIGURES["page_load_s"] = round(open_console(page, c), 3)
-    row = reading(page, "$.routes[0].bounds[0]")
-    expect(row).to_contain_text("on 4 nodes up to 4 × 100 = 400 a minute per client address")
+    row = line(page, "$.routes[0].bounds[0]")
+    expect(row).to_have_text("on 4 nodes: up to 4 × 100 = 400 a minute per client address")
     limit = field(page, "$.routes[0].bounds[0].limit")
     limit.fill("25")
     expect(row).to_contain_text("4 × 25 = 100 a minute per client address")
@@ -120,13 +125,13 @@ def test_typing_a_limit_changes_the_per_node_reading(console, page):
     # The number of nodes is typed on the page too.
     nodes = page.locator("#nodes")
     nodes.fill("3")
-    expect(row).to_contain_text("on 3 nodes up to 3 × 2,500 = 7,500 a minute per client address")
+    expect(row).to_have_text("on 3 nodes: up to 3 × 2,500 = 7,500 a minute per client address")
     nodes.fill("4")
-    expect(row).to_contain_text("on 4 nodes up to 4 × 2,500 = 10,000 a minute")
+    expect(row).to_contain_text("on 4 nodes: up to 4 × 2,500 = 10,000 a minute")
     page.screenshot(path=str(SHOTS / "per-node.png"), full_page=True)
 
 
-def test_an_installation_bound_reads_exact_for_the_installation(console, page):
+def test_scopes_read_in_one_line_with_the_full_reading_a_click_away(console, page):
     cfg = {"rate_limit_service": {"cluster": "rls", "domain": "shop"}, "routes": [
         {"name": "login", "account": {"json": "username"}, "bounds": [
             {"name": "addr", "per": "address", "limit": 50, "window": "PT1M"},
@@ -134,18 +139,37 @@ def test_an_installation_bound_reads_exact_for_the_installation(console, page):
              "scope": "installation"}]}]}
     c = console(cfg, "--nodes", "4")
     open_console(page, c)
-    addr = reading(page, "$.routes[0].bounds[0]")
-    expect(addr).to_contain_text("on 4 nodes up to 4 × 50 = 200 a minute per client address")
-    expect(reading(page, "$.routes[0].bounds[1]")).to_contain_text("exact for the whole installation")
-    field(page, "$.routes[0].bounds[0].scope").select_option("installation")
-    expect(addr).to_contain_text("exact for the whole installation")
-    expect(addr).not_to_contain_text("4 × 50")
-    # A fleet bound: one budget for all nodes, and how far over it may go.
-    field(page, "$.routes[0].bounds[0].scope").select_option("fleet")
-    expect(addr).to_contain_text("fleet: one budget of 50 a minute per client address for all nodes together")
-    expect(addr).to_contain_text("on 4 nodes admitting")
-    expect(addr).to_contain_text("over")
+    addr = line(page, "$.routes[0].bounds[0]")
+    expect(addr).to_have_text("on 4 nodes: up to 4 × 50 = 200 a minute per client address")
+    expect(line(page, "$.routes[0].bounds[1]")).to_have_text(
+        "whole installation: one count of 5 a minute per account tried (rate-limit service)")
+    scope = field(page, "$.routes[0].bounds[0].scope")
+    scope.select_option("installation")
+    expect(addr).to_have_text("whole installation: one count of 50 a minute per client address (rate-limit service)")
+    # A fleet bound: one budget for all nodes, and the most it may go over,
+    # in one line; the paragraph that says why is one click away.
+    scope.select_option("fleet")
+    expect(addr).to_have_text("on 4 nodes: one budget of 50 a minute per client address; up to ~57 in a burst")
+    assert len(addr.inner_text()) <= 100
+    cell = reading(page, "$.routes[0].bounds[0]")
+    detail = cell.locator("[data-detail]")
+    expect(detail).to_be_hidden()
+    # Reached from the field before it with Tab, named, opened with Enter.
+    summary = cell.locator("summary")
+    expect(summary).to_have_attribute("aria-label", "full reading of bound login/addr")
+    scope.focus()
+    page.keyboard.press("Tab")
+    expect(summary).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(detail).to_be_visible()
+    expect(detail).to_contain_text("50 a minute per client address\nfleet: one budget of 50 a minute per client address for all nodes together")
+    expect(detail).to_contain_text("on 4 nodes admitting 0.2 a second each: about 1 over, a share of at most 12")
     page.screenshot(path=str(SHOTS / "scopes.png"), full_page=True)
+    # It stays open while the number is typed, and says the new one.
+    field(page, "$.routes[0].bounds[0].limit").fill("500")
+    expect(addr).to_have_text("on 4 nodes: one budget of 500 a minute per client address; up to ~540 in a burst")
+    expect(detail).to_be_visible()
+    expect(detail).to_contain_text("fleet: one budget of 500 a minute per client address")
 
 
 def test_narrowing_every_bound_shows_the_warning(console, page):
@@ -157,7 +181,8 @@ def test_narrowing_every_bound_shows_the_warning(console, page):
     warning = page.locator('[data-route-warnings="$.routes[0]"] [data-code="narrowed-only"]')
     field(page, "$.routes[0].bounds[0].applies_to").fill("authenticated")
     # One bound still covers everybody: no warning yet.
-    expect(reading(page, "$.routes[0].bounds[0]")).to_contain_text("for any signed-in caller")
+    expect(line(page, "$.routes[0].bounds[0]")).to_have_text(
+        "per node: 100 a minute per user, for any signed-in caller; N nodes admit N × 100")
     expect(warning).to_have_count(0)
     field(page, "$.routes[0].bounds[1].applies_to").fill("anonymous")
     expect(warning).to_have_count(1)

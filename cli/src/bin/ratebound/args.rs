@@ -61,9 +61,12 @@ pub enum Command {
     Check(Check),
     /// Every route's bounds in plain words, by the phase they are checked in
     ///
-    /// FILE is read as by `check`. With --format json: the explanation as
-    /// JSON (an array of {document, holder, explain} when FILE holds several
-    /// configurations), or check's JSON errors when it is invalid.
+    /// FILE is read as by `check`. Each bound is said in one line (what its
+    /// number admits on --nodes nodes), with its warnings; --verbose adds its
+    /// full reading under the line. With --format json: the explanation as
+    /// JSON, each bound's `line` and `detail` both (an array of {document,
+    /// holder, explain} when FILE holds several configurations), or check's
+    /// JSON errors when it is invalid.
     #[command(after_help = EXIT_STATUS)]
     Explain(Explain),
     /// The envoyproxy/ratelimit configuration (YAML) for the installation bounds
@@ -245,6 +248,9 @@ pub struct Explain {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Each bound's full reading (its words and every note) under its line
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 fn rate(v: &str) -> Result<u32, String> {
@@ -367,7 +373,18 @@ mod tests {
                 file: "-".into(),
                 nodes: Some(2),
                 rate: Some(40),
-                format: Format::Json
+                format: Format::Json,
+                verbose: false,
+            }))
+        );
+        assert_eq!(
+            p(&["explain", "a.json", "-v"]).ok(),
+            Some(Command::Explain(Explain {
+                file: "a.json".into(),
+                nodes: None,
+                rate: None,
+                format: Format::Text,
+                verbose: true,
             }))
         );
         assert_eq!(

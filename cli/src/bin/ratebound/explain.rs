@@ -15,6 +15,7 @@ pub fn run(e: args::Explain) -> u8 {
         nodes,
         rate,
         format,
+        verbose,
     } = e;
     match load(&file, format) {
         Err(code) => code,
@@ -27,7 +28,7 @@ pub fn run(e: args::Explain) -> u8 {
                 if many {
                     texts.push(format!("== {}\n", name(&file, doc)));
                 }
-                texts.push(render::text(&e));
+                texts.push(render::text(&e, verbose));
                 let e = serde_json::to_value(&e).unwrap_or_default();
                 jsons.push(if many {
                     json!({"document": doc.index, "holder": doc.holder, "explain": e})
