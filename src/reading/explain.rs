@@ -429,7 +429,7 @@ mod tests {
         // The line leads; the detail keeps the words and the reading whole.
         assert_eq!(
             row.line,
-            "whole installation: one count of 5 a minute per account tried (rate-limit service)"
+            "whole installation: one sliding count of 5 a minute per account tried"
         );
         assert_eq!(
             row.detail,

@@ -6,6 +6,7 @@
 //! the console page and under `explain --verbose`.
 
 use crate::config::plan::Bound;
+use crate::config::Shape;
 use crate::reading::words::{self, number, rate, FleetFigures};
 
 /// The longest a line may be, in characters: under a field, or after a
@@ -62,12 +63,19 @@ fn said(
             },
         }
     };
-    let body = if b.installation().is_some() {
-        // The window's shape is the detail's to say.
-        format!(
-            "whole installation: one count of {} {key} (rate-limit service)",
-            amount(limit)
-        )
+    let body = if let Some((_, _, shape)) = b.installation() {
+        // Its shape's worst case: the detail says why.
+        match shape {
+            Shape::Sliding => format!(
+                "whole installation: one sliding count of {} {key}",
+                amount(limit)
+            ),
+            Shape::Fixed => format!(
+                "whole installation: one count of {} {key}; up to {} at a window's edge",
+                amount(limit),
+                number(limit.saturating_mul(2))
+            ),
+        }
     } else if b.fleet().is_some() {
         match nodes {
             Some(n) => {
@@ -222,9 +230,18 @@ mod tests {
         for nodes in [None, Some(4)] {
             assert_eq!(
                 line_of(&c, 0, nodes),
-                "whole installation: one count of 5 a minute per account tried (rate-limit service)"
+                "whole installation: one sliding count of 5 a minute per account tried"
             );
         }
+        let c = c.replace(
+            r#""scope":"installation""#,
+            r#""scope":"installation","shape":"fixed""#,
+        );
+        assert_eq!(
+            line_of(&c, 0, Some(4)),
+            "whole installation: one count of 5 a minute per account tried; up to 10 at a \
+             window's edge"
+        );
     }
 
     #[test]
@@ -262,8 +279,7 @@ mod tests {
         );
         assert_eq!(
             line_of(&c, 0, None),
-            "shadow, whole installation: one count of 5 a minute per account tried (rate-limit \
-             service)"
+            "shadow, whole installation: one sliding count of 5 a minute per account tried"
         );
         let plan = Plan::compile(&parse(c.as_bytes()).unwrap());
         assert!(shadow("api", &plan.routes[0].bounds[0]).contains("`api/b0`"));

@@ -142,10 +142,10 @@ def test_scopes_read_in_one_line_with_the_full_reading_a_click_away(console, pag
     addr = line(page, "$.routes[0].bounds[0]")
     expect(addr).to_have_text("on 4 nodes: up to 4 × 50 = 200 a minute per client address")
     expect(line(page, "$.routes[0].bounds[1]")).to_have_text(
-        "whole installation: one count of 5 a minute per account tried (rate-limit service)")
+        "whole installation: one sliding count of 5 a minute per account tried")
     scope = field(page, "$.routes[0].bounds[0].scope")
     scope.select_option("installation")
-    expect(addr).to_have_text("whole installation: one count of 50 a minute per client address (rate-limit service)")
+    expect(addr).to_have_text("whole installation: one sliding count of 50 a minute per client address")
     # A fleet bound: one budget for all nodes, and the most it may go over,
     # in one line; the paragraph that says why is one click away.
     scope.select_option("fleet")
