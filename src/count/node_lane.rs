@@ -12,7 +12,7 @@
 
 use crate::count::bytes::{u32_at, u64_at};
 use crate::count::lane::{
-    decode_live, encode_live, tagged, Lane, LaneKind, LanePlace, Prepared, Undo, MAX_TIERS,
+    decode_live, encode_live, tagged, Lane, LaneKind, LanePlace, Prepared, Undo,
 };
 use crate::count::store::{update_recalled, Store, StoreError};
 use crate::count::window::{Counts, Quota, Verdict};
@@ -132,29 +132,42 @@ struct Decided {
     /// The tiers charged in the window after `now_ms`'s (see
     /// [`Prepared::at_ms`]).
     ahead: u16,
-    /// Each tier's counts to write, on admission.
-    counts: [Counts; MAX_TIERS],
 }
 
 /// Decides one more request of `hits` units against every tier's
-/// `stored` counts: admitted only when every tier admits.
+/// `stored` counts: admitted only when every tier admits. Each admitting
+/// tier's counts to write are [`charged`]'s.
 fn decide(lane: &Lane, stored: impl Fn(usize) -> Counts, now_ms: u64, hits: u32) -> Decided {
-    let mut counts = [Counts::default(); MAX_TIERS];
+    if let [rate] = lane.rates() {
+        // One bound: its verdict as it is.
+        let verdict = rate.decide_hits(stored(0), now_ms, hits);
+        let ahead = match verdict {
+            Verdict::Admit { counts, .. } => u16::from(counts.win != rate.window_of(now_ms)),
+            Verdict::Refuse { .. } => 0,
+        };
+        return Decided {
+            verdict,
+            tier: 0,
+            ahead,
+        };
+    }
+    let mut first = Counts::default();
     let mut ahead = 0u16;
     let mut tightest: Option<(usize, Quota)> = None;
-    for (t, (rate, out)) in lane.rates().iter().zip(counts.iter_mut()).enumerate() {
+    for (t, rate) in lane.rates().iter().enumerate() {
         match rate.decide_hits(stored(t), now_ms, hits) {
             Verdict::Refuse { quota } => {
                 return Decided {
                     verdict: Verdict::Refuse { quota },
                     tier: t as u8,
                     ahead: 0,
-                    counts,
                 }
             }
-            Verdict::Admit { counts: c, quota } => {
-                *out = c;
-                if c.win != rate.window_of(now_ms) {
+            Verdict::Admit { counts, quota } => {
+                if t == 0 {
+                    first = counts;
+                }
+                if counts.win != rate.window_of(now_ms) {
                     ahead |= 1 << t;
                 }
                 if tightest.is_none_or(|(_, q)| quota.remaining < q.remaining) {
@@ -173,12 +186,23 @@ fn decide(lane: &Lane, stored: impl Fn(usize) -> Counts, now_ms: u64, hits: u32)
     ));
     Decided {
         verdict: Verdict::Admit {
-            counts: counts.first().copied().unwrap_or_default(),
+            counts: first,
             quota,
         },
         tier: tier as u8,
         ahead,
-        counts,
+    }
+}
+
+/// What an admitting tier of rate `rate` writes for `stored`: its counts
+/// at `now_ms`'s window, charged `hits` (as [`Rate::decide_hits`] admits).
+///
+/// [`Rate::decide_hits`]: crate::count::window::Rate::decide_hits
+fn charged(rate: &crate::count::window::Rate, stored: Counts, now_ms: u64, hits: u32) -> Counts {
+    let c = stored.at(rate.window_of(now_ms));
+    Counts {
+        cur: c.cur.saturating_add(hits),
+        ..c
     }
 }
 
@@ -322,9 +346,18 @@ fn prepare_single<S: Store + ?Sized>(
         (v, cas) = store.get(&lane.single_key)?;
         d = decide_in(v.as_deref());
     }
-    let n = lane.rates().len();
     let value = match d.verdict {
-        Verdict::Admit { .. } => encode_counts(lane, d.counts.get(..n).unwrap_or_default()),
+        Verdict::Admit { counts, .. } if lane.rates().len() == 1 => encode_counts(lane, &[counts]),
+        Verdict::Admit { .. } => {
+            let stored = decode_counts(lane, v.as_deref());
+            let counts: TierCounts = lane
+                .rates()
+                .iter()
+                .zip(&stored)
+                .map(|(rate, c)| charged(rate, *c, now_ms, hits))
+                .collect();
+            encode_counts(lane, &counts)
+        }
         Verdict::Refuse { .. } => Vec::new(),
     };
     let w = Write {
@@ -349,8 +382,7 @@ fn prepare_in(
     now_ms: u64,
     hits: u32,
 ) -> Option<Prepared> {
-    let n = lane.rates().len();
-    let len = entry_len(n);
+    let len = entry_len(lane.rates().len());
     let entries = tagged(lane.tag, value.as_deref(), len)?;
     let at = entries
         .chunks_exact(len)
@@ -359,12 +391,17 @@ fn prepare_in(
     let e = entries.get(at..at + len)?;
     let d = decide(lane, |t| counts_at(e, 8 + t * TIER), now_ms, hits);
     let value = match d.verdict {
-        Verdict::Admit { .. } => {
+        Verdict::Admit { counts, .. } => {
             let mut v = value.take().unwrap_or_default();
-            for (t, c) in d.counts.iter().take(n).enumerate() {
+            for (t, rate) in lane.rates().iter().enumerate() {
                 let from = 4 + at + 8 + t * TIER;
                 if let Some(to) = v.get_mut(from..from + TIER) {
-                    write_counts(to, c);
+                    let c = if t == 0 {
+                        counts
+                    } else {
+                        charged(rate, counts_at(to, 0), now_ms, hits)
+                    };
+                    write_counts(to, &c);
                 }
             }
             v
@@ -392,9 +429,12 @@ fn admit_new(
 ) -> Prepared {
     let d = decide(lane, |_| Counts::default(), now_ms, hits);
     if d.verdict.admits() {
-        let n = lane.rates().len();
         if let Some(e) = entries.get_mut(pos) {
-            e.counts = d.counts.iter().take(n).copied().collect();
+            e.counts = lane
+                .rates()
+                .iter()
+                .map(|rate| charged(rate, Counts::default(), now_ms, hits))
+                .collect();
         }
     }
     let w = Write {
@@ -466,11 +506,27 @@ pub(crate) fn sweep_value(
     value: Option<&[u8]>,
     now_ms: u64,
 ) -> (Option<Vec<u8>>, u32) {
-    let mut entries = decode_bucket(lane, value);
-    let before = entries.len();
-    entries.retain(|e| !expired(lane, &e.counts, now_ms));
-    let gone = (before - entries.len()) as u32;
-    ((gone > 0).then(|| encode_bucket(lane, &entries)), gone)
+    let len = entry_len(lane.rates().len());
+    let Some(entries) = tagged(lane.tag, value, len) else {
+        return (None, 0);
+    };
+    // On the raw bytes: most sweeps find nothing and copy nothing.
+    let gone_at = |e: &[u8]| {
+        lane.rates()
+            .iter()
+            .enumerate()
+            .all(|(t, rate)| counts_at(e, 8 + t * TIER).expired(rate.window_of(now_ms)))
+    };
+    let gone = entries.chunks_exact(len).filter(|e| gone_at(e)).count() as u32;
+    if gone == 0 {
+        return (None, 0);
+    }
+    let mut v = Vec::with_capacity(entries.len() + 4);
+    v.extend_from_slice(&lane.tag.to_le_bytes());
+    for e in entries.chunks_exact(len).filter(|e| !gone_at(e)) {
+        v.extend_from_slice(e);
+    }
+    (Some(v), gone)
 }
 
 /// The counts a caller currently holds (for tests and the CLI's
