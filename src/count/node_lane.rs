@@ -678,6 +678,59 @@ mod tests {
         assert_eq!(left.iter().map(|e| e.caller).collect::<Vec<_>>(), [4]);
     }
 
+    /// A request taken back from a lane of tiers (a later bound refused
+    /// after a race) leaves every tier as it was, each in the window it
+    /// was charged in; a cost trued up lands in every tier.
+    #[test]
+    fn a_take_back_from_a_lane_of_tiers_leaves_every_tier_as_it_was() {
+        use crate::count::lane_upkeep;
+        let s = MemStore::new();
+        let rates = [
+            Rate {
+                limit: 10,
+                window_ms: 1_000,
+            },
+            Rate {
+                limit: 300,
+                window_ms: 60_000,
+            },
+            Rate {
+                limit: 5_000,
+                window_ms: 3_600_000,
+            },
+        ];
+        for table in [Some(TWO_BY_TWO), None] {
+            let l = Lane::tiered("t", 9, &rates, table);
+            l.create_keys(&s).unwrap();
+            let t = 3_600_000 * 7 + 61_500;
+            let caller = if table.is_some() { 2 } else { 0 };
+            let record = |now| {
+                let p = prepare(&s, &l, caller, now).unwrap();
+                match commit(&s, &l, caller, &p).unwrap() {
+                    Committed::Done(u) => u,
+                    Committed::Stale => panic!("stale"),
+                }
+            };
+            record(t);
+            let u = record(t + 10);
+            let tiers = |s: &MemStore| -> Vec<u32> {
+                (0..3)
+                    .map(|i| peek_tier(s, &l, caller, i).unwrap().unwrap().cur)
+                    .collect()
+            };
+            assert_eq!(tiers(&s), [2, 2, 2]);
+            lane_upkeep::undo(&s, &l, u).unwrap();
+            assert_eq!(tiers(&s), [1, 1, 1]);
+            // A second on, the first tier slid: the minute and the hour
+            // still hold the request, the second's `prev` does.
+            let u = record(t + 1_000);
+            lane_upkeep::true_up(&s, &l, u, 4).unwrap();
+            assert_eq!(tiers(&s), [4, 5, 5]);
+            let prev = peek_tier(&s, &l, caller, 0).unwrap().unwrap().prev;
+            assert_eq!(prev, 1);
+        }
+    }
+
     /// The single counter is read only from a value of its own layout.
     #[test]
     fn a_counter_of_another_layout_reads_as_empty() {

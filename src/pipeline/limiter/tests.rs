@@ -497,11 +497,16 @@ mod tiers {
 
     /// Bounds per address of (limit, window in seconds).
     fn config(tiers: &[(u32, u64)]) -> String {
+        config_per("address", tiers)
+    }
+
+    /// Bounds keyed `per` of (limit, window in seconds).
+    fn config_per(per: &str, tiers: &[(u32, u64)]) -> String {
         let bounds: Vec<String> = tiers
             .iter()
             .enumerate()
             .map(|(j, (limit, secs))| {
-                format!(r#"{{"name":"t{j}","per":"address","limit":{limit},"window":"PT{secs}S"}}"#)
+                format!(r#"{{"name":"t{j}","per":"{per}","limit":{limit},"window":"PT{secs}S"}}"#)
             })
             .collect();
         format!(
@@ -529,8 +534,9 @@ mod tiers {
         fn tiers_in_one_lane_decide_as_separate_lanes(
             tiers in prop::collection::vec((1u32..6, prop::sample::select(vec![1u64, 2, 5, 60])), 2..5),
             steps in prop::collection::vec((0u64..1_500, 0usize..3), 1..120),
+            per in prop::sample::select(vec!["address", "route"]),
         ) {
-            let json = config(&tiers);
+            let json = config_per(per, &tiers);
             let (s1, s2) = (MemStore::new(), MemStore::new());
             let (one, apart) = (tiered(&s1, &json, true), tiered(&s2, &json, false));
             prop_assert_eq!(one.bound_lanes().count(), 1);
