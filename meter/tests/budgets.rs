@@ -17,7 +17,8 @@
 //! built first (`./build.sh`); without it every test here fails.
 
 use ratebound_meter::bench::{
-    address_bounds, chat_stream, cost, one_address, refusing, three_bounds, tiers, CHAT_JSON,
+    address_bounds, chat_stream, cost, one_address, refusing, three_bounds, tiers, tiers_refusing,
+    CHAT_JSON,
 };
 use ratebound_meter::{load_module, measure, Measured, Scenario, CALLBACKS};
 
@@ -286,7 +287,7 @@ fn three_tiers_on_one_key_make_one_write() {
             // 70,080 fuel and 3 writes as three lanes (before issue 41).
             scenario("3 tiers on one address", tiers(), 1, false, 500),
             Budget {
-                fuel: 49100,
+                fuel: 49002,
                 calls: &[
                     ("add_header_map_value[response]", 3.16),
                     ("get_current_time", 1.05),
@@ -295,8 +296,29 @@ fn three_tiers_on_one_key_make_one_write() {
                 ],
             },
         ),
+        (
+            scenario("3 tiers, refusing", tiers_refusing(), 1, false, 500),
+            Budget {
+                fuel: 42058,
+                calls: &[
+                    ("get_current_time", 1.05),
+                    ("get_header_map_value[request content-type]", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("send_local_response", 1.05),
+                ],
+            },
+        ),
     ]);
-    let (one, three) = (&measured[0], &measured[1]);
+    let (one, three, refusing) = (&measured[0], &measured[1], &measured[2]);
+    // A refusal is no dearer than an admission, and writes nothing.
+    assert_eq!(refusing.refused, 1.0);
+    assert!(
+        refusing.fuel <= three.fuel,
+        "{:.0} > {:.0}",
+        refusing.fuel,
+        three.fuel
+    );
+    assert_eq!(refusing.calls_of("set_shared_data"), 0.0);
     assert_eq!(three.refused, 0.0, "a request was refused");
     assert_eq!(
         three.calls_of("set_shared_data"),
