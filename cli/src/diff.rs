@@ -31,7 +31,7 @@
 //! bounds: [`module_change`].
 
 use crate::stream::PluginVm;
-use ratebound::config::plan::{Bound, Plan, Prefixes, Route};
+use ratebound::config::plan::{Bound, Plan, Prefixes, Route, Tier};
 use ratebound::config::{IdentityConfig, Per, Scope, SessionSource};
 use serde::Serialize;
 
@@ -85,6 +85,30 @@ pub struct ModuleChange {
     pub words: String,
 }
 
+impl ModuleChange {
+    /// The same change, naming the bounds of `new` that keep their windows
+    /// in one entry with the other bounds on their key: those are the
+    /// counts an upgrade from a module before tiers restarts once.
+    pub fn naming_tiers(mut self, new: &Plan) -> ModuleChange {
+        let tiered: Vec<String> = new
+            .routes
+            .iter()
+            .flat_map(|r| {
+                shared(r)
+                    .filter(|b| b.tier != Tier::Own)
+                    .map(move |b| format!("{}.{}", r.name, b.name))
+            })
+            .collect();
+        if !tiered.is_empty() {
+            self.words.push_str(&format!(
+                " (here: {}; an upgrade from an earlier module restarts them once)",
+                tiered.join(", ")
+            ));
+        }
+        self
+    }
+}
+
 impl Diff {
     pub fn count(&self, v: PushVerdict) -> usize {
         self.changes.iter().filter(|c| c.verdict == v).count()
@@ -119,6 +143,23 @@ fn shared(r: &Route) -> impl Iterator<Item = &Bound> {
 
 fn rate(b: &Bound) -> String {
     format!("{} per {}", b.rate.limit, b.written.window)
+}
+
+/// The names of the bounds `b` (of route `r`) keeps one entry with, itself
+/// among them, in order ([`Tier`]); none for a bound with a lane of its own.
+fn tiers_of(r: &Route, b: &Bound) -> Vec<String> {
+    let lead = match &b.tier {
+        Tier::Own => return Vec::new(),
+        Tier::Leads(_) => Some(b),
+        Tier::Joins { lead, .. } => r.bound(*lead),
+    };
+    match lead.map(|l| &l.tier) {
+        Some(Tier::Leads(tiers)) => tiers
+            .iter()
+            .filter_map(|(id, _)| Some(r.bound(*id)?.name.clone()))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Why bound `b` of route `r` (new) no longer has the fingerprint of its
@@ -166,6 +207,28 @@ fn why_reset(or: &Route, ob: &Bound, r: &Route, b: &Bound, instance: bool) -> Ve
     }
     if ob.written.index != b.written.index || ob.written.operation != b.written.operation {
         why.push(format!("moved: {} → {}", ob.written.path, b.written.path));
+    }
+    let (was, now) = (tiers_of(or, ob), tiers_of(r, b));
+    if was != now {
+        // Bounds on one key keep their windows in one entry: another set
+        // of them is another entry (`config::plan::Tier`).
+        why.push(match (was.is_empty(), now.is_empty()) {
+            (true, false) => format!(
+                "now keeps its windows in one entry with the bounds on its key ({}): \
+                 its count restarts once",
+                now.join(", ")
+            ),
+            (false, true) => format!(
+                "no longer shares an entry with the bounds on its key ({}): its count \
+                 restarts once",
+                was.join(", ")
+            ),
+            _ => format!(
+                "the bounds sharing its entry changed ({} → {}): its count restarts once",
+                was.join(", "),
+                now.join(", ")
+            ),
+        });
     }
     if why.is_empty() {
         // Its own key is the same: the route's fingerprint changed with
@@ -412,7 +475,8 @@ pub fn module_change(old: &PluginVm, new: &PluginVm) -> Option<ModuleChange> {
              in the rate-limit service and are not touched by the VM, unless the release \
              keys them anew: the first release after 0.1.0 does, once, for installation bounds without \"shape\" \
              (they now slide; the window in flight starts afresh; \"shape\": \"fixed\" \
-             keeps the old keys)"
+             keeps the old keys); and the release after 0.1.0 that keeps a route's node \
+             bounds on one key (tiers) in one entry restarts those bounds' counts once"
         ),
     })
 }
@@ -1091,6 +1155,61 @@ mod tests {
             .notes
             .iter()
             .any(|n| n.contains("installation bounds keep")));
+    }
+
+    /// Issue 41: bounds on one key keep their windows in one entry. A
+    /// bound that starts (or stops) sharing it restarts its count once,
+    /// and the diff says so for each; a module upgrade names the bounds
+    /// that share (their counts restart once from an earlier module).
+    #[test]
+    fn a_bound_that_starts_sharing_its_entry_restarts_once_and_says_so() {
+        let half = OLD.replace(
+            r#""limit":10,"window":"PT1S"}"#,
+            r#""limit":10,"window":"PT1S","enforce_percent":50}"#,
+        );
+        // In the rollout, `burst` is enforced in part: its own lane. In
+        // full, it shares `per_address`'s entry: both restart once.
+        let d = diff(&plan(&half), &plan(OLD));
+        for bound in ["per_address", "burst"] {
+            let c = d
+                .changes
+                .iter()
+                .find(|c| c.route == "api" && c.bound == bound)
+                .unwrap();
+            assert_eq!(c.verdict, PushVerdict::Resets, "{bound}");
+            assert!(
+                c.why.iter().any(|w| w.contains(
+                    "now keeps its windows in one entry with the bounds on its key \
+                     (per_address, burst): its count restarts once"
+                )),
+                "{bound}: {:?}",
+                c.why
+            );
+        }
+        let back = diff(&plan(OLD), &plan(&half));
+        let c = back.changes.iter().find(|c| c.bound == "burst").unwrap();
+        assert!(c
+            .why
+            .iter()
+            .any(|w| w.contains("no longer shares an entry with the bounds on its key")));
+        // Lone bounds are untouched.
+        assert_eq!(verdict_of(&d, "hello").verdict, PushVerdict::Keeps);
+        let vm = |sha: &str| PluginVm {
+            url: Some("oci://r/ratebound:1".into()),
+            sha256: Some(sha.into()),
+            env: Vec::new(),
+        };
+        let m = module_change(&vm("a"), &vm("b"))
+            .unwrap()
+            .naming_tiers(&plan(OLD));
+        assert!(
+            m.words.contains(
+                "(here: api.per_address, api.burst; an upgrade from an earlier module \
+                 restarts them once)"
+            ),
+            "{}",
+            m.words
+        );
     }
 
     #[test]

@@ -43,6 +43,35 @@ pub fn refusing() -> String {
     config("benchrefuse", &[bound("addr", "address", 1, "P1D")], None)
 }
 
+/// Tiers on one key: 10 a second, 300 a minute and 5,000 an hour per
+/// address, as people write them, with limits nothing reaches (one shared
+/// entry, one write; issue 41).
+pub fn tiers() -> String {
+    config(
+        "tiers3",
+        &[
+            bound("second", "address", 1_000_000_000, "PT1S"),
+            bound("minute", "address", 1_000_000_000, "PT1M"),
+            bound("hour", "address", 1_000_000_000, "PT1H"),
+        ],
+        None,
+    )
+}
+
+/// The same tiers refusing: the day's one request taken, every later one
+/// is refused by the last tier (`tiers` with a day of 1 after it).
+pub fn tiers_refusing() -> String {
+    config(
+        "tiers3refuse",
+        &[
+            bound("second", "address", 1_000_000_000, "PT1S"),
+            bound("minute", "address", 1_000_000_000, "PT1M"),
+            bound("day", "address", 1, "P1D"),
+        ],
+        None,
+    )
+}
+
 /// `n` address bounds on the route, each its own name and window.
 pub fn address_bounds(n: usize) -> String {
     let bounds: Vec<String> = (0..n)

@@ -17,7 +17,8 @@
 //! built first (`./build.sh`); without it every test here fails.
 
 use ratebound_meter::bench::{
-    address_bounds, chat_stream, cost, one_address, refusing, three_bounds, CHAT_JSON,
+    address_bounds, chat_stream, cost, one_address, refusing, three_bounds, tiers, tiers_refusing,
+    CHAT_JSON,
 };
 use ratebound_meter::{load_module, measure, Measured, Scenario, CALLBACKS};
 
@@ -230,27 +231,30 @@ fn cost_by_bounds_on_a_route_stays_within_its_budgets() {
             },
         ),
         (
+            // Issue 41: tiers on one key share a lane of up to eight:
+            // two writes, not ten (189,031 fuel and 15 calls before).
             scenario("10 address bounds", address_bounds(10), 1, false, 500),
             Budget {
-                fuel: 205071,
+                fuel: 95754,
                 calls: &[
                     ("add_header_map_value[response]", 3.16),
                     ("get_current_time", 1.05),
                     ("get_property[source.address]", 1.05),
-                    ("set_shared_data", 10.50),
+                    ("set_shared_data", 2.10),
                 ],
             },
         ),
         (
+            // Thirteen lanes of tiers: 13 writes, not 100 (1,561,538 fuel
+            // and 121 calls before).
             scenario("100 address bounds", address_bounds(100), 1, false, 200),
             Budget {
-                fuel: 1708505,
+                fuel: 599123,
                 calls: &[
                     ("add_header_map_value[response]", 3.16),
                     ("get_current_time", 1.05),
                     ("get_property[source.address]", 1.05),
-                    ("get_shared_data", 16.80),
-                    ("set_shared_data", 105.00),
+                    ("set_shared_data", 13.65),
                 ],
             },
         ),
@@ -258,6 +262,74 @@ fn cost_by_bounds_on_a_route_stays_within_its_budgets() {
     assert!(
         measured.iter().all(|m| m.refused == 0.0),
         "a request was refused"
+    );
+}
+
+/// Issue 41: three tiers on one key (a second, a minute, an hour per
+/// address) keep their windows in one shared-data entry, so an admitted
+/// request makes one shared write and costs at most 1.25× one bound.
+#[test]
+fn three_tiers_on_one_key_make_one_write() {
+    let measured = check(vec![
+        (
+            scenario("1 address bound", address_bounds(1), 1, false, 500),
+            Budget {
+                fuel: 43436,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("set_shared_data", 1.05),
+                ],
+            },
+        ),
+        (
+            // 70,080 fuel and 3 writes as three lanes (before issue 41).
+            scenario("3 tiers on one address", tiers(), 1, false, 500),
+            Budget {
+                fuel: 49002,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("get_current_time", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("set_shared_data", 1.0),
+                ],
+            },
+        ),
+        (
+            scenario("3 tiers, refusing", tiers_refusing(), 1, false, 500),
+            Budget {
+                fuel: 42058,
+                calls: &[
+                    ("get_current_time", 1.05),
+                    ("get_header_map_value[request content-type]", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("send_local_response", 1.05),
+                ],
+            },
+        ),
+    ]);
+    let (one, three, refusing) = (&measured[0], &measured[1], &measured[2]);
+    // A refusal is no dearer than an admission, and writes nothing.
+    assert_eq!(refusing.refused, 1.0);
+    assert!(
+        refusing.fuel <= three.fuel,
+        "{:.0} > {:.0}",
+        refusing.fuel,
+        three.fuel
+    );
+    assert_eq!(refusing.calls_of("set_shared_data"), 0.0);
+    assert_eq!(three.refused, 0.0, "a request was refused");
+    assert_eq!(
+        three.calls_of("set_shared_data"),
+        1.0,
+        "one shared write an admitted request"
+    );
+    assert!(
+        three.fuel <= 1.25 * one.fuel,
+        "three tiers {:.0} fuel, one bound {:.0}: over 1.25×",
+        three.fuel,
+        one.fuel
     );
 }
 

@@ -19,6 +19,10 @@ use crate::count::bytes::u32_at;
 use crate::count::store::{update, Store, StoreError};
 use crate::count::window::{Rate, Verdict};
 
+/// The most bounds one lane carries: a route's tiers beyond it take
+/// another lane (`config::plan`'s grouping).
+pub const MAX_TIERS: usize = 8;
+
 /// Size of a keyed lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Table {
@@ -64,7 +68,12 @@ pub enum LaneKind {
 #[derive(Debug, Clone)]
 pub struct Lane {
     pub tag: u32,
+    /// Its first (or only) tier's rate.
     pub rate: Rate,
+    /// Every tier's rate, in its bounds' order, when the lane carries
+    /// several bounds on one key (a route's tiers: [`Lane::tiered`]);
+    /// empty for a lane of one bound.
+    tiers: Vec<Rate>,
     /// None for `per: route` (one counter, no buckets).
     pub table: Option<Table>,
     pub kind: LaneKind,
@@ -130,11 +139,43 @@ impl Lane {
         Lane {
             tag,
             rate,
+            tiers: Vec::new(),
             table,
             kind: LaneKind::Node,
             prefix: prefix.to_string(),
             single_key: format!("{prefix}:o"),
             meta_key: format!("{prefix}:m"),
+        }
+    }
+
+    /// A node lane carrying several bounds on one key (tiers): each
+    /// caller's entry holds one two-window count per rate, decided by one
+    /// read and written by one compare-and-swap (`node_lane`). At most
+    /// [`MAX_TIERS`] rates (more are the plan's error: it never groups
+    /// more); one rate is [`Lane::new`].
+    pub fn tiered(prefix: &str, tag: u32, rates: &[Rate], table: Option<Table>) -> Lane {
+        let first = rates.first().copied().unwrap_or(Rate {
+            limit: 1,
+            window_ms: 1,
+        });
+        let mut lane = Lane::new(prefix, tag, first, table);
+        if rates.len() > 1 {
+            lane.tiers = rates.iter().take(MAX_TIERS).copied().collect();
+        }
+        lane
+    }
+
+    /// The prefix of its keys (`rb:{lane}`).
+    pub fn prefix_key(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Its tiers' rates: one for a lane of one bound.
+    pub fn rates(&self) -> &[Rate] {
+        if self.tiers.is_empty() {
+            std::slice::from_ref(&self.rate)
+        } else {
+            &self.tiers
         }
     }
 
@@ -267,6 +308,14 @@ pub struct Prepared {
     /// The units the request is charged (1 but for a cost bound's
     /// reservation).
     pub(crate) hits: u32,
+    /// Which of the lane's tiers `verdict`'s quota is: the first that
+    /// refused, or on admission the tightest (0 for a lane of one bound).
+    pub tier: u8,
+    /// When it was decided, and which tiers were charged in the window
+    /// after that time's (a key ahead of the clock): with each tier's
+    /// rate, where the request was charged ([`Undo::win_of`]).
+    pub(crate) at_ms: u64,
+    pub(crate) ahead: u16,
 }
 
 impl Prepared {
@@ -288,6 +337,9 @@ impl Prepared {
             cas,
             reserve,
             hits: 1,
+            tier: 0,
+            at_ms: 0,
+            ahead: 0,
         }
     }
 
@@ -313,6 +365,21 @@ pub struct Undo {
     pub(crate) caller: u64,
     pub(crate) win: u64,
     pub(crate) hits: u32,
+    /// A tiered lane's: see [`Prepared::at_ms`].
+    pub(crate) at_ms: u64,
+    pub(crate) ahead: u16,
+}
+
+impl Undo {
+    /// The window tier `t` (of rate `rate`) charged the request in: the
+    /// first tier's is `win`.
+    pub(crate) fn win_of(&self, t: usize, rate: Rate) -> u64 {
+        if t == 0 {
+            return self.win;
+        }
+        let ahead = u64::from((self.ahead >> t.min(15)) & 1);
+        rate.window_of(self.at_ms).saturating_add(ahead)
+    }
 }
 
 /// The key of a place: the lane's single counter or one of its buckets.
@@ -354,6 +421,8 @@ pub fn commit<S: Store + ?Sized>(
         caller,
         win: counts.win,
         hits: p.hits,
+        at_ms: p.at_ms,
+        ahead: p.ahead,
     };
     if let Some((grown, meta_cas)) = &p.reserve {
         if !store.set(&lane.meta_key, grown, *meta_cas)? {

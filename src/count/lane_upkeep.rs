@@ -36,7 +36,7 @@ fn charge<S: Store + ?Sized>(
 ) -> Result<(), StoreError> {
     match lane.kind {
         LaneKind::Fleet => fleet_lane::charge(store, lane, u.place, u.caller, u.win, delta),
-        LaneKind::Node => node_lane::charge(store, lane, u.place, u.caller, u.win, delta),
+        LaneKind::Node => node_lane::charge(store, lane, u, delta),
     }
 }
 
@@ -52,15 +52,13 @@ pub fn sweep<S: Store + ?Sized>(
         return Ok(0);
     }
     let win = lane.rate.window_of(now_ms);
-    let value_of = match lane.kind {
-        LaneKind::Fleet => fleet_lane::sweep_value,
-        LaneKind::Node => node_lane::sweep_value,
+    let value_of = |v: Option<&[u8]>| match lane.kind {
+        LaneKind::Fleet => fleet_lane::sweep_value(lane.tag, v, win),
+        LaneKind::Node => node_lane::sweep_value(lane, v, now_ms),
     };
     let mut removed = 0u32;
     for i in range.filter(|i| *i < lane.bucket_count()) {
-        removed += update(store, lane.bucket_key(i).as_str(), |v| {
-            value_of(lane.tag, v, win)
-        })?;
+        removed += update(store, lane.bucket_key(i).as_str(), &value_of)?;
     }
     if removed > 0 {
         release(store, lane, removed)?;

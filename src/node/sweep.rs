@@ -15,7 +15,7 @@ pub(crate) const SWEEP_CHUNK: usize = 256;
 /// nothing.
 pub fn sweep<H: NodeHost>(host: &mut H, active: &Active<impl NodeStats>, now: u64) {
     let period = now / 1_000;
-    for (route, bound, _, lane) in active.limiter.bound_lanes() {
+    for (route, bound, b, lane) in active.limiter.bound_lanes() {
         {
             let Some(table) = lane.table else { continue };
             let mut n = match lane::tracked(host.store(), lane) {
@@ -37,7 +37,10 @@ pub fn sweep<H: NodeHost>(host: &mut H, active: &Active<impl NodeStats>, now: u6
                     }
                 }
             }
-            active.stats.count(NodeStat::Tracked { route, bound, n });
+            // Every tier of a shared lane tracks the same callers.
+            for bound in crate::pipeline::limiter::tier_bounds(bound, b) {
+                active.stats.count(NodeStat::Tracked { route, bound, n });
+            }
         }
     }
 }

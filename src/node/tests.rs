@@ -294,6 +294,39 @@ fn warm_up_gives_up_after_its_tries_and_says_so_once() {
     }
 }
 
+/// Tiers on one key share one caller table: each tier's `tracked` gauge
+/// says its callers (issue 41).
+#[test]
+fn every_tier_of_a_shared_lane_reports_its_tracked_callers() {
+    let table = Table {
+        buckets: 16,
+        per_bucket: 4,
+        cap: 32,
+    };
+    let mut host = MockNodeHost::new(T0);
+    let mut n = RootState::new(1, table);
+    let json = r#"{"instance": "n", "routes": [{"name": "r", "bounds": [
+        {"name": "s", "per": "address", "limit": 5, "window": "PT1S"},
+        {"name": "m", "per": "address", "limit": 50, "window": "PT1M"}]}]}"#;
+    assert!(n.configure(&mut host, json.as_bytes().to_vec()));
+    let a = n.active().unwrap();
+    for i in 0..3 {
+        assert!(hit(&mut host, &a, &format!("10.0.0.{i}")));
+    }
+    tick(&mut host, &mut n, T0);
+    let mut by_bound: Vec<(usize, u32)> = host
+        .stats_of(0)
+        .iter()
+        .filter_map(|s| match s {
+            NodeStat::Tracked { bound, n, .. } => Some((bound.index(), *n)),
+            _ => None,
+        })
+        .collect();
+    by_bound.sort();
+    by_bound.dedup();
+    assert_eq!(by_bound, [(0, 3), (1, 3)]);
+}
+
 /// The sweep goes through a caller table a chunk of buckets a second
 /// (`SWEEP_CHUNK`): expired callers leave the tracked gauge chunk by chunk,
 /// all of them in one turn of the chunks (a whole table each second would

@@ -318,7 +318,9 @@ fn a_late_refusal_takes_back_earlier_bounds<S: Store + ?Sized>(s: &S, p: &str) -
     let lim = limiter(
         s,
         &format!("{p}-h"),
-        r#"{"per":"route","limit":100,"window":"PT1M"},{"per":"route","limit":1,"window":"PT1M"}"#,
+        // Bound 0 is shadow so that the two keep lanes of their own
+        // (bounds on one key share one: `tiers_on_one_key_share_one_entry`).
+        r#"{"per":"route","limit":100,"window":"PT1M","shadow":true},{"per":"route","limit":1,"window":"PT1M"}"#,
     )?;
     let t = 60_000 * 2_000;
     let racy = RaceOnce {
@@ -338,6 +340,101 @@ fn a_late_refusal_takes_back_earlier_bounds<S: Store + ?Sized>(s: &S, p: &str) -
     );
     expect_eq!(
         node_lane::peek(s, bound_lane(&lim, 1)?, 0)
+            .map_err(e)?
+            .map(|c| c.cur),
+        Some(1)
+    );
+    Ok(())
+}
+
+/// Counts the writes to keys starting with `prefix`.
+struct Writes<'a, S: Store + ?Sized> {
+    inner: &'a S,
+    prefix: String,
+    sets: Cell<usize>,
+}
+
+impl<S: Store + ?Sized> Store for Writes<'_, S> {
+    fn get(&self, key: &str) -> Result<Versioned, StoreError> {
+        self.inner.get(key)
+    }
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
+        if key.starts_with(&self.prefix) {
+            self.sets.set(self.sets.get() + 1);
+        }
+        self.inner.set(key, value, cas)
+    }
+}
+
+/// Issue 41: a route's bounds on one key (tiers) keep their windows in one
+/// entry: one write an admitted request; each tier admits and refuses as
+/// its own bound would (the refusal names it, with its wait); a request
+/// a later bound refuses is counted by no tier.
+fn tiers_on_one_key_share_one_entry<S: Store + ?Sized>(s: &S, p: &str) -> Check {
+    let prefix = format!("{p}-i");
+    let lim = limiter(
+        s,
+        &prefix,
+        r#"{"name":"second","per":"address","limit":2,"window":"PT1S"},{"name":"minute","per":"address","limit":3,"window":"PT1M"},{"name":"cap","per":"route","limit":4,"window":"PT1H"}"#,
+    )?;
+    let (l0, t0) = lim.tier_of(R0, BoundId(0)).ok_or("no lane for bound 0")?;
+    let (l1, t1) = lim.tier_of(R0, BoundId(1)).ok_or("no lane for bound 1")?;
+    expect_eq!(
+        (l0.prefix_key(), t0, l1.prefix_key(), t1),
+        (l0.prefix_key(), 0, l0.prefix_key(), 1)
+    );
+    let a = Caller {
+        address: "10.0.0.1",
+        identity: None,
+        model: None,
+    };
+    let key = lim.caller_key(crate::config::Per::Address, &a);
+    let w = Writes {
+        inner: s,
+        prefix: l0.prefix_key().to_string(),
+        sets: Cell::new(0),
+    };
+    let t = 3_600_000 * 100;
+    expect_eq!(decide(&lim, &w, R0, None, &a, t).refused, None);
+    let before = w.sets.get();
+    expect_eq!(decide(&lim, &w, R0, None, &a, t + 10).refused, None);
+    // A known caller: one compare-and-swap for both tiers.
+    expect_eq!(w.sets.get() - before, 1);
+    let second = Rate {
+        limit: 2,
+        window_ms: 1_000,
+    };
+    let c = |cur| crate::count::window::Counts {
+        win: t / 1_000,
+        cur,
+        prev: 0,
+    };
+    let d = decide(&lim, &w, R0, None, &a, t + 20);
+    expect_eq!(
+        d.refused.map(|(b, q)| (b.0, q.remaining, q.reset_ms)),
+        Some((0, 0, second.wait_ms(c(2), t + 20)))
+    );
+    // Two seconds on, the second's window is empty; the minute has one left.
+    let d = decide(&lim, &w, R0, None, &a, t + 2_000);
+    expect_eq!(d.refused, None);
+    expect_eq!(d.tightest.map(|(b, q)| (b.0, q.remaining)), Some((1, 0)));
+    let d = decide(&lim, &w, R0, None, &a, t + 4_000);
+    expect_eq!(d.refused.map(|(b, q)| (b.0, q.remaining)), Some((1, 0)));
+    let tier = |i| node_lane::peek_tier(s, l0, key, i).map_err(e);
+    expect_eq!(tier(0)?.map(|c| c.cur), Some(1));
+    expect_eq!(tier(1)?.map(|c| c.cur), Some(3));
+    // The route's own bound (another lane): 3 of 4 taken, another caller
+    // takes the last, and its next request is counted by no tier.
+    let b = Caller {
+        address: "10.0.0.2",
+        ..a
+    };
+    expect_eq!(decide(&lim, s, R0, None, &b, t + 4_000).refused, None);
+    let d = decide(&lim, s, R0, None, &b, t + 4_000);
+    expect_eq!(d.refused.map(|(b, _)| b.0), Some(2));
+    let kb = lim.caller_key(crate::config::Per::Address, &b);
+    expect_eq!(
+        node_lane::peek_tier(s, l0, kb, 1)
             .map_err(e)?
             .map(|c| c.cur),
         Some(1)
@@ -484,7 +581,7 @@ type Test<S> = (&'static str, fn(&S, &str) -> Check);
 
 /// Runs every check; `prefix` keeps this run's keys apart from others.
 pub fn run<S: Store>(store: &S, prefix: &str) -> Vec<(&'static str, Check)> {
-    let tests: [Test<S>; 11] = [
+    let tests: [Test<S>; 12] = [
         (
             "absent_keys_read_empty_and_any_set_creates",
             absent_keys_read_empty_and_any_set_creates,
@@ -522,6 +619,10 @@ pub fn run<S: Store>(store: &S, prefix: &str) -> Vec<(&'static str, Check)> {
         (
             "a_fleet_cost_is_synced_as_its_true_total",
             a_fleet_cost_is_synced_as_its_true_total,
+        ),
+        (
+            "tiers_on_one_key_share_one_entry",
+            tiers_on_one_key_share_one_entry,
         ),
     ];
     tests

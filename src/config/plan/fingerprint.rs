@@ -75,3 +75,15 @@ pub(super) fn bound_fingerprint(
         // cost (or another one) starts again. Salted, as the fleet's.
         ^ cost.map_or(0, stable_hash)
 }
+
+/// See [`tier_salt`].
+const TIER_SALT: u64 = 0x7469_6572_7300_0001;
+
+/// What a bound sharing a lane with its tiers ([`super::Tier`]) mixes into
+/// its fingerprint: its entries are not a lone bound's, so a bound that
+/// starts sharing (on an upgrade, or when its tiers change) reads no old
+/// entry and restarts its count once. The members' positions are in it:
+/// another set of tiers is another layout.
+pub(super) fn tier_salt(members: &[usize]) -> u64 {
+    stable_hash(&(TIER_SALT, members))
+}

@@ -255,6 +255,30 @@ pub struct Bound {
     pub scope: BoundScope,
     /// Where and how it was written, for the console.
     pub written: Written,
+    /// Whether it keeps its windows in one entry with the route's other
+    /// bounds on the same key ([`Tier`]).
+    pub tier: Tier,
+}
+
+/// How a node bound shares its lane with the other bounds of its route
+/// keyed on the same caller (tiers: "10 a second, 300 a minute"). Bounds
+/// share one lane, hence one entry per caller, one read and one
+/// compare-and-swap, when each is a node bound counting requests (no
+/// cost), enforced in full (not shadow, `enforce_percent` 100), of the
+/// same `per`, `applies_to` and operation (or none); at most
+/// [`crate::count::lane::MAX_TIERS`] in a lane, in the route's order. Any
+/// other bound keeps a lane of its own. A bound that starts or stops
+/// sharing takes a new fingerprint (its count restarts once).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Tier {
+    /// Its own lane.
+    #[default]
+    Own,
+    /// It leads a shared lane: its tiers (itself first), in order, with
+    /// their rates.
+    Leads(Vec<(BoundId, Rate)>),
+    /// Counted in the lane bound `lead` leads, as its tier `index`.
+    Joins { lead: BoundId, index: usize },
 }
 
 /// Where a compiled bound is counted.
@@ -293,8 +317,14 @@ impl Bound {
         crate::config::needs_identity(self.per, &self.applies_to)
     }
 
+    /// Counted in a lane of its own or as the first of its tiers: the
+    /// bound that asks the directory for a lane.
+    pub fn has_lane(&self) -> bool {
+        self.in_shared_data() && !matches!(self.tier, Tier::Joins { .. })
+    }
+
     /// Counted in this Envoy's shared data (a node or a fleet bound): it
-    /// has a lane.
+    /// has a lane, or shares one ([`Tier`]).
     pub fn in_shared_data(&self) -> bool {
         self.scope.kind().in_shared_data()
     }
@@ -385,13 +415,14 @@ impl Plan {
             .any(|r| r.bounds.iter().any(|b| b.fleet().is_some()))
     }
 
-    /// What every shared-data bound, in plan order, asks of the lane
+    /// What every shared-data bound with a lane of its own or leading its
+    /// tiers' ([`Bound::has_lane`]), in plan order, asks of the lane
     /// directory.
     pub fn wants(&self) -> Vec<crate::count::directory::Want> {
         self.routes
             .iter()
             .flat_map(|r| r.bounds.iter())
-            .filter(|b| b.in_shared_data())
+            .filter(|b| b.has_lane())
             .map(|b| crate::count::directory::Want {
                 fingerprint: b.fingerprint,
                 table: b.per != Per::Route,

@@ -305,8 +305,97 @@ fn bounds_of_one_route_have_distinct_fingerprints() {
         r#"{"routes":[{"name":"a","bounds":[
         {"per":"address","limit":5,"window":"PT1M"},{"per":"address","limit":5,"window":"PT1M","name":"x"}]}]}"#,
     );
-    let f = fingerprints(&p);
+    // Tiers on one key: one lane (one want), and two fingerprints.
+    assert_eq!(fingerprints(&p).len(), 1);
+    let f: Vec<u64> = p.routes[0].bounds.iter().map(|b| b.fingerprint).collect();
     assert_ne!(f[0], f[1]);
+}
+
+/// Issue 41: which bounds of a route share one lane (tiers on one key):
+/// node bounds counting requests, enforced in full, of the same `per`,
+/// `applies_to` and operation, in the route's order; any other bound keeps
+/// its own lane. A bound that shares takes a fingerprint no lone bound
+/// has: its entries are another layout, so its count restarts once.
+#[test]
+fn bounds_on_one_key_share_a_lane_and_say_so_in_their_fingerprint() {
+    let p = plan(
+        r#"{"identity":{"header":{"user":"x-user"}},"routes":[{"name":"a","bounds":[
+        {"name":"s","per":"address","limit":10,"window":"PT1S"},
+        {"name":"u","per":"user","limit":100,"window":"PT1M"},
+        {"name":"m","per":"address","limit":300,"window":"PT1M"},
+        {"name":"sh","per":"address","limit":300,"window":"PT1M","shadow":true},
+        {"name":"half","per":"address","limit":300,"window":"PT1M","enforce_percent":50},
+        {"name":"c","per":"address","limit":300,"window":"PT1M","cost":{"request_header":"x-cost"}},
+        {"name":"h","per":"address","limit":5000,"window":"PT1H"}]}]}"#,
+    );
+    let b = &p.routes[0].bounds;
+    let rate = |j: usize| b[j].rate;
+    assert_eq!(
+        b[0].tier,
+        Tier::Leads(vec![
+            (BoundId(0), rate(0)),
+            (BoundId(2), rate(2)),
+            (BoundId(6), rate(6))
+        ])
+    );
+    assert_eq!(
+        b[2].tier,
+        Tier::Joins {
+            lead: BoundId(0),
+            index: 1
+        }
+    );
+    assert_eq!(
+        b[6].tier,
+        Tier::Joins {
+            lead: BoundId(0),
+            index: 2
+        }
+    );
+    for j in [1, 3, 4, 5] {
+        assert_eq!(b[j].tier, Tier::Own, "{}", b[j].name);
+    }
+    // Five lanes: the tiers', the user's, the shadow's, the half's, the cost's.
+    assert_eq!(fingerprints(&p).len(), 5);
+    // Alone, the same bound has another fingerprint.
+    let alone = plan(
+        r#"{"identity":{"header":{"user":"x-user"}},"routes":[{"name":"a","bounds":[
+        {"name":"s","per":"address","limit":10,"window":"PT1S"},
+        {"name":"u","per":"user","limit":100,"window":"PT1M"},
+        {"name":"m","per":"address","limit":300,"window":"PT1M"},
+        {"name":"sh","per":"address","limit":300,"window":"PT1M","shadow":true},
+        {"name":"half","per":"address","limit":300,"window":"PT1M","enforce_percent":100},
+        {"name":"c","per":"address","limit":300,"window":"PT1M","cost":{"request_header":"x-cost"}},
+        {"name":"h","per":"address","limit":5000,"window":"PT1H"}]}]}"#,
+    );
+    // `half` enforced in full joins the tiers: theirs all change.
+    let a = &alone.routes[0].bounds;
+    assert!(matches!(a[4].tier, Tier::Joins { index: 2, .. }));
+    for j in [0, 2, 4, 6] {
+        assert_ne!(a[j].fingerprint, b[j].fingerprint, "{}", b[j].name);
+    }
+    assert_eq!(a[1].fingerprint, b[1].fingerprint);
+}
+
+/// More tiers than a lane carries take another lane.
+#[test]
+fn more_tiers_than_a_lane_carries_take_another() {
+    let bounds: Vec<String> = (0..10)
+        .map(|i| {
+            format!(
+                r#"{{"name":"b{i}","per":"address","limit":5,"window":"PT{}M"}}"#,
+                i + 1
+            )
+        })
+        .collect();
+    let p = plan(&format!(
+        r#"{{"routes":[{{"name":"a","bounds":[{}]}}]}}"#,
+        bounds.join(",")
+    ));
+    assert_eq!(fingerprints(&p).len(), 2);
+    let b = &p.routes[0].bounds;
+    assert!(matches!(&b[0].tier, Tier::Leads(t) if t.len() == crate::count::lane::MAX_TIERS));
+    assert!(matches!(&b[8].tier, Tier::Leads(t) if t.len() == 2));
 }
 
 /// A cost read from the answer's JSON with a fixed reservation, not asking

@@ -3,7 +3,9 @@
 //! that refuses after a race takes back the bounds already recorded.
 
 use super::reads::Reads;
-use super::{BoundEvent, Caller, Counted, Event, Keys, Limiter, Receipt, RouteLanes};
+use super::{
+    tier_bound, tier_bounds, BoundEvent, Caller, Counted, Event, Keys, Limiter, Receipt, RouteLanes,
+};
 use crate::config::plan::{Bound, BoundId, RouteId};
 use crate::count::lane::{self, Committed, Lane, Prepared};
 use crate::count::lane_upkeep;
@@ -18,10 +20,11 @@ enum Outcome {
     /// after a race: not counted.
     Shadowed(Quota),
     /// A bound that turned out to refuse after a race (`overflow`: in its
-    /// shared overflow counter).
+    /// shared overflow counter; `tier`: which of its lane's tiers).
     Refused {
         quota: Quota,
         overflow: bool,
+        tier: u8,
     },
 }
 
@@ -58,11 +61,16 @@ impl Limiter {
                     if bound.cost.as_ref().is_some_and(|c| c.from_response()) {
                         d.receipts.push((i, Receipt::Lane(u)));
                     }
-                    done.push((i, u, p.verdict, p.overflow));
+                    done.push((i, u, p.verdict, p.overflow, p.tier));
                 }
                 Ok(Outcome::Shadowed(quota)) => shadowed.push((i, quota)),
-                Ok(Outcome::Refused { quota, overflow }) => {
-                    for (j, u, _, _) in &done {
+                Ok(Outcome::Refused {
+                    quota,
+                    overflow,
+                    tier,
+                }) => {
+                    let i = tier_bound(i, bound, tier);
+                    for (j, u, _, _, _) in &done {
                         let Some((_, l)) = r.counted(*j) else {
                             continue;
                         };
@@ -87,17 +95,23 @@ impl Limiter {
                 d.tightest = Some((i, quota));
             }
         }
-        for &(i, _, verdict, overflow) in &done {
+        for &(i, _, verdict, overflow, tier) in &done {
             if let Verdict::Admit { quota, .. } = verdict {
-                d.events.push(BoundEvent::new(i, Event::Allowed, overflow));
+                // A lane of tiers admitted for each of its bounds.
+                let Some(bound) = r.route.bound(i) else {
+                    continue;
+                };
+                for b in tier_bounds(i, bound) {
+                    d.events.push(BoundEvent::new(b, Event::Allowed, overflow));
+                }
                 // Without shadow headers a shadow bound shows nothing,
                 // refusing or not.
-                let shows = self.plan.shadow_headers || r.route.bound(i).is_none_or(|b| !b.shadow);
+                let shows = self.plan.shadow_headers || !bound.shadow;
                 if shows
                     && d.tightest
                         .is_none_or(|(_, t)| quota.remaining < t.remaining)
                 {
-                    d.tightest = Some((i, quota));
+                    d.tightest = Some((tier_bound(i, bound, tier), quota));
                 }
             }
         }
@@ -128,6 +142,7 @@ impl Limiter {
                 Outcome::Refused {
                     quota,
                     overflow: fresh.overflow,
+                    tier: fresh.tier,
                 }
             }));
         }

@@ -13,7 +13,7 @@
 //!   compare-and-swap loop ([`crate::count::store::retry`]).
 
 use crate::config::plan::BoundTable;
-use crate::config::plan::{Bound, BoundId, Plan, Route, RouteId};
+use crate::config::plan::{Bound, BoundId, Plan, Route, RouteId, Tier};
 use crate::config::Per;
 use crate::count::fleet_lane::{self, Fleet};
 use crate::count::lane::{self, Lane, LaneKind, Table};
@@ -200,7 +200,29 @@ pub fn bound_lane(bound: &Bound, prefix: &str, tag: u32, table: Table) -> Lane {
         Some(_) => LaneKind::Fleet,
         None => LaneKind::Node,
     };
+    if let Tier::Leads(tiers) = &bound.tier {
+        let rates: SmallVec<[_; 8]> = tiers.iter().map(|(_, rate)| *rate).collect();
+        return Lane::tiered(prefix, tag, &rates, table);
+    }
     Lane::new(prefix, tag, bound.rate, table).of_kind(kind)
+}
+
+/// The bound tier `t` of the lane bound `i` (`bound`) leads names: itself
+/// for a lane of its own.
+pub(crate) fn tier_bound(i: BoundId, bound: &Bound, t: u8) -> BoundId {
+    match &bound.tier {
+        Tier::Leads(tiers) => tiers.get(usize::from(t)).map_or(i, |(b, _)| *b),
+        _ => i,
+    }
+}
+
+/// The bounds a lane led by bound `i` (`bound`) carries: its tiers, or
+/// itself alone.
+pub(crate) fn tier_bounds(i: BoundId, bound: &Bound) -> SmallVec<[BoundId; 4]> {
+    match &bound.tier {
+        Tier::Leads(tiers) => tiers.iter().map(|(b, _)| *b).collect(),
+        _ => smallvec::smallvec![i],
+    }
 }
 
 /// A route resolved from a request's [`RouteId`], once per callback, with
@@ -229,7 +251,7 @@ pub(crate) fn lanes_for<E>(
 ) -> Result<BoundTable<Option<Lane>>, E> {
     let mut n = 0;
     BoundTable::build(plan, |_, bound| {
-        if !bound.in_shared_data() {
+        if !bound.has_lane() {
             return Ok(None);
         }
         let l = lane(n, bound)?;
@@ -413,18 +435,29 @@ impl Limiter {
         }
     }
 
-    /// The lane of bound `b` of route `r`, for a bound counted in shared
-    /// data.
+    /// The lane bound `b` of route `r` is counted in, for a bound counted
+    /// in shared data: its own, or its tiers' (see [`Limiter::tier_of`]).
     pub fn lane(&self, r: RouteId, b: BoundId) -> Option<&Lane> {
-        self.lanes.get(r, b)?.as_ref()
+        self.tier_of(r, b).map(|(lane, _)| lane)
     }
 
-    /// Every shared-data bound with its lane, in plan order.
+    /// The lane bound `b` of route `r` is counted in, and its tier there
+    /// (0 in a lane of its own).
+    pub fn tier_of(&self, r: RouteId, b: BoundId) -> Option<(&Lane, usize)> {
+        let bound = self.plan.route(r)?.bound(b)?;
+        match bound.tier {
+            Tier::Joins { lead, index } => Some((self.lanes.get(r, lead)?.as_ref()?, index)),
+            _ => Some((self.lanes.get(r, b)?.as_ref()?, 0)),
+        }
+    }
+
+    /// Every lane with the bound that has it (its own, or the first of
+    /// its tiers), in plan order.
     pub(crate) fn bound_lanes(&self) -> impl Iterator<Item = (RouteId, BoundId, &Bound, &Lane)> {
         self.plan.routes_with_ids().flat_map(move |(r, route)| {
             route
                 .bounds_with_ids()
-                .filter_map(move |(b, bound)| Some((r, b, bound, self.lane(r, b)?)))
+                .filter_map(move |(b, bound)| Some((r, b, bound, self.lanes.get(r, b)?.as_ref()?)))
         })
     }
 }

@@ -2,7 +2,8 @@
 //! nothing written, stopping at the first that refuses ([`Reads`]).
 
 use super::{
-    fleet_known, BoundEvent, Caller, Counted, Event, Keys, Limiter, Prompt, Receipts, RouteLanes,
+    fleet_known, tier_bound, BoundEvent, Caller, Counted, Event, Keys, Limiter, Prompt, Receipts,
+    RouteLanes,
 };
 use crate::config::plan::{Bound, BoundId, OpId, Route, RouteId};
 use crate::count::lane::{Lane, LaneKind, Prepared};
@@ -200,17 +201,19 @@ impl Limiter {
             let key = keys.node;
             // A standing refusal is the wait for one request of one unit:
             // a cost bound's requests differ in size, so it has none.
-            let place = (!bound.shadow && bound.cost.is_none())
-                .then(|| self.lanes.place(r.id, i))
-                .flatten();
-            let standing =
-                place.and_then(|at| self.refusals.try_borrow().ok()?.get(at, key, now_ms));
-            if let Some(quota) = standing {
+            let remembered = !bound.shadow && bound.cost.is_none();
+            let place = |b: BoundId| remembered.then(|| self.lanes.place(r.id, b)).flatten();
+            // A lane of tiers remembers each tier's refusals under its bound.
+            let standing = super::tier_bounds(i, bound).into_iter().find_map(|b| {
+                let at = place(b)?;
+                Some((b, self.refusals.try_borrow().ok()?.get(at, key, now_ms)?))
+            });
+            if let Some((b, quota)) = standing {
                 if self.spared(pending, i, bound) {
                     pending.shadowed.push((i, quota));
                     continue;
                 }
-                return Some(pending.refused(i, quota, false));
+                return Some(pending.refused(b, quota, false));
             }
             match self.read(store, lane, keys, now_ms) {
                 Ok(p) => {
@@ -221,12 +224,13 @@ impl Limiter {
                             pending.shadowed.push((i, quota));
                             continue;
                         }
-                        if let (false, Some(at)) = (p.overflow, place) {
+                        let named = tier_bound(i, bound, p.tier);
+                        if let (false, Some(at)) = (p.overflow, place(named)) {
                             if let Ok(mut r) = self.refusals.try_borrow_mut() {
                                 r.insert(at, key, now_ms, quota);
                             }
                         }
-                        return Some(pending.refused(i, quota, p.overflow));
+                        return Some(pending.refused(named, quota, p.overflow));
                     }
                     pending.prepared.push((i, keys, p));
                 }
@@ -260,7 +264,7 @@ impl Limiter {
             };
             if let Verdict::Refuse { quota } = fresh.verdict {
                 if !self.spared_at(draw, *i, bound) {
-                    refused = Some((*i, quota, fresh.overflow));
+                    refused = Some((tier_bound(*i, bound, fresh.tier), quota, fresh.overflow));
                     break;
                 }
             }

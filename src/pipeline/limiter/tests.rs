@@ -474,3 +474,84 @@ fn a_standing_refusal_stays_with_its_own_bound() {
         .refused
         .is_some());
 }
+
+/// Issue 41: bounds on one key in one lane (tiers) decide every request as
+/// the same bounds each in a lane of its own: the same refusals (the same
+/// bound named, the same Remaining and Retry-After), the same tightest
+/// bound shown on admission, the same events, over random requests of a
+/// few callers.
+mod tiers {
+    use super::*;
+    use crate::config::plan::Tier;
+    use proptest::prelude::*;
+
+    fn tiered(store: &MemStore, json: &str, share: bool) -> Limiter {
+        let mut plan = Plan::compile(&parse(json.as_bytes()).unwrap());
+        if !share {
+            for b in &mut plan.routes[0].bounds {
+                b.tier = Tier::Own;
+            }
+        }
+        Limiter::in_store(plan, [11, 12], store, ("t", 1), SMALL).unwrap()
+    }
+
+    /// Bounds per address of (limit, window in seconds).
+    fn config(tiers: &[(u32, u64)]) -> String {
+        config_per("address", tiers)
+    }
+
+    /// Bounds keyed `per` of (limit, window in seconds).
+    fn config_per(per: &str, tiers: &[(u32, u64)]) -> String {
+        let bounds: Vec<String> = tiers
+            .iter()
+            .enumerate()
+            .map(|(j, (limit, secs))| {
+                format!(r#"{{"name":"t{j}","per":"{per}","limit":{limit},"window":"PT{secs}S"}}"#)
+            })
+            .collect();
+        format!(
+            r#"{{"routes":[{{"name":"r","bounds":[{}]}}]}}"#,
+            bounds.join(",")
+        )
+    }
+
+    #[test]
+    fn tiers_share_one_lane() {
+        let s = MemStore::new();
+        let lim = tiered(&s, &config(&[(10, 1), (300, 60), (5_000, 3_600)]), true);
+        let (lane, _) = lim.tier_of(RouteId(0), BoundId(0)).unwrap();
+        assert_eq!(lane.rates().len(), 3);
+        for b in 1..3 {
+            let (l, t) = lim.tier_of(RouteId(0), BoundId(b)).unwrap();
+            assert_eq!((l.prefix_key(), t), (lane.prefix_key(), b));
+        }
+        assert_eq!(lim.bound_lanes().count(), 1);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn tiers_in_one_lane_decide_as_separate_lanes(
+            tiers in prop::collection::vec((1u32..6, prop::sample::select(vec![1u64, 2, 5, 60])), 2..5),
+            steps in prop::collection::vec((0u64..1_500, 0usize..3), 1..120),
+            per in prop::sample::select(vec!["address", "route"]),
+        ) {
+            let json = config_per(per, &tiers);
+            let (s1, s2) = (MemStore::new(), MemStore::new());
+            let (one, apart) = (tiered(&s1, &json, true), tiered(&s2, &json, false));
+            prop_assert_eq!(one.bound_lanes().count(), 1);
+            prop_assert_eq!(apart.bound_lanes().count(), tiers.len());
+            let addresses = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
+            let mut now = 3_600_000 * 10;
+            for (step, who) in steps {
+                now += step;
+                let c = Caller { address: addresses[who], identity: None, model: None };
+                let a = decide(&one, &s1, RouteId(0), None, &c, now);
+                let b = decide(&apart, &s2, RouteId(0), None, &c, now);
+                prop_assert_eq!(a.refused, b.refused, "at {}", now);
+                prop_assert_eq!(a.tightest, b.tightest, "at {}", now);
+                prop_assert_eq!(&a.events[..], &b.events[..], "at {}", now);
+            }
+        }
+    }
+}

@@ -27,6 +27,7 @@ fn b(index: usize, per: Per, limit: u32, window_ms: u64) -> Bound {
             name: format!("b{index}"),
             window: String::new(),
         },
+        tier: crate::config::plan::Tier::Own,
     }
 }
 

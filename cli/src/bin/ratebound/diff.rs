@@ -33,10 +33,11 @@ pub fn run(d: &args::Diff) -> u8 {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let mut result = diff::diff(&Plan::compile(&old.1), &Plan::compile(&new.1));
+    let new_plan = Plan::compile(&new.1);
+    let mut result = diff::diff(&Plan::compile(&old.1), &new_plan);
     // Two WasmPlugins: their modules too.
     if let (Some(o), Some(n)) = (&old.0.vm, &new.0.vm) {
-        result.module = diff::module_change(o, n);
+        result.module = diff::module_change(o, n).map(|m| m.naming_tiers(&new_plan));
     }
     match d.format {
         Format::Text => out(&diff::text(&result)),
