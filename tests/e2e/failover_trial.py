@@ -227,9 +227,13 @@ def _account_key(inst: Installation, window_start: float) -> str | None:
     A fixed bound's key ends in the window's start: the last part replaced."""
     keys = [k for k in inst.topology.find_keys(f"{DOMAIN}_*") if "login.attempts" in k]
     index = int(window_start // 60)
-    for key in keys:
-        if f"_window_{index}_" in key:
-            return key
+    # This window's; else the last one's, which every call of this window
+    # reads (an account locked by the attack before the minute makes no
+    # call until its estimate admits again: no key for this window yet).
+    for i in (index, index - 1):
+        for key in keys:
+            if f"_window_{i}_" in key:
+                return key
     for key in keys:
         if "_window_" not in key and "_refunded_" not in key:
             head, _, _ = key.rpartition("_")
