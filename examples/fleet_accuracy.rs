@@ -226,7 +226,7 @@ fn attacks() {
     let mut setup = Setup::new(200);
     setup.aligned = true;
     println!("\n## Under attack (issue 22): 300 a minute, 3 nodes, sync 200 ms\n");
-    println!("Admitted in all, the rule before issue 22 (the fleet estimate alone; a new key or a restarted node alone at limit / nodes; the node count forgotten after two minutes; failed syncs re-sent) beside the shares (each node's unsynced admissions at most (limit − count at its last answer − what the others are taken to hold) / nodes; a new key a tenth of its share until its first answer; the count kept; timed-out syncs not re-sent). The limit is 300 (the window-edge row spans two windows).\n");
+    println!("Admitted in all, the rule before issue 22 (the fleet estimate alone; a new key or a restarted node alone at limit / nodes; the node count forgotten after two minutes; failed syncs re-sent) beside the shares (each node's unsynced admissions at most (limit − count at its last answer − what the others are taken to hold) / nodes; a new key a tenth of its share until its first answer; the count kept; timed-out syncs sent again once the service answers). The limit is 300 (the window-edge row spans two windows).\n");
     println!("| shape | before | shares |");
     println!("|---|---|---|");
     let row = |name: &str, setup: &Setup, tr: Vec<Arrival>| {

@@ -317,10 +317,12 @@ pub fn fleet(
          next answer gives a new share). Under steady load it may go over by up to about \
          2 × (nodes − 1) × each node's admissions a second × {sync_ms} ms, plus the sliding \
          estimate's own error; under the shapes of docs/fleet.md (\"Under attack\": bursts \
-         on every node at once, a key spent on another node, outages, restarts) by about 1 a \
-         node, plus a join share for each node new to the key (measured). The price: \
-         compliant callers whose load sits on one node of many are refused while that node \
-         waits for answers (large for per-second bounds on many nodes)",
+         on every node at once, a key spent on another node, outages, restarts, syncs timing \
+         out through a Redis failover) by about 1 a node, plus a join share for each node new \
+         to the key (measured). A timed-out sync's hits are sent again: if the service had \
+         counted them, they count twice and the fleet refuses early, never admits more. The \
+         price: compliant callers whose load sits on one node of many are refused while that \
+         node waits for answers (large for per-second bounds on many nodes)",
         rate(limit, ms)
     );
     let Some(n) = nodes else {

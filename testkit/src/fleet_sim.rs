@@ -141,6 +141,9 @@ pub struct Setup {
     /// Calls reaching the service in `[from, to)` are counted but their
     /// answers are lost (they time out): a service too slow for its sync.
     pub lost_answers: Option<(u64, u64)>,
+    /// Calls reaching the service in `[from, to)` count nothing and time
+    /// out: a Redis failover (the service waits on Redis past the timeout).
+    pub stuck: Option<(u64, u64)>,
     /// Every node syncs at the same phase (from the first arrival on): the
     /// adversary's synchronised burst right after a sync.
     pub aligned: bool,
@@ -160,6 +163,7 @@ impl Setup {
             restarts: Vec::new(),
             read_limit: None,
             lost_answers: None,
+            stuck: None,
             aligned: false,
             guard: BetweenAnswers::Shares,
             seed: 7,
@@ -178,7 +182,8 @@ pub enum BetweenAnswers {
     /// The shipped rule, [`FleetRate::decide`]: no more unsynced admissions
     /// than `(limit − fleet estimate at the last answer) / nodes` (at least
     /// 1), a key new to the node a sync's worth of its share until its first
-    /// answer, timed-out syncs never sent again, and the node count kept.
+    /// answer, timed-out syncs sent again once the service answers, and the
+    /// node count kept.
     #[default]
     Shares,
     /// The fleet estimate only, `limit / nodes` alone for a new key, every
@@ -353,6 +358,14 @@ impl Sim<'_> {
                 }
             }
             SimEvent::Reach { node, epoch, sent } => {
+                let stuck = self
+                    .setup
+                    .stuck
+                    .is_some_and(|(from, to)| from <= now && now < to);
+                if stuck {
+                    self.time_out(now, node, epoch, sent, Failure::MaybeCounted);
+                    return;
+                }
                 // Counted whatever becomes of the answer.
                 let c = self.service.entry(rate.window_of(now)).or_insert(0);
                 *c += u64::from(sent.hits);
@@ -660,6 +673,31 @@ mod tests {
         let fleet = report(r, &tr, &c, &run.decisions, span(&tr));
         assert!(fleet.max_window <= 110, "{fleet:?}");
         assert!(fleet.admitted >= 19 * 100, "{fleet:?}");
+    }
+
+    /// Issue 38: every call timing out for 5 s and counting nothing (a
+    /// Redis failover), under an attack at 3 × the limit: the hits of the
+    /// timed-out syncs are sent again once the service answers, each
+    /// counted once, and the fleet stays near its limit (before: they
+    /// were never sent again, and the nodes together admitted what the
+    /// others had spent during the outage on top of the limit: 127 admitted,
+    /// 100 counted; now 100 and 100).
+    #[test]
+    fn through_a_failover_of_timed_out_syncs_every_hit_is_counted_once() {
+        let r = rate();
+        let tr = trace(17, r, 3, 3.0, Skew::Even, 100 * MIN, 101 * MIN);
+        let c = compliant(r, &tr);
+        let mut setup = Setup::new(200);
+        setup.timeout_ms = 200;
+        setup.stuck = Some((100 * MIN + 2_000, 100 * MIN + 7_000));
+        let run = fleet_sync(r, 3, &setup, &tr);
+        let admitted = run.decisions.iter().filter(|&&d| d).count() as u64;
+        assert_eq!(run.unsent_at_end, 0);
+        assert_eq!(run.counted, admitted, "{run:?}");
+        let fleet = report(r, &tr, &c, &run.decisions, span(&tr));
+        // 100 + 2 × 2 × 100 a node a minute × 200 ms + 1 and a join share
+        // (3) a node: 100 + 1.3 + 12.
+        assert!(fleet.max_window <= 113, "{fleet:?}");
     }
 
     #[test]

@@ -220,10 +220,22 @@ def _attempt(inst: Installation, a: Attempt, account: str) -> Attempt:
 
 def _account_key(inst: Installation, window_start: float) -> str | None:
     """The account bound's counter for the window starting at
-    `window_start`: the key the service wrote for it (found with SCAN),
-    its window's start (the key's last part) replaced."""
-    for key in inst.topology.find_keys(f"{DOMAIN}_*"):
-        if "login.attempts" in key or "attempts" in key:
+    `window_start`, found with SCAN. A sliding bound (the default) counts
+    each window under its own descriptor, `…_window_<index>_<start of a
+    longer unit>`, beside the previous window's and both windows' refunds
+    (read with every attempt, so they exist too): this window's, as it is.
+    A fixed bound's key ends in the window's start: the last part replaced."""
+    keys = [k for k in inst.topology.find_keys(f"{DOMAIN}_*") if "login.attempts" in k]
+    index = int(window_start // 60)
+    # This window's; else the last one's, which every call of this window
+    # reads (an account locked by the attack before the minute makes no
+    # call until its estimate admits again: no key for this window yet).
+    for i in (index, index - 1):
+        for key in keys:
+            if f"_window_{i}_" in key:
+                return key
+    for key in keys:
+        if "_window_" not in key and "_refunded_" not in key:
             head, _, _ = key.rpartition("_")
             return f"{head}_{int(window_start)}"
     return None

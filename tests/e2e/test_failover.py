@@ -11,8 +11,8 @@ answer: `on_error: deny`), never admitted beyond the limit plus what
 asynchronous replication may lose; the service replicas keep running (the
 same PIDs) and answer exactly again within a stated bound, a fresh account
 after the failover getting exactly its limit; and the fleet bound on
-another route admits no more than twice its limit through the same kill
-(its stated error does not hold there: FLEET_CEILING says why).
+another route keeps its stated error through the same kill (FLEET_SECONDS
+says how it is loaded).
 """
 from __future__ import annotations
 
@@ -30,14 +30,15 @@ RECOVER_S = 15.0
 # and no replica had yet may be lost. At ten attempts a second over
 # loopback the replicas keep up (measured: 0 lost); one is allowed.
 LOST = 1
-# The fleet bound through the kill. docs/fleet.md states limit + about
-# 2 x (nodes - 1) x rate x sync_ms + a node's 1 and join share each; that
-# does NOT hold through a failover (measured 120-140 of 100: the syncs
-# time out while the service waits for Redis, and the hits they carried
-# are never sent again: docs/rate-limit-service.md, "Failover"). What
-# still holds is that the nodes alone admit at most limit / nodes each on
-# top of what the service counted: never more than twice the limit here.
-FLEET_CEILING = 2 * FLEET_LIMIT
+# The fleet bound through the kill: docs/fleet.md states limit + about
+# 2 x (nodes - 1) x rate x sync_ms + a node's 1 and join share each
+# (`fleet_stated_excess`, 17.7 here), and it holds through a failover:
+# the syncs time out while the service waits for Redis, and their hits
+# are sent again once it answers (docs/fleet.md, "Failed syncs"; before
+# issue 38 they were never sent again: 136-161 of 100). The trial runs
+# FLEET_SECONDS at 10 requests a second, twice the limit: 10 s of it
+# would send no more than the limit and could not tell.
+FLEET_SECONDS = 20.0
 
 
 @pytest.fixture
@@ -74,9 +75,9 @@ def test_a_primary_killed_mid_attack_is_refused_or_counted_and_nothing_restarts(
     """Through the kill: no attempt admitted beyond the limit (plus LOST),
     503s only until the new primary answers (within RECOVER_S), the same
     two service processes answering exactly after it, and the fleet bound
-    within twice its limit (not its stated error: FLEET_CEILING)."""
+    within its stated error."""
     inst = installation(kind)
-    r = analyse(run_trial(inst, kind, kill_after=0.15, after_s=10.0))
+    r = analyse(run_trial(inst, kind, kill_after=0.15, after_s=FLEET_SECONDS))
     print(f"\n{kind}: {r}")
     assert set(r["statuses"]) <= {"200", "429", "503"}, r["statuses"]
     assert r["admitted_before_kill_in_window"] >= 1, r
@@ -87,4 +88,6 @@ def test_a_primary_killed_mid_attack_is_refused_or_counted_and_nothing_restarts(
     assert r["wrongly_admitted_fixed"] <= LOST, r
     assert r["services_unchanged"], "a service replica exited or was replaced"
     assert r["probe"] == [200] * ACCOUNT_LIMIT + [429] * 2, r["probe"]
-    assert r["fleet_admitted_in_window"] <= FLEET_CEILING, r
+    fleet_requests = sum(r["fleet_statuses"].values())
+    assert fleet_requests >= 1.5 * FLEET_LIMIT, r["fleet_statuses"]
+    assert r["fleet_admitted_in_window"] <= FLEET_LIMIT + r["fleet_stated_excess"], r

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
 import urllib.parse
@@ -642,7 +643,8 @@ def test_a_reload_keeps_the_fleet_count_and_the_sync(fleet):
 #    attack"). Each node holds its unsynced admissions to its share of what
 #    the fleet had left at its last answer; a key new to a node waits for
 #    its first answer; the node count survives an outage and restarts; a
-#    timed-out sync is not sent again; junk keys cannot crowd a sync.
+#    timed-out sync is sent again only after an answer; junk keys cannot
+#    crowd a sync.
 # --------------------------------------------------------------------------
 # What a key new to a node admits before its first answer: a tenth of its
 # share (docs/fleet.md).
@@ -768,9 +770,9 @@ def test_restarts_are_neither_new_nodes_nor_fresh_shares(fleet, redis):
 def test_junk_keys_do_not_starve_an_honest_callers_sync(fleet, redis):
     """6,000 junk addresses on one node while an honest caller sends 4 x its
     limit round-robin: syncs carry at most 1,000 keys, the keys with most to
-    send first, and a timed-out sync is not sent again (issue 22: the syncs
-    timed out, their hits were re-sent, and the honest caller got 177 of its
-    300)."""
+    send first, and a timed-out sync is sent again only once the service
+    answers the key again (issue 22: the syncs timed out, their hits were
+    re-sent at every sync, and the honest caller got 177 of its 300)."""
     import threading
 
     _, envoys = fleet(config())
@@ -799,7 +801,10 @@ def test_junk_keys_do_not_starve_an_honest_callers_sync(fleet, redis):
         "local v = tonumber(redis.call('GET', k)) if v > m then m = v end end return m",
         "0", f"{DOMAIN}_bound_{ROUTE}.{BOUND}_*_{int(start)}"))
     report("junk spray, the service's count", honest_hits=honest_hits, honest_admitted=admitted)
-    # Counted once at most: a timed-out sync is not sent again (before: 371
-    # counted for 318 admitted).
-    assert honest_hits <= admitted, (honest_hits, admitted)
+    # Counted once, and once more at most for the hits of a call that timed
+    # out after the service counted it (a node's sync of the honest key
+    # carries about a sync's worth of its load); before issue 22, re-sent
+    # at every sync: 371 counted for 318 admitted.
+    per_sync = math.ceil(4 * LIMIT / 16.0 * SYNC_S / NODES) + 1
+    assert honest_hits <= admitted + sum(errors) * per_sync, (honest_hits, admitted, errors)
     no_panic(*envoys)

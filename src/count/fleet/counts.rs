@@ -64,12 +64,17 @@ pub struct FleetCounts {
     /// what the fleet has left for the share: without it, a node answered
     /// between the others' syncs takes a share of a budget they already
     /// hold (up to (nodes − 1) / (2 × nodes) of it over, in a flood).
+    /// At the first answer after a timeout, (nodes − 1) × this node's held
+    /// hits too: the others' syncs timed out alike.
     pub ahead: u32,
-    /// Hits of syncs that timed out in `win`: the service may have counted
-    /// them, so they are never sent again (no double count) and weigh here
-    /// at full weight until the next answer, which settles them
-    /// ([`FleetCounts::apply_answer`]), or the window rolls.
-    pub doubt: u32,
+    /// The last sync that carried hits timed out (the service may have
+    /// counted them, or not: a Redis failover): its hits are back in
+    /// `unsynced` and `carried`, weighing here once, and are sent again,
+    /// but only once the service has answered this key since (a sync sends
+    /// a read meanwhile). Lost, they are then counted once; counted, twice
+    /// (an over-count, never under), and a service that stays slow for a
+    /// while is not sent them at every sync (docs/fleet.md, "Failed syncs").
+    pub hold: bool,
 }
 
 /// One sync of one key: what the service is sent (`hits` as the
@@ -92,7 +97,7 @@ pub struct Sent {
 
 /// A sync still in flight this long after it was taken is taken for lost
 /// (its caller is gone: every call has a timeout of at most 10 s); it may
-/// have reached the service, so its hits are kept as `doubt`, not re-sent.
+/// have reached the service, so it is failed as a timeout (`hold`).
 pub(crate) const LOST_MS: u64 = 15_000;
 
 /// What a fleet bound says about one more request.
@@ -154,16 +159,13 @@ impl FleetCounts {
                 win,
                 // What the last sync before the boundary saw, plus the hits
                 // that may have been counted in it.
-                prev: self
-                    .cur
-                    .saturating_add(self.unplaced)
-                    .saturating_add(self.doubt),
+                prev: self.cur.saturating_add(self.unplaced),
                 cur: 0,
                 unsynced: 0,
-                // The service will count them in `win` (docs/fleet.md, "Window boundaries").
+                // The service will count them in `win` (docs/fleet.md,
+                // "Window boundaries"); held ones stay held.
                 carried: self.unsynced,
                 unplaced: 0,
-                doubt: 0,
                 own_prev: self.own_cur,
                 own_cur: 0,
                 ..self
@@ -185,7 +187,6 @@ impl FleetCounts {
         self.unsynced
             .saturating_add(self.carried)
             .saturating_add(self.unplaced)
-            .saturating_add(self.doubt)
             .saturating_add(self.pending.map_or(0, |s| s.hits))
     }
 
@@ -256,7 +257,9 @@ impl FleetCounts {
 
     /// Takes every unsent hit for a sync at `now`; `None` while a sync is
     /// in flight (one in flight for [`LOST_MS`] is failed first). A sync
-    /// with 0 hits is still worth sending: it reads the fleet count.
+    /// with 0 hits is still worth sending: it reads the fleet count. While
+    /// `hold`, it is such a read whatever is unsent: the hits of a timed-out
+    /// sync wait for an answer before they are sent again.
     pub fn take_unsynced(&mut self, rate: Rate, now_ms: u64) -> Option<Sent> {
         if let Some(lost) = self
             .pending
@@ -268,6 +271,17 @@ impl FleetCounts {
         *self = self.at(rate.window_of(now_ms));
         if self.pending.is_some() {
             return None;
+        }
+        if self.hold {
+            let read = Sent {
+                hits: 0,
+                win: self.win,
+                from_cur: 0,
+                from_prev: 0,
+                at_ms: now_ms,
+            };
+            self.pending = Some(read);
+            return Some(read);
         }
         let sync = Sent {
             hits: self
@@ -298,26 +312,32 @@ impl FleetCounts {
     ) -> Result<Placed, NotPending> {
         self.settle(rate, sync, answered_ms)?;
         self.nodes = nodes;
+        // The service answers again: held hits go with the next sync. Until
+        // their answer the others are taken to hold as many as this node
+        // (every node's syncs timed out alike): the share does not spend
+        // what their re-sent hits will take.
+        let held = if std::mem::take(&mut self.hold) {
+            self.unsynced.saturating_add(self.carried)
+        } else {
+            0
+        };
         let placed = if self.win == sync.win {
             // The service only adds within a window: the larger count is
-            // the later one, and it includes anything unplaced. Hits in
-            // doubt are settled too: the count is at least the last one
-            // plus every hit this node sent since (counted or not, this
-            // node knows it admitted them), and if the service did count
-            // them they are in its count, not twice.
-            let known = self
-                .cur
-                .saturating_add(self.doubt)
-                .saturating_add(sync.hits);
+            // the later one, and it includes anything unplaced. The count
+            // is at least the last one plus every hit this node sent since.
+            let known = self.cur.saturating_add(sync.hits);
             // (A first answer has no previous count to take a rate from.)
             let others = if self.answered_ms.is_some() {
                 fleet_count.saturating_sub(known)
             } else {
                 0
             };
-            self.ahead = others.max(nodes.saturating_sub(1).saturating_mul(sync.hits));
+            self.ahead = others.max(
+                nodes
+                    .saturating_sub(1)
+                    .saturating_mul(sync.hits.saturating_add(held)),
+            );
             self.cur = self.cur.max(fleet_count).max(known);
-            self.doubt = 0;
             self.unplaced = 0;
             Placed::Current
         } else if self.win == sync.win.saturating_add(1) {
@@ -331,17 +351,18 @@ impl FleetCounts {
         Ok(placed)
     }
 
-    /// The call for `sync` failed. `Failure::NotCounted` (the service was
-    /// unreachable, or answered with an error): its hits are sent again with
-    /// the next sync, those still young enough to weigh.
-    /// `Failure::MaybeCounted` (a timeout, a reset after sending): the
-    /// service may have counted them, so they are not sent again but weigh
-    /// here at full weight (`doubt`) until the next answer in their window
-    /// (its count is then at least the last one plus them: counted once
-    /// either way) or until their window is the previous one, where they
-    /// are folded into `prev`. Re-sending would count them twice at the
-    /// service for every node; if the call was in fact lost, only the other
-    /// nodes under-count them (docs/fleet.md, "Failed syncs").
+    /// The call for `sync` failed: its hits are sent again, those still
+    /// young enough to weigh, and weigh here meanwhile as unsent.
+    /// `Failure::NotCounted` (the service was unreachable, or answered with
+    /// an error): with the next sync. `Failure::MaybeCounted` (a timeout, a
+    /// reset after sending): the service may have counted them, or not (a
+    /// Redis failover: the service waits on Redis past the timeout and
+    /// counts nothing), so they are sent again too, but only once the
+    /// service has answered this key since (`hold`): lost, they are counted
+    /// once; counted, twice, an over-count that refuses early, and a slow
+    /// service is not sent them again at every sync (docs/fleet.md,
+    /// "Failed syncs"). Not sending them again left every node's hits of an
+    /// outage uncounted by the others (issue 38).
     pub fn sync_failed(
         &mut self,
         rate: Rate,
@@ -350,20 +371,17 @@ impl FleetCounts {
         failure: Failure,
     ) -> Result<(), NotPending> {
         self.settle(rate, sync, now_ms)?;
-        if failure == Failure::MaybeCounted {
-            if self.win == sync.win {
-                self.doubt = self.doubt.saturating_add(sync.hits);
-            } else if self.win == sync.win.saturating_add(1) {
-                self.prev = self.prev.saturating_add(sync.hits);
-            }
-            return Ok(());
-        }
-        if self.win == sync.win {
+        let back = if self.win == sync.win {
             self.unsynced = self.unsynced.saturating_add(sync.from_cur);
             self.carried = self.carried.saturating_add(sync.from_prev);
+            sync.from_cur.saturating_add(sync.from_prev)
         } else if self.win == sync.win.saturating_add(1) {
             self.carried = self.carried.saturating_add(sync.from_cur);
-        }
+            sync.from_cur
+        } else {
+            0
+        };
+        self.hold |= failure == Failure::MaybeCounted && back > 0;
         Ok(())
     }
 
@@ -445,7 +463,7 @@ impl FleetRate {
     pub(crate) fn allowance(&self, s: &FleetCounts, now_ms: u64) -> u32 {
         let synced = Counts {
             win: s.win,
-            cur: s.cur.saturating_add(s.unplaced).saturating_add(s.doubt),
+            cur: s.cur.saturating_add(s.unplaced),
             prev: s.prev,
         };
         if self.rate.left(synced, now_ms) == 0 {
@@ -750,20 +768,25 @@ mod tests {
         assert_eq!((s.unsynced, s.carried, s.own_cur), (4, 3, 4));
     }
 
-    /// A sync that timed out and failed after the boundary may have been
-    /// counted in the window now previous: its hits weigh there. Failed two
-    /// windows later, they weigh nowhere.
+    /// A sync that timed out and failed after the boundary: its hits are
+    /// carried (full weight here, sent again weighted once the service
+    /// answers), as for a call that never left. Failed two windows later,
+    /// they weigh nowhere.
     #[test]
-    fn a_timed_out_sync_failed_after_the_boundary_weighs_in_the_previous_window() {
+    fn a_timed_out_sync_failed_after_the_boundary_is_carried_and_held() {
         let b = bound(100, 1);
-        for (failed_ms, prev) in [(11_050, 15), (12_050, 0)] {
+        for (failed_ms, carried, hold) in [(11_050, 5, true), (12_050, 0, false)] {
             let mut s = FleetCounts::default();
             synced(&b, &mut s, 10_000, 10);
             admit(&b, &mut s, 10_010, 5);
             let sync = s.take_unsynced(b.rate, 10_900).unwrap();
             s.sync_failed(b.rate, sync, failed_ms, Failure::MaybeCounted)
                 .unwrap();
-            assert_eq!((s.prev, s.local()), (prev, 0), "failed at {failed_ms}");
+            assert_eq!(
+                (s.carried, s.local(), s.hold),
+                (carried, carried, hold),
+                "failed at {failed_ms}"
+            );
         }
     }
 
@@ -845,8 +868,8 @@ mod tests {
         assert_eq!((s.prev, s.cur, s.unplaced), (8, 4, 0));
     }
 
-    /// Hits unplaced or in doubt at a boundary become the previous
-    /// window's count, and weigh nowhere else: counted once.
+    /// Hits unplaced at a boundary become the previous window's count, and
+    /// weigh nowhere else: counted once. Held hits are carried, still held.
     #[test]
     fn unplaced_hits_fold_into_prev_if_no_answer_places_them() {
         let s = FleetCounts {
@@ -854,12 +877,14 @@ mod tests {
             prev: 8,
             cur: 1,
             unplaced: 3,
-            doubt: 2,
+            unsynced: 2,
+            hold: true,
             ..FleetCounts::default()
         };
         let next = s.at(12);
-        assert_eq!(next.prev, 6);
-        assert_eq!((next.view().cur, next.local()), (0, 0));
+        assert_eq!(next.prev, 4);
+        assert_eq!((next.view().cur, next.local(), next.carried), (2, 2, 2));
+        assert!(next.hold);
     }
 
     /// A key idle for whole windows, its last answer still fresh, is not a
@@ -1025,27 +1050,214 @@ mod tests {
         assert_eq!(admit(&down, &mut s, 600_000, 500), 100);
     }
 
-    /// A timed-out sync may have been counted: not sent again, weighed here
-    /// until the next answer, which counts it once whichever it was.
+    /// A timed-out sync may have been counted or not (a Redis failover:
+    /// the service waited on Redis past the timeout and counted nothing).
+    /// Its hits weigh here once meanwhile, go again once the service
+    /// answers this key (not at every sync while it still times out), and
+    /// so reach the service once if the call was lost, twice if it was
+    /// counted: never fewer than once (issue 38: they were never sent
+    /// again, and a lost call's hits were lost to every other node).
     #[test]
-    fn hits_of_a_timed_out_sync_are_counted_once_either_way() {
+    fn a_timed_out_syncs_hits_reach_the_service_once_if_lost_twice_if_counted() {
         let b = bound(100, 1);
-        for counted in [true, false] {
+        for counted in [false, true] {
+            // What the service counted in the window.
+            let mut service = 10;
             let mut s = FleetCounts::default();
-            synced(&b, &mut s, 10_000, 10);
+            synced(&b, &mut s, 10_000, service);
             admit(&b, &mut s, 10_010, 5);
             let sync = s.take_unsynced(b.rate, 10_020).unwrap();
+            assert_eq!(sync.hits, 5);
+            if counted {
+                service += sync.hits;
+            }
             s.sync_failed(b.rate, sync, 10_120, Failure::MaybeCounted)
                 .unwrap();
-            assert_eq!((s.doubt, s.unsynced, s.local()), (5, 0, 5));
-            admit(&b, &mut s, 10_130, 2);
-            let next = s.take_unsynced(b.rate, 10_200).unwrap();
-            assert_eq!(next.hits, 2, "the 5 are not sent again");
-            // 3 more elsewhere; the 5 in the count or not.
-            let count = 10 + 3 + 2 + if counted { 5 } else { 0 };
-            s.apply_answer(b.rate, next, count, 10_210, 1).unwrap();
-            assert_eq!((s.doubt, s.local()), (0, 0));
-            assert_eq!(s.cur, if counted { 20 } else { 17 });
+            assert_eq!(s.local(), 5, "weighs here once");
+            // Still timing out: reads only, whatever they become.
+            for k in 0..3 {
+                let t = 10_200 + k * 200;
+                let read = s.take_unsynced(b.rate, t).unwrap();
+                assert_eq!(read.hits, 0, "a read while the service does not answer");
+                s.sync_failed(b.rate, read, t + 100, Failure::MaybeCounted)
+                    .unwrap();
+                assert_eq!(s.local(), 5);
+            }
+            assert_eq!(admit(&b, &mut s, 10_850, 2), 2);
+            // The service answers again: the read first, which settles nothing
+            // of this node's …
+            let read = s.take_unsynced(b.rate, 10_900).unwrap();
+            assert_eq!(read.hits, 0);
+            s.apply_answer(b.rate, read, service, 10_905, 1).unwrap();
+            assert_eq!(s.local(), 7, "the 5 held and the 2 new, once each");
+            // … then the 5 go again with the 2 new.
+            let next = s.take_unsynced(b.rate, 10_950).unwrap();
+            assert_eq!(next.hits, 7);
+            service += next.hits;
+            s.apply_answer(b.rate, next, service, 10_955, 1).unwrap();
+            let once = 10 + 5 + 2;
+            assert_eq!(service, if counted { once + 5 } else { once });
+            assert_eq!((s.cur, s.local()), (service, 0));
+        }
+    }
+
+    /// A call in flight for [`LOST_MS`] (its context went away) is failed
+    /// as a timeout: its hits are held and sent again after an answer.
+    #[test]
+    fn a_lost_calls_hits_are_sent_again_after_an_answer() {
+        let b = FleetRate {
+            rate: Rate {
+                limit: 100,
+                window_ms: 60_000,
+            },
+            ..bound(100, 1)
+        };
+        let t = 600_000;
+        let mut s = FleetCounts::default();
+        synced(&b, &mut s, t, 0);
+        admit(&b, &mut s, t + 10, 4);
+        s.take_unsynced(b.rate, t + 20).unwrap();
+        let read = s.take_unsynced(b.rate, t + 20 + LOST_MS).unwrap();
+        assert_eq!((read.hits, s.local()), (0, 4));
+        s.apply_answer(b.rate, read, 0, t + 30 + LOST_MS, 1)
+            .unwrap();
+        assert_eq!(s.take_unsynced(b.rate, t + 40 + LOST_MS).unwrap().hits, 4);
+    }
+
+    /// Once the service answers again, a node takes the others to hold as
+    /// many held hits as it does (their syncs timed out alike, and theirs
+    /// are not in the count yet): its share does not spend them.
+    #[test]
+    fn after_an_outage_the_share_leaves_room_for_the_others_held_hits() {
+        let b = bound(100, 3);
+        let mut s = FleetCounts::default();
+        let sync = s.take_unsynced(b.rate, 10_000).unwrap();
+        s.apply_answer(b.rate, sync, 10, 10_000, 3).unwrap();
+        admit(&b, &mut s, 10_010, 10);
+        let sync = s.take_unsynced(b.rate, 10_020).unwrap();
+        s.sync_failed(b.rate, sync, 10_220, Failure::MaybeCounted)
+            .unwrap();
+        let read = s.take_unsynced(b.rate, 10_300).unwrap();
+        s.apply_answer(b.rate, read, 10, 10_305, 3).unwrap();
+        // 90 left by the count; 10 held here, 20 taken as the others':
+        // (90 − 20) / 3 = 23, of which the 10 held here.
+        assert_eq!(b.allowance(&s, 10_310), 23);
+        assert_eq!(admit(&b, &mut s, 10_310, 50), 13);
+    }
+
+    /// Three nodes, one key of 100 a minute: a request every `gap_ms`
+    /// round-robin (the e2e failover trial's is 100 ms), syncs every 200 ms
+    /// at staggered phases, answered 2 ms later; calls that reach the
+    /// service in `outage` time out after 200 ms, `counted` or not. Runs
+    /// 30 s from a window's start, then 2 s of syncs. Admitted, and what
+    /// the service counted.
+    fn failover(gap_ms: u64, outage: (u64, u64), counted: bool) -> (u32, u32) {
+        const N: usize = 3;
+        const SYNC: u64 = 200;
+        const TIMEOUT: u64 = 200;
+        let rate = Rate {
+            limit: 100,
+            window_ms: 60_000,
+        };
+        let start = 600_000;
+        let stale_ms = 3 * SYNC + TIMEOUT;
+        let mut nodes = [FleetCounts::default(); N];
+        let (mut answered, mut failed) = ([0u64; N], [0u64; N]);
+        // Each node's call in flight: what, when it ends, its count (None:
+        // it times out).
+        let mut calls: [Option<(Sent, u64, Option<u32>)>; N] = [None; N];
+        let (mut service, mut admitted) = (0u32, 0u32);
+        for t in start..start + 32_000 {
+            for i in 0..N {
+                if let Some((sent, _, count)) = calls[i].filter(|c| c.1 == t) {
+                    calls[i] = None;
+                    if let Some(c) = count {
+                        nodes[i].apply_answer(rate, sent, c, t, 3).unwrap();
+                        answered[i] = t;
+                    } else {
+                        nodes[i]
+                            .sync_failed(rate, sent, t, Failure::MaybeCounted)
+                            .unwrap();
+                        failed[i] = t;
+                    }
+                }
+                let phase = i as u64 * 67;
+                if t % SYNC == phase && nodes[i] != FleetCounts::default() {
+                    if let Some(sent) = nodes[i].take_unsynced(rate, t) {
+                        let down = outage.0 <= t && t < outage.1;
+                        if !down || counted {
+                            service += sent.hits;
+                        }
+                        let end = if down { t + TIMEOUT } else { t + 2 };
+                        let count = (!down).then(|| service.min(4 * rate.limit));
+                        calls[i] = Some((sent, end, count));
+                    }
+                }
+            }
+            let k = t - start;
+            if k < 30_000 && k % gap_ms == 0 {
+                let i = (k / gap_ms) as usize % N;
+                let b = FleetRate {
+                    rate,
+                    nodes: 3,
+                    stale_ms,
+                    sync_ms: SYNC,
+                    down: failed[i] > answered[i] && t - answered[i] > stale_ms,
+                    counted: true,
+                };
+                if let FleetVerdict::Admit { state, .. } = b.decide(nodes[i], t) {
+                    nodes[i] = state;
+                    admitted += 1;
+                }
+            }
+        }
+        assert!(nodes.iter().all(|n| n.local() == 0), "all sent");
+        (admitted, service)
+    }
+
+    /// The stated error of a fleet bound of 100 a minute on 3 nodes synced
+    /// every 200 ms, with `per_node` admissions a second on each
+    /// (docs/fleet.md, "What the number means"; tests/e2e/failover_trial.py
+    /// `stated_fleet_excess`): 2 × (nodes − 1) × per_node × sync_ms, plus 1
+    /// and a join share a node.
+    fn stated(per_node: f64) -> u32 {
+        let b = FleetRate {
+            rate: Rate {
+                limit: 100,
+                window_ms: 60_000,
+            },
+            sync_ms: 200,
+            ..bound(100, 3)
+        };
+        let steady = 2.0 * 2.0 * per_node * 0.2;
+        steady as u32 + 3 + 3 * b.join_share()
+    }
+
+    /// Issue 38: every sync times out for 5 s (a Redis failover: the
+    /// service waits on Redis longer than the sync's timeout and counts
+    /// nothing). The fleet keeps its stated error, every admitted hit
+    /// counted once; if the service did count the timed-out calls, the
+    /// fleet only refuses early (counted at most twice). Before, every
+    /// node's hits of the outage were never sent again: the nodes together
+    /// admitted 153 of 100 here at a request every 100 ms (the e2e trial
+    /// measured 136–161), 198 every 20 ms; now 102 and 102 (99 and 101,
+    /// 102 and 111 counted, when the timed-out calls were counted).
+    #[test]
+    fn through_an_outage_of_timed_out_syncs_the_fleet_keeps_its_stated_error() {
+        for (gap_ms, per_node) in [(100, 10.0 / 3.0), (20, 50.0 / 3.0)] {
+            let outage = (600_150, 605_150);
+            let (admitted, service) = failover(gap_ms, outage, false);
+            assert!(
+                admitted <= 100 + stated(per_node),
+                "lost: {admitted} admitted, every {gap_ms} ms"
+            );
+            assert_eq!(service, admitted, "each counted once");
+            let (admitted, service) = failover(gap_ms, outage, true);
+            assert!(admitted <= 100 + stated(per_node), "counted: {admitted}");
+            assert!(
+                (admitted..=2 * admitted).contains(&service),
+                "counted: {admitted} admitted, {service} counted"
+            );
         }
     }
 

@@ -234,8 +234,8 @@ fn an_entry_round_trips_through_its_bytes() {
                 at_ms: 16,
             }),
             nodes: 17,
-            doubt: 18,
             ahead: 19,
+            hold: true,
         },
     };
     let bytes = encode(9, &[e, FleetEntry::default()]);
@@ -243,6 +243,22 @@ fn an_entry_round_trips_through_its_bytes() {
     assert_eq!(decode(9, Some(&bytes)), vec![e, FleetEntry::default()]);
     assert_eq!(decode(8, Some(&bytes)), vec![], "another bound's");
     assert_eq!(decode(9, Some(&bytes[..20])), vec![], "cut short");
+    // An entry written before issue 38, with hits in `doubt` (bytes
+    // 96..100, never sent again then): they are held and sent again.
+    let mut old = encode(
+        9,
+        &[FleetEntry {
+            counts: FleetCounts {
+                hold: false,
+                ..e.counts
+            },
+            ..e
+        }],
+    );
+    old[4 + 96..4 + 100].copy_from_slice(&18u32.to_le_bytes());
+    let read = decode(9, Some(&old))[0];
+    assert_eq!((read.counts.unsynced, read.counts.hold), (6 + 18, true));
+    assert_eq!(&encode(9, &[read])[4 + 96..4 + 100], &[0; 4]);
 }
 
 #[test]
