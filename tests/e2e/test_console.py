@@ -364,6 +364,32 @@ def test_a_yaml_file_is_saved_as_yaml(console, page):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_a_commented_yaml_file_keeps_what_people_wrote(console, page):
+    text = ("# Rate limits of the shop: the platform team's.\n"
+            "instance: shop   # prefixes every counter\n"
+            "routes:\n"
+            "  # The public API.\n"
+            "  - name: api\n"
+            "    match: {path_prefix: /api}\n"
+            "    bounds:\n"
+            "      - name: per_address   # everyone, by address\n"
+            "        per: address\n"
+            "        limit: 100\n"
+            "        window: 'PT1M'\n")
+    c = console(text, name="ratebound.yaml")
+    open_console(page, c)
+    field(page, "$.routes[0].bounds[0].limit").fill("70")
+    field(page, "$.routes[0].bounds[0].window").fill("PT30S")
+    page.locator("#save").click()
+    diff = page.get_by_test_id("diff")
+    expect(diff).to_contain_text("+         limit: 70")
+    expect(diff).to_contain_text("  # The public API.")
+    page.get_by_test_id("dialog-ok").click()
+    expect(page.locator("#status")).to_contain_text("saved")
+    assert c.file.read_text() == text.replace("limit: 100", "limit: 70").replace("'PT1M'", "'PT30S'")
+    assert check(c.file).returncode == 0
+
+
 def test_export_is_a_wasmplugin_that_check_reads(console, page, tmp_path):
     c = console(API, "--url", "https://example.invalid/ratebound.wasm")
     open_console(page, c)

@@ -253,8 +253,14 @@ impl State {
                 t.push('\n');
                 t
             }
-            Format::Yaml => serde_saphyr::to_string(&config)
-                .map_err(|e| (500, json!({"error": format!("cannot write YAML: {e}")})))?,
+            // Comments, order and quoting kept when only values change.
+            Format::Yaml => match super::keep::edit(&self.text, &before, &config, |t| {
+                config_value(t, Format::Yaml)
+            }) {
+                Some(t) => t,
+                None => serde_saphyr::to_string(&config)
+                    .map_err(|e| (500, json!({"error": format!("cannot write YAML: {e}")})))?,
+            },
         };
         if text.len() > MAX_CONFIG_BYTES {
             return Err((
