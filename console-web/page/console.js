@@ -47,37 +47,12 @@ function banner(message) {
   $("status").className = "status bad";
 }
 
-// applies_to as typed: "authenticated, anonymous, role:admin, org:acme";
-// anything else is passed on as written for the core to judge.
-function appliesText(a) {
-  if (!a || typeof a !== "object") return "";
-  const parts = [];
-  if (a.authenticated) parts.push("authenticated");
-  if (a.anonymous) parts.push("anonymous");
-  for (const r of a.roles || []) parts.push("role:" + r);
-  for (const o of a.orgs || []) parts.push("org:" + o);
-  for (const [k, v] of Object.entries(a)) {
-    if (!["authenticated", "anonymous", "roles", "orgs"].includes(k)) parts.push(v === true ? k : `${k}:${v}`);
-  }
-  return parts.join(", ");
-}
-
-function appliesValue(text) {
-  const a = {};
-  for (const t of text.split(",").map((s) => s.trim()).filter(Boolean)) {
-    if (t === "authenticated" || t === "anonymous") a[t] = true;
-    else if (t.startsWith("role:")) (a.roles ||= []).push(t.slice(5).trim());
-    else if (t.startsWith("org:")) (a.orgs ||= []).push(t.slice(4).trim());
-    else a[t] = true;
-  }
-  return Object.keys(a).length ? a : undefined;
-}
-
 function fieldValue(field, input) {
   const v = input.value;
   switch (field) {
     case "limit": return /^\s*-?\d+\s*$/.test(v) ? Number(v) : v;
-    case "applies_to": return appliesValue(v);
+    // As typed ("partner and trial"): the core reads the words.
+    case "applies_to": return v.trim() === "" ? undefined : v;
     case "name": case "scope": return v === "" ? undefined : v;
     default: return v;
   }
@@ -85,17 +60,24 @@ function fieldValue(field, input) {
 
 function fieldText(field, bound) {
   const v = bound[field];
-  if (field === "applies_to") return appliesText(v);
+  if (field === "applies_to") return typeof v === "string" ? v : v ? core.applies_text(JSON.stringify(v)) : "";
   return v === undefined || v === null ? "" : String(v);
 }
 
 // ---- the screen ----
+
+function suggest(input, list) {
+  const words = JSON.parse(core.applies_suggestions(JSON.stringify(config), input.value));
+  list.replaceChildren(...words.map((w) => el("option", { value: w })));
+}
 
 function boundRow(bounds, j, path, onRemove) {
   const b = bounds[j];
   const tr = el("tr", { "data-path": path });
   for (const field of FIELDS) {
     const p = `${path}.${field}`;
+    // Named for a screen reader as its column and row are seen.
+    const label = `${field.replace("_", " ")} of bound ${j + 1} of ${path.replace(/^\$\./, "")}`;
     let input;
     if (field === "per" || field === "scope") {
       input = el("select", { "data-path": p, class: field });
@@ -103,16 +85,26 @@ function boundRow(bounds, j, path, onRemove) {
         input.append(el("option", { value: o, text: o === "" ? "(node)" : o }));
       }
       input.value = fieldText(field, b);
+      input.setAttribute("aria-label", label);
     } else {
       input = el("input", { "data-path": p, class: field === "applies_to" ? "applies" : field, value: fieldText(field, b), spellcheck: "false", autocomplete: "off",
-        placeholder: { name: `b${j}`, applies_to: "everybody", window: "PT1M", limit: "" }[field] });
+        placeholder: { name: `b${j}`, applies_to: "everyone", window: "PT1M", limit: "" }[field], "aria-label": label });
     }
     input.addEventListener("input", () => {
       const v = fieldValue(field, input);
       if (v === undefined) delete b[field]; else b[field] = v;
       update();
+      if (list) suggest(input, list);
     });
-    tr.append(el("td", {}, input, el("div", { class: "field-error", "data-error-for": p })));
+    let list = null;
+    if (field === "applies_to") {
+      // Suggestions from the roles and organisations the configuration
+      // names (the core's), as the words are typed.
+      list = el("datalist", { id: `suggest-${p}` });
+      input.setAttribute("list", list.id);
+      input.addEventListener("focus", () => suggest(input, list));
+    }
+    tr.append(el("td", {}, input, list, el("div", { class: "field-error", "data-error-for": p })));
   }
   tr.append(el("td", { class: "reading", "data-reading": path }));
   tr.append(el("td", { class: "live-cell", "data-live-for": path }));
@@ -151,7 +143,7 @@ function operationsPart(route, i) {
   });
   part.append(el("div", { class: "cost", "data-cost": String(i), "data-testid": `cost-${i}` }));
   const inv = inventories[route.name];
-  const file = el("input", { type: "file", accept: ".json,.yaml,.yml", "data-testid": `openapi-file-${i}` });
+  const file = el("input", { type: "file", accept: ".json,.yaml,.yml", "data-testid": `openapi-file-${i}`, "aria-label": `OpenAPI document of route ${i + 1}` });
   file.addEventListener("change", async () => {
     const f = file.files[0];
     if (!f) return;
@@ -182,8 +174,11 @@ function render() {
   (config.routes || []).forEach((route, i) => {
     const path = `$.routes[${i}]`;
     route.bounds ||= [];
+    const name = el("input", { class: "route-name", "data-path": `${path}.name`, "aria-label": `name of route ${i + 1}`, value: route.name ?? "", spellcheck: "false", autocomplete: "off" });
+    name.addEventListener("input", () => { route.name = name.value; update(); });
     main.append(el("section", { class: "route", "data-path": path, "data-route": route.name },
-      el("h2", { text: route.name || `(route ${i})` }),
+      el("h2", {}, name),
+      el("div", { class: "field-error", "data-error-for": `${path}.name` }),
       el("div", { class: "matches", "data-matches": path }),
       el("div", { class: "field-error", "data-error-for": path }),
       el("div", { "data-route-warnings": path, "data-testid": `route-warnings-${i}` }),
@@ -321,6 +316,7 @@ async function save() {
   const ok = await dialog(`Save ${p.body.file} (${p.body.format})?`, [el("p", { "data-testid": "resets", text: resets }), diff], "Save");
   if (!ok) { setStatus("not saved", false); return; }
   const s = await api("save", { config });
+  if (s.status === 200) $("note").hidden = true;
   if (s.status === 200) setStatus(`saved ${s.body.written} (${s.body.bytes} bytes)` + (s.body.resets.length ? `; counters reset: ${s.body.resets.join(", ")}` : ""), false);
   else setStatus("not saved: " + errorsText(s.body), true);
 }
@@ -392,6 +388,18 @@ async function main() {
   $("nodes").addEventListener("input", update);
   $("save").addEventListener("click", save);
   $("export").addEventListener("click", exportManifest);
+  // A new route: a name not yet taken and one bound to edit, as a new
+  // bound starts (the core judges both as they are typed).
+  $("add-route").addEventListener("click", () => {
+    const taken = new Set((config.routes ||= []).map((r) => r.name));
+    let n = config.routes.length + 1;
+    while (taken.has(`route${n}`)) n += 1;
+    config.routes.push({ name: `route${n}`, bounds: [{ per: "address", limit: 100, window: "PT1M" }] });
+    render();
+    document.querySelector(`[data-path="$.routes[${config.routes.length - 1}].name"]`)?.focus();
+  });
+  // Said by the server (FILE does not exist yet, and what creates it).
+  if (s.body.note) { $("note").textContent = s.body.note; $("note").hidden = false; }
   render();
   if (admins.length) {
     $("live").hidden = false;

@@ -13,7 +13,7 @@ use ratebound::config::plan::Plan;
 use ratebound::config::{bound_kinds, Per};
 use ratebound::count::budget::{keys_of, CONFIG_KEYS, TABLE_KEYS};
 use ratebound::reading::explain::explain;
-use ratebound::reading::{structure, words};
+use ratebound::reading::{audience, structure, words};
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::wasm_bindgen;
 
@@ -21,6 +21,24 @@ use wasm_bindgen::prelude::wasm_bindgen;
 #[wasm_bindgen]
 pub fn read(text: &str, nodes: u32) -> String {
     reading(text, (nodes > 0).then_some(nodes)).to_string()
+}
+
+/// A bound's `applies_to` (JSON) as its field shows it: "partner and
+/// trial", "org:acme", "signed in"; empty for everybody.
+#[wasm_bindgen]
+pub fn applies_text(applies_to: &str) -> String {
+    serde_json::from_str(applies_to)
+        .map(|a| audience::write(&a))
+        .unwrap_or_default()
+}
+
+/// What the "applies to" field may go on with, as a JSON list of the
+/// field's whole text: the word being typed completed from the roles and
+/// organisations `config` (JSON) names, or the field's own words.
+#[wasm_bindgen]
+pub fn applies_suggestions(config: &str, text: &str) -> String {
+    let config = serde_json::from_str(config).unwrap_or(Value::Null);
+    json!(audience::suggest(text, &audience::known(&config))).to_string()
 }
 
 /// The version of the core, so the page can say which build it runs.
@@ -31,7 +49,24 @@ pub fn version() -> String {
 
 /// [`read`] as a value: `{valid, nodes, errors, explanation, budget, costs}`.
 pub fn reading(text: &str, nodes: Option<u32>) -> Value {
-    match structure::parse(text.as_bytes()) {
+    // "applies to" as typed ("partner and trial") is read into its JSON
+    // first; what does not read is said at the field, in the page's words.
+    let (text, mut word_errors) = match serde_json::from_str::<Value>(text) {
+        Ok(mut v) if text.contains("applies_to") => {
+            let errors = audience::normalize(&mut v);
+            (std::borrow::Cow::Owned(v.to_string()), errors)
+        }
+        _ => (std::borrow::Cow::Borrowed(text), Vec::new()),
+    };
+    let parsed = match structure::parse(text.as_bytes()) {
+        Ok(_) if !word_errors.is_empty() => Err(std::mem::take(&mut word_errors)),
+        Ok(config) => Ok(config),
+        Err(mut errors) => {
+            errors.append(&mut word_errors);
+            Err(errors)
+        }
+    };
+    match parsed {
         Err(errors) => json!({
             "valid": false,
             "nodes": nodes,

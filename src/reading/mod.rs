@@ -12,6 +12,8 @@
 //! - [`explain`]: every route's bounds grouped by phase, with the warnings
 //!   beside them, as data (and as the JSON of `explain --format json`);
 //! - [`line`]: each bound's reading in one line, the one read while typing;
+//! - [`audience`]: a bound's `applies_to` as people write it ("partner
+//!   and trial", "signed in"), read into the configuration's JSON;
 //! - [`structure`]: every problem at once (the JSON Schema first, then the
 //!   parser on what is left), in the configuration's words;
 //! - [`schema`]: the configuration's JSON Schema (the `schema` feature).
@@ -21,6 +23,8 @@ pub mod words;
 
 // Never in the module, so they may index; warnings and words run in the
 // module, under the ban.
+#[cfg(feature = "web")]
+pub mod audience;
 #[cfg(feature = "web")]
 #[allow(clippy::indexing_slicing)]
 pub mod explain;

@@ -269,6 +269,85 @@ def test_save_writes_the_file_and_check_passes_on_it(console, page):
     page.get_by_test_id("dialog-ok").click()
 
 
+def test_from_an_empty_file_to_a_saved_one_check_passes(page, tmp_path):
+    f = tmp_path / "rate-limits.yaml"
+    c = Console(f)
+    try:
+        open_console(page, c)
+        expect(page.get_by_test_id("note")).to_contain_text("does not exist yet: this is an empty configuration")
+        expect(page.locator("#status")).to_have_text(re.compile(r"^valid: 0 routes"))
+        page.screenshot(path=str(SHOTS / "empty.png"))
+        page.get_by_test_id("add-route").click()
+        name = field(page, "$.routes[0].name")
+        expect(name).to_be_focused()
+        name.fill("api")
+        expect(line(page, "$.routes[0].bounds[0]")).to_contain_text("100 a minute per client address")
+        field(page, "$.routes[0].bounds[0].limit").fill("60")
+        expect(line(page, "$.routes[0].bounds[0]")).to_contain_text("60 a minute per client address")
+        assert not f.exists()
+        page.locator("#save").click()
+        expect(page.get_by_test_id("diff")).to_contain_text("+ routes:")
+        page.get_by_test_id("dialog-ok").click()
+        expect(page.locator("#status")).to_contain_text("saved")
+        expect(page.get_by_test_id("note")).to_be_hidden()
+        page.screenshot(path=str(SHOTS / "saved.png"))
+        written = f.read_text()
+        assert "limit: 60" in written and "name: api" in written, written
+        r = check(f)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        c.stop()
+
+
+def test_the_seeds_two_tiers_typed_in_its_words(console, page):
+    """The seed's pricing tiers as people write them: "a thousand a minute
+    per user, for anyone holding partner" and "60 a minute per user for
+    trial"; the core reads the words, says a typo's fix at its field and
+    warns that nobody else is bounded."""
+    c = console({"identity": {"header": {"user": "x-user", "roles": "x-roles"}},
+                 "routes": [{"name": "api", "match": {"path_prefix": "/api"}, "bounds": []}]})
+    open_console(page, c)
+    add = page.get_by_test_id("add-bound-$.routes[0]")
+    for j, (limit, who) in enumerate((("1000", "partner"), ("60", "for trial"))):
+        add.click()
+        b = f"$.routes[0].bounds[{j}]"
+        field(page, f"{b}.per").select_option("user")
+        field(page, f"{b}.limit").fill(limit)
+        field(page, f"{b}.applies_to").fill(who)
+    expect(line(page, "$.routes[0].bounds[0]")).to_have_text(
+        "per node: 1,000 a minute per user, for anyone holding partner; N nodes admit N × 1,000")
+    expect(line(page, "$.routes[0].bounds[1]")).to_have_text(
+        "per node: 60 a minute per user, for anyone holding trial; N nodes admit N × 60")
+    warning = page.locator('[data-route-warnings="$.routes[0]"] [data-code="narrowed-only"]')
+    expect(warning).to_contain_text("everyone else is not bounded at all")
+    page.screenshot(path=str(SHOTS / "tiers.png"), full_page=True)
+    # A typo: the fix in the page's words, at the field; never serde's.
+    trial = field(page, "$.routes[0].bounds[1].applies_to")
+    trial.fill("partnr")
+    error = page.locator('[data-error-for="$.routes[0].bounds[1].applies_to"]')
+    expect(error).to_contain_text(
+        'unknown word "partnr": write role:partner, org:NAME, signed in or anonymous')
+    expect(error).not_to_contain_text("unknown field")
+    expect(page.locator("#status")).to_contain_text("invalid")
+    # Suggestions as it is typed, from the roles the configuration names.
+    trial.fill("par")
+    expect(page.locator('datalist[id="suggest-$.routes[0].bounds[1].applies_to"] option')).to_have_attribute(
+        "value", "partner")
+    trial.fill("partners and trial")
+    expect(line(page, "$.routes[0].bounds[1]")).to_contain_text("for anyone holding partner or trial")
+    trial.fill("trial")
+    page.locator("#save").click()
+    page.get_by_test_id("dialog-ok").click()
+    expect(page.locator("#status")).to_contain_text("saved")
+    bounds = json.loads(c.file.read_text())["routes"][0]["bounds"]
+    assert [b["applies_to"] for b in bounds] == [{"roles": ["partner"]}, {"roles": ["trial"]}]
+    assert check(c.file).returncode == 0
+    # Read back, the field shows the words again.
+    page.reload()
+    expect(page.locator("#status")).to_have_text(re.compile(r"^valid: "))
+    expect(field(page, "$.routes[0].bounds[1].applies_to")).to_have_value("trial")
+
+
 def test_a_yaml_file_is_saved_as_yaml(console, page):
     text = ("instance: shop\nroutes:\n  - name: api\n    match: {path_prefix: /api}\n"
             "    bounds:\n      - {name: per_address, per: address, limit: 100, window: PT1M}\n")
@@ -283,6 +362,32 @@ def test_a_yaml_file_is_saved_as_yaml(console, page):
     assert "limit: 70" in written, written
     r = check(c.file)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_commented_yaml_file_keeps_what_people_wrote(console, page):
+    text = ("# Rate limits of the shop: the platform team's.\n"
+            "instance: shop   # prefixes every counter\n"
+            "routes:\n"
+            "  # The public API.\n"
+            "  - name: api\n"
+            "    match: {path_prefix: /api}\n"
+            "    bounds:\n"
+            "      - name: per_address   # everyone, by address\n"
+            "        per: address\n"
+            "        limit: 100\n"
+            "        window: 'PT1M'\n")
+    c = console(text, name="ratebound.yaml")
+    open_console(page, c)
+    field(page, "$.routes[0].bounds[0].limit").fill("70")
+    field(page, "$.routes[0].bounds[0].window").fill("PT30S")
+    page.locator("#save").click()
+    diff = page.get_by_test_id("diff")
+    expect(diff).to_contain_text("+         limit: 70")
+    expect(diff).to_contain_text("  # The public API.")
+    page.get_by_test_id("dialog-ok").click()
+    expect(page.locator("#status")).to_contain_text("saved")
+    assert c.file.read_text() == text.replace("limit: 100", "limit: 70").replace("'PT1M'", "'PT30S'")
+    assert check(c.file).returncode == 0
 
 
 def test_export_is_a_wasmplugin_that_check_reads(console, page, tmp_path):
@@ -344,3 +449,77 @@ def test_live_shows_the_demo_envoys_refusals_per_second(console, page, envoy):
     finally:
         stop.set()
         t.join()
+
+
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+
+
+def axe_scan(pg) -> dict:
+    """axe-core (scripts/install-axe.sh, pinned) run on the page as it
+    stands, on WCAG 2 A and AA rules: {rules, violations}."""
+    axe = subprocess.run([str(ROOT / "scripts" / "install-axe.sh")], capture_output=True,
+                         text=True, timeout=300, check=True).stdout.strip()
+    pg.add_script_tag(path=axe)
+    result = pg.evaluate("""async (tags) => {
+        const r = await axe.run(document, { runOnly: { type: "tag", values: tags } });
+        const rules = new Set([...r.passes, ...r.violations, ...r.incomplete, ...r.inapplicable].map((x) => x.id));
+        return { rules: rules.size, applied: r.passes.length + r.violations.length,
+                 violations: r.violations.map((v) => ({ id: v.id, impact: v.impact,
+                   nodes: v.nodes.map((n) => n.target.join(" ") + ": " + n.failureSummary) })) };
+    }""", AXE_TAGS)
+    return result
+
+
+def test_the_page_passes_axe_and_works_from_the_keyboard(browser, console, tmp_path):
+    cfg = {"identity": {"header": {"user": "x-user", "roles": "x-roles"}}, "routes": [
+        {"name": "api", "match": {"path_prefix": "/api"}, "bounds": [
+            {"name": "partner", "per": "user", "limit": 1000, "window": "PT1M",
+             "applies_to": {"roles": ["partner"]}},
+            {"name": "trial", "per": "user", "limit": 60, "window": "PT1M",
+             "applies_to": {"roles": ["trial"]}}]}]}
+    # Its own context: axe is injected past the page's Content-Security-Policy
+    # (which allows only the page's scripts), for the scan only.
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True)
+    try:
+        pg = context.new_page()
+        scans = {}
+        for name, c in (("configured", console(cfg, "--nodes", "4")),
+                        ("empty", Console(tmp_path / "new.yaml"))):
+            try:
+                open_console(pg, c)
+                # An error shown at its field is scanned too.
+                if name == "configured":
+                    field(pg, "$.routes[0].bounds[1].applies_to").fill("partnr")
+                    expect(pg.locator('[data-error-for="$.routes[0].bounds[1].applies_to"]')).to_contain_text("unknown word")
+                scans[name] = axe_scan(pg)
+            finally:
+                if name == "empty":
+                    c.stop()
+        FIGURES["axe_rules_wcag2_a_aa"] = scans["configured"]["rules"]
+        FIGURES["axe_rules_applied"] = scans["configured"]["applied"]
+        FIGURES["axe_violations"] = sum(len(s["violations"]) for s in scans.values())
+        for name, s in scans.items():
+            assert s["violations"] == [], (name, json.dumps(s["violations"], indent=1))
+        assert scans["configured"]["rules"] > 50, scans
+    finally:
+        context.close()
+
+
+def test_keyboard_only_tab_order_and_enter_adds_a_bound(console, page):
+    c = console(API)
+    open_console(page, c)
+    order = []
+    for _ in range(20):
+        page.keyboard.press("Tab")
+        order.append(page.evaluate("""() => { const e = document.activeElement;
+            return e.getAttribute("data-path") || e.getAttribute("data-testid") || e.id || e.tagName; }"""))
+        if order[-1] == "add-bound-$.routes[0]":
+            break
+    b = "$.routes[0].bounds[0]"
+    want = ["nodes", "save", "export", "$.routes[0].name", f"{b}.name", f"{b}.per",
+            f"{b}.applies_to", f"{b}.limit", f"{b}.window", f"{b}.scope"]
+    assert order[:len(want)] == want, order
+    assert order[-1] == "add-bound-$.routes[0]", order
+    page.keyboard.press("Enter")
+    expect(field(page, "$.routes[0].bounds[1].limit")).to_have_value("100")
+    expect(line(page, "$.routes[0].bounds[1]")).to_contain_text("100 a minute per client address")

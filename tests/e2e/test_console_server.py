@@ -162,3 +162,41 @@ def test_listens_on_loopback_by_default(tmp_path):
     finally:
         p.terminate()
         p.wait(5)
+
+
+def test_a_file_that_does_not_exist_is_created_by_a_valid_save_only(tmp_path):
+    f = tmp_path / "new.json"
+    c = Console(f)
+    try:
+        status, body = call(c, "GET", "/api/state")
+        state = json.loads(body)
+        assert status == 200 and state["exists"] is False and state["config"] is None
+        assert "does not exist yet" in state["note"], state
+        assert not f.exists(), "starting the console creates nothing"
+        bad = json.loads(json.dumps(CFG))
+        bad["routes"][0]["bounds"][0]["window"] = "1m"
+        assert call(c, "POST", "/api/save", {"config": bad})[0] == 422
+        assert call(c, "POST", "/api/preview", {"config": CFG})[0] == 200
+        assert not f.exists(), "neither an invalid save nor a preview creates FILE"
+        status, answer = call(c, "POST", "/api/save", {"config": CFG})
+        assert status == 200, answer
+        assert json.loads(f.read_text()) == CFG
+        assert json.loads(call(c, "GET", "/api/state")[1])["exists"] is True
+        # Saved since: a later save is the ordinary one (FILE as it was saved).
+        status, _ = call(c, "POST", "/api/save", {"config": CFG})
+        assert status == 200
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["new.json"]
+    finally:
+        c.stop()
+
+
+def test_a_file_created_behind_the_pages_back_is_not_overwritten(tmp_path):
+    f = tmp_path / "new.yaml"
+    c = Console(f)
+    try:
+        f.write_text("# someone else's\n")
+        status, answer = call(c, "POST", "/api/save", {"config": CFG})
+        assert status == 409, answer
+        assert f.read_text() == "# someone else's\n"
+    finally:
+        c.stop()

@@ -206,7 +206,9 @@ pub struct Top {
 
 #[derive(Debug, PartialEq, Eq, Args)]
 pub struct Console {
-    /// The configuration to edit (JSON or YAML; saved in the same format)
+    /// The configuration to edit (JSON or YAML; saved in the same format);
+    /// when it does not exist, the page starts empty and the first valid
+    /// save creates it
     #[arg(value_name = "FILE")]
     pub file: String,
     /// An Envoy admin endpoint to read live rates from; one per node

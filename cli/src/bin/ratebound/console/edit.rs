@@ -5,7 +5,7 @@
 
 use crate::args;
 use ratebound::config::{ConfigError, MAX_CONFIG_BYTES};
-use ratebound::reading::{structure, words};
+use ratebound::reading::{audience, structure, words};
 use ratebound_cli::input::{self, Format};
 use ratebound_cli::{openapi, source};
 use serde_json::{json, Map, Value};
@@ -21,6 +21,10 @@ pub struct State {
     /// FILE as last read or written: a save refuses when FILE changed
     /// on disk since.
     text: String,
+    /// Whether FILE existed when read (or has been saved since): a
+    /// console started on a file that does not exist starts from an empty
+    /// configuration, and its first valid save creates FILE.
+    exists: bool,
     nodes: Option<u32>,
     url: Option<String>,
     /// Inventories given with --openapi ROUTE=SPEC: (route, spec, operations).
@@ -29,18 +33,28 @@ pub struct State {
 
 impl State {
     pub fn load(c: &args::Console) -> Result<State, String> {
-        let bytes = read_file(&c.file)?;
+        let exists = !matches!(
+            std::fs::symlink_metadata(&c.file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound
+        );
+        let bytes = if exists {
+            read_file(&c.file)?
+        } else {
+            Vec::new()
+        };
         let format = input::detect(&c.file, &bytes);
-        let found =
-            source::find(&bytes, format).map_err(|nf| format!("{}: {}", c.file, nf.error))?;
-        match found.documents.as_slice() {
-            [one] if one.holder.is_none() => {}
-            _ => {
-                return Err(format!(
-                    "{}: the console edits a file holding one configuration (not a WasmPlugin \
-                     manifest or a stream): its page exports the manifest",
-                    c.file
-                ))
+        if exists {
+            let found =
+                source::find(&bytes, format).map_err(|nf| format!("{}: {}", c.file, nf.error))?;
+            match found.documents.as_slice() {
+                [one] if one.holder.is_none() => {}
+                _ => {
+                    return Err(format!(
+                        "{}: the console edits a file holding one configuration (not a WasmPlugin \
+                         manifest or a stream): its page exports the manifest",
+                        c.file
+                    ))
+                }
             }
         }
         let mut inventories = Vec::new();
@@ -57,6 +71,7 @@ impl State {
             file: c.file.clone(),
             format,
             text: String::from_utf8_lossy(&bytes).into_owned(),
+            exists,
             nodes: c.nodes,
             url: c.url.clone(),
             inventories,
@@ -66,16 +81,35 @@ impl State {
     /// What the page starts from: FILE's configuration as JSON, the nodes,
     /// the admins and the inventories given on the command line.
     pub fn describe(&self, admins: &[String]) -> Value {
-        let config = config_value(&self.text, self.format).unwrap_or(Value::Null);
+        let config = match self.exists {
+            true => config_value(&self.text, self.format).unwrap_or(Value::Null),
+            false => Value::Null,
+        };
         json!({
             "file": self.file,
             "format": format_name(self.format),
+            "exists": self.exists,
+            "note": self.note(),
             "config": config,
             "nodes": self.nodes,
             "admins": admins,
             "inventories": self.inventories.iter().map(|(route, spec, ops)| json!({
                 "route": route, "spec": spec, "operations": ops,
             })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// What the page says of FILE above the routes: that it does not exist
+    /// yet, and what will create it.
+    pub fn note(&self) -> Option<String> {
+        (!self.exists).then(|| {
+            format!(
+                "{} does not exist yet: this is an empty configuration. Add a route and its \
+                 bounds; the first valid save creates {} ({}).",
+                self.file,
+                self.file,
+                format_name(self.format).to_uppercase()
+            )
         })
     }
 
@@ -104,22 +138,38 @@ impl State {
             Err(answer) => return answer,
             Ok(p) => p,
         };
-        match read_file(&self.file) {
-            Ok(now) if String::from_utf8_lossy(&now) == self.text => {}
-            Ok(_) => {
-                return (
-                    409,
-                    json!({"error": format!("{} changed on disk since it was read: reload the page to edit what it holds now", self.file)}),
-                )
+        let changed = || {
+            (
+                409,
+                json!({"error": format!("{} changed on disk since it was read: reload the page to edit what it holds now", self.file)}),
+            )
+        };
+        let written = if self.exists {
+            match read_file(&self.file) {
+                Ok(now) if String::from_utf8_lossy(&now) == self.text => {}
+                Ok(_) => return changed(),
+                Err(e) => return (500, json!({ "error": e })),
             }
-            Err(e) => return (500, json!({ "error": e })),
-        }
-        if let Err(e) = std::fs::write(&self.file, p.text.as_bytes()) {
+            std::fs::write(&self.file, p.text.as_bytes())
+        } else {
+            // Created only now, and only if nobody created it meanwhile.
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&self.file)
+            {
+                Ok(mut f) => std::io::Write::write_all(&mut f, p.text.as_bytes()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return changed(),
+                Err(e) => Err(e),
+            }
+        };
+        if let Err(e) = written {
             return (
                 500,
                 json!({"error": format!("cannot write {}: {e}", self.file)}),
             );
         }
+        self.exists = true;
         self.text = p.text;
         (
             200,
@@ -196,14 +246,21 @@ impl State {
             ));
         }
         let config = valid_config(request)?;
+        let before = config_value(&self.text, self.format).unwrap_or(Value::Null);
         let text = match self.format {
             Format::Json => {
                 let mut t = serde_json::to_string_pretty(&config).unwrap_or_default();
                 t.push('\n');
                 t
             }
-            Format::Yaml => serde_saphyr::to_string(&config)
-                .map_err(|e| (500, json!({"error": format!("cannot write YAML: {e}")})))?,
+            // Comments, order and quoting kept when only values change.
+            Format::Yaml => match super::keep::edit(&self.text, &before, &config, |t| {
+                config_value(t, Format::Yaml)
+            }) {
+                Some(t) => t,
+                None => serde_saphyr::to_string(&config)
+                    .map_err(|e| (500, json!({"error": format!("cannot write YAML: {e}")})))?,
+            },
         };
         if text.len() > MAX_CONFIG_BYTES {
             return Err((
@@ -211,7 +268,6 @@ impl State {
                 json!({"errors": [{"path": "$", "message": format!("the configuration would be {} bytes; at most {MAX_CONFIG_BYTES} are accepted", text.len())}]}),
             ));
         }
-        let before = config_value(&self.text, self.format).unwrap_or(Value::Null);
         Ok(Prepared {
             resets: resets(&before, &config),
             text,
@@ -261,12 +317,20 @@ fn valid_config(request: &Value) -> Result<Value, (u16, Value)> {
             json!({"error": "send {\"config\": THE CONFIGURATION}"}),
         ));
     };
-    let bytes = serde_json::to_vec(config).unwrap_or_default();
+    // The page sends "applies to" as typed ("partner and trial"): read
+    // into its JSON, as the page's core reads it, before anything else.
+    let mut config = config.clone();
+    let word_errors = audience::normalize(&mut config);
+    let bytes = serde_json::to_vec(&config).unwrap_or_default();
     match structure::parse(&bytes) {
-        Ok(_) => Ok(config.clone()),
+        Ok(_) if word_errors.is_empty() => Ok(config),
+        Ok(_) => Err((
+            422,
+            json!({"errors": word_errors.iter().map(error_json).collect::<Vec<_>>()}),
+        )),
         Err(errors) => Err((
             422,
-            json!({"errors": errors.iter().map(error_json).collect::<Vec<_>>()}),
+            json!({"errors": errors.iter().chain(&word_errors).map(error_json).collect::<Vec<_>>()}),
         )),
     }
 }
@@ -436,6 +500,7 @@ mod tests {
             file: "x.json".into(),
             format: Format::Json,
             text: "{}".into(),
+            exists: true,
             nodes: None,
             url: None,
             inventories: Vec::new(),
@@ -453,5 +518,73 @@ mod tests {
         let (status, answer) = state.preview(&bad);
         assert_eq!(status, 422);
         assert_eq!(answer["errors"][0]["path"], "$.routes[0].bounds[0].window");
+        // "applies to" as typed is saved as the configuration's JSON.
+        let words = json!({"config": {"identity": {"header": {"user": "x-user", "roles": "x-roles"}},
+            "routes": [{"name": "a", "bounds": [
+            {"per": "user", "limit": 1000, "window": "PT1M", "applies_to": "partner"},
+            {"per": "user", "limit": 60, "window": "PT1M", "applies_to": "partnr"}]}]}});
+        let (status, answer) = state.preview(&words);
+        assert_eq!(status, 422);
+        assert_eq!(
+            answer["errors"][0]["path"],
+            "$.routes[0].bounds[1].applies_to"
+        );
+        let message = answer["errors"][0]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("unknown word \"partnr\": write role:partner"),
+            "{message}"
+        );
+        let mut fixed = words.clone();
+        fixed["config"]["routes"][0]["bounds"][1]["applies_to"] = json!("for trial");
+        let p = state.prepare(&fixed).unwrap();
+        let saved: Value = serde_json::from_str(&p.text).unwrap();
+        assert_eq!(
+            saved["routes"][0]["bounds"][1]["applies_to"],
+            json!({"roles": ["trial"]})
+        );
+    }
+
+    #[test]
+    fn a_file_that_does_not_exist_is_created_by_the_first_valid_save_only() {
+        let dir = std::env::temp_dir().join(format!("ratebound-console-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("new.yaml");
+        let _ = std::fs::remove_file(&file);
+        let args = args::Console {
+            file: file.to_string_lossy().into_owned(),
+            admin: Vec::new(),
+            nodes: None,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            openapi: Vec::new(),
+            url: None,
+        };
+        let mut state = State::load(&args).unwrap();
+        let described = state.describe(&[]);
+        assert_eq!(described["exists"], json!(false));
+        assert_eq!(described["config"], Value::Null);
+        assert!(described["note"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist yet"));
+        let bad = json!({"config": {"routes": [{"name": "a", "bounds": [
+            {"per": "address", "limit": 5, "window": "1m"}]}]}});
+        assert_eq!(state.save(&bad).0, 422);
+        assert!(!file.exists(), "an invalid save creates nothing");
+        let ok = json!({"config": {"routes": [{"name": "a", "bounds": [
+            {"per": "address", "limit": 5, "window": "PT1M"}]}]}});
+        let (status, preview) = state.preview(&ok);
+        assert_eq!(status, 200, "{preview}");
+        assert!(preview["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l[0] == "+"));
+        assert!(!file.exists(), "a preview creates nothing");
+        let (status, answer) = state.save(&ok);
+        assert_eq!(status, 200, "{answer}");
+        let written = std::fs::read_to_string(&file).unwrap();
+        assert!(written.contains("window: PT1M"), "{written}");
+        assert_eq!(state.describe(&[])["note"], Value::Null);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

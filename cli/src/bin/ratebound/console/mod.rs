@@ -8,11 +8,14 @@
 //!   body caps);
 //! - [`edit`]: FILE, its save (diff, routes reset), the export, the
 //!   OpenAPI inventories;
+//! - [`keep`]: a YAML FILE's comments, order and quoting kept by a save
+//!   that changes only values;
 //! - [`live`]: every `--admin`'s rates, per node and summed;
 //! - [`assets`]: the page, embedded in the binary.
 
 mod assets;
 mod edit;
+mod keep;
 mod live;
 mod server;
 
