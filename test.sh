@@ -26,8 +26,9 @@ step "setup (.tools: envoyproxy/ratelimit; redis-server)"
 scripts/install-ratelimit.sh
 scripts/install-oci-tools.sh
 
-step "setup (Debian's chromium and chromium-driver, for the console's browser tests)"
+step "setup (Debian's chromium and chromium-driver, and axe-core, for the console's browser tests)"
 scripts/install-chromium.sh
+scripts/install-axe.sh >/dev/null
 
 step "setup (promtool, from Debian's prometheus package)"
 scripts/install-promtool.sh
