@@ -7,7 +7,7 @@
 //!   "headers": [["name", "value"], …], "body_b64": "…"}` (each header
 //!   value's characters are its bytes, latin-1): one sign-in
 //!   request through the filter's whole request path (the pipeline over the
-//!   mock host, the rate-limit service answering OK).
+//!   mock host, a rate-limit service that counts and admits).
 //!
 //! Each answer is `{"key": "<the account's descriptor value>"}` (a keyed
 //! hash: two answers name one counter exactly when their keys are equal)
@@ -27,26 +27,6 @@ use std::io::{BufRead, Write};
 /// bound per account.
 const CONFIG: &str = include_str!("../tests/oracle/routes.json");
 
-fn ok_answer() -> Vec<u8> {
-    proto::RateLimitResponse {
-        overall_code: 1,
-        statuses: vec![proto::DescriptorStatus {
-            code: 1,
-            current_limit: Some(proto::RateLimit {
-                requests_per_unit: 5,
-                unit: 2,
-                name: String::new(),
-            }),
-            limit_remaining: 4,
-            duration_until_reset: Some(proto::Duration {
-                seconds: 30,
-                nanos: 0,
-            }),
-        }],
-    }
-    .encode_to_vec()
-}
-
 /// One sign-in through the pipeline: what the filter did with it.
 fn decide(f: &Filter, path: &str, headers: &[(String, String)], body: Option<Vec<u8>>) -> Value {
     let mut host = MockHost::new(1_800_000_000_000).from_address("10.0.0.1");
@@ -65,7 +45,9 @@ fn decide(f: &Filter, path: &str, headers: &[(String, String)], body: Option<Vec
         }
     }
     host.request_body = body;
-    host.service_answer = Some((0, ok_answer()));
+    // A service that counts as envoyproxy/ratelimit does, fresh for each
+    // sign-in: it answers every descriptor the bound sends, and admits.
+    host.counting_service = Some(Default::default());
     f.request(&mut host);
     if let Some(r) = host.replies.first() {
         let reason = serde_json::from_str::<Value>(&r.body)
