@@ -480,6 +480,8 @@ fn a_standing_refusal_stays_with_its_own_bound() {
 /// bound named, the same Remaining and Retry-After), the same tightest
 /// bound shown on admission, the same events, over random requests of a
 /// few callers.
+// proptest builds natively only (the lib's tests also run as wasm).
+#[cfg(not(target_arch = "wasm32"))]
 mod tiers {
     use super::*;
     use crate::config::plan::Tier;
