@@ -37,11 +37,15 @@ def tokens(scope: str) -> dict:
                           "unit": "tokens"}}]}]}
 
 
-def counted(redis) -> int:
-    """What the service counts for the bound, over its keys (one per caller
-    and clock minute)."""
+def counted(redis, what: str = "net") -> int:
+    """What the service counts for the bound, over its keys: an
+    installation bound's attempts less its refunds (`what`: "net",
+    "attempts" or "refunded"; a sliding bound keys each by window), a fleet
+    bound's counts."""
     keys = redis.cli("KEYS", "llm_bound_chat.tokens_*").split()
-    return sum(int(redis.cli("GET", k) or 0) for k in keys)
+    refunded = sum(int(redis.cli("GET", k) or 0) for k in keys if "_refunded_" in k)
+    attempts = sum(int(redis.cli("GET", k) or 0) for k in keys if "_refunded_" not in k)
+    return {"net": attempts - refunded, "attempts": attempts, "refunded": refunded}[what]
 
 
 def settles(redis, want: int, timeout: float = 6.0) -> int:
@@ -84,13 +88,19 @@ def test_an_installation_token_budget_is_counted_by_the_service_in_tokens(
         assert status == 200 and h["ratelimit-remaining"] == "0", h
         assert settles(redis, 4 * ANSWER) == 4 * ANSWER
         # Over: b remembers the lock and refuses without a call; a asks the
-        # service, which refuses (and, as it does for every call, counts
-        # the 100 it was sent: never the answer's tokens).
+        # service, which counts the 100 it was sent (as it does every call:
+        # never the answer's tokens); the estimate refuses, and a refunds
+        # them at its next tick.
         status, h, _ = request(b.port, path, src=src)
         assert status == 429 and h["ratelimit-limit"] == str(LIMIT), h
         assert settles(redis, 4 * ANSWER, timeout=2.0) == 4 * ANSWER
         assert request(a.port, path, src=src)[0] == 429
-        assert settles(redis, 4 * ANSWER + RESERVE) == 4 * ANSWER + RESERVE
+        assert counted(redis, "attempts") == 4 * ANSWER + RESERVE
+        end = time.monotonic() + 6.0
+        while counted(redis, "refunded") < RESERVE and time.monotonic() < end:
+            time.sleep(0.1)
+        assert counted(redis, "refunded") == RESERVE
+        assert counted(redis) == 4 * ANSWER
         assert api.hits == 4
         for e in (a, b):
             assert e.rb("llm", what="costs_unsent") == 0
