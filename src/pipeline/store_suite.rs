@@ -358,11 +358,15 @@ impl<S: Store + ?Sized> Store for Writes<'_, S> {
     fn get(&self, key: &str) -> Result<Versioned, StoreError> {
         self.inner.get(key)
     }
+    /// Counts the writes that landed: a compare-and-swap refused (another
+    /// worker's write came first; in Envoy every worker runs the suite)
+    /// writes nothing and is retried.
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> Result<bool, StoreError> {
-        if key.starts_with(&self.prefix) {
+        let landed = self.inner.set(key, value, cas)?;
+        if landed && key.starts_with(&self.prefix) {
             self.sets.set(self.sets.get() + 1);
         }
-        self.inner.set(key, value, cas)
+        Ok(landed)
     }
 }
 
