@@ -94,7 +94,7 @@ cargo test -p ratebound-meter
 step "end-to-end tests (real Envoy 1.40)"
 start=$(date +%s)
 set +e
-.venv/bin/python -m pytest tests/e2e -rA -p no:cacheprovider --timeout 300 "$@"
+.venv/bin/python -m pytest tests/e2e -rA -p no:cacheprovider --timeout 300 --durations=40 "$@"
 rc=$?
 set -e
 echo "e2e: $(( $(date +%s) - start ))s, pytest exit $rc"
