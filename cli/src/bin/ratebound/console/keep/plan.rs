@@ -423,8 +423,8 @@ fn comment_col(line: &str) -> Option<usize> {
 
 /// Which old item each kept new item is: the longest common run of items
 /// that are the same (same `name` for mappings that have one, else equal),
-/// then, between two of those, old and new items paired in order (a
-/// renamed item keeps its place and its comments).
+/// then, between two of those, old and new items of the same kind paired
+/// in order (a renamed item keeps its place and its comments).
 fn pair(o: &[Value], w: &[Value]) -> Vec<(usize, usize)> {
     let id = |v: &Value| -> Value {
         match v.get("name") {
@@ -457,10 +457,15 @@ fn pair(o: &[Value], w: &[Value]) -> Vec<(usize, usize)> {
         }
     }
     anchors.push((a.len(), b.len()));
+    let kind = |v: &Value| (v.is_object(), v.is_array());
     let mut pairs = Vec::new();
     let (mut pi, mut pj) = (0, 0);
     for (ai, aj) in anchors {
-        pairs.extend((pi..ai).zip(pj..aj));
+        pairs.extend(
+            (pi..ai)
+                .zip(pj..aj)
+                .filter(|(i, j)| kind(&o[*i]) == kind(&w[*j])),
+        );
         if ai < a.len() {
             pairs.push((ai, aj));
         }
