@@ -292,19 +292,19 @@ impl<'t> Planner<'t> {
                 _ => None,
             })
             .unwrap_or(2);
-        let pairs = pair(o, w);
+        let pairs = pair(o, w)?;
         let mut next_new = 0;
         let mut after: Option<&Item> = None;
         let mut any_kept = false;
         for (i, item) in items.iter().enumerate() {
-            match pairs.iter().find(|p| p.0 == i) {
+            match pairs.get(i).copied().flatten() {
                 None => {
                     let start = self.comments_above(self.line_start(item.dash), col);
                     self.edits
                         .push((start, self.item_end(item, col), String::new()));
                 }
-                Some(&(_, j)) => {
-                    let lines = self.new_items(&w[next_new..j], col, offset)?;
+                Some(j) => {
+                    let lines = self.new_items(w.get(next_new..j)?, col, offset)?;
                     self.put_items(after, items.first()?, col, lines);
                     next_new = j + 1;
                     after = Some(item);
@@ -421,11 +421,13 @@ fn comment_col(line: &str) -> Option<usize> {
     t.starts_with('#').then(|| line.len() - t.len())
 }
 
-/// Which old item each kept new item is: the longest common run of items
-/// that are the same (same `name` for mappings that have one, else equal),
-/// then, between two of those, old and new items of the same kind paired
-/// in order (a renamed item keeps its place and its comments).
-fn pair(o: &[Value], w: &[Value]) -> Vec<(usize, usize)> {
+/// The new item each old item is (`None`: removed): the items that are
+/// the same (same `name` for mappings that have one, else equal) first and
+/// last, then the longest common run of such items in between, then,
+/// between two of those, old and new items of the same kind paired in
+/// order (a renamed item keeps its place and its comments). `None` when
+/// the lists are too long and too changed to compare cheaply.
+fn pair(o: &[Value], w: &[Value]) -> Option<Vec<Option<usize>>> {
     let id = |v: &Value| -> Value {
         match v.get("name") {
             Some(n) if n.is_string() => n.clone(),
@@ -433,21 +435,32 @@ fn pair(o: &[Value], w: &[Value]) -> Vec<(usize, usize)> {
         }
     };
     let (a, b): (Vec<Value>, Vec<Value>) = (o.iter().map(id).collect(), w.iter().map(id).collect());
-    // lcs[i][j]: the longest common run of a[i..] and b[j..].
-    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for i in (0..a.len()).rev() {
-        for j in (0..b.len()).rev() {
-            lcs[i][j] = match a[i] == b[j] {
+    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let tail = a[head..]
+        .iter()
+        .rev()
+        .zip(b[head..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (ma, mb) = (&a[head..a.len() - tail], &b[head..b.len() - tail]);
+    if ma.len().saturating_mul(mb.len()) > 1_000_000 {
+        return None;
+    }
+    // lcs[i][j]: the longest common run of ma[i..] and mb[j..].
+    let mut lcs = vec![vec![0u32; mb.len() + 1]; ma.len() + 1];
+    for i in (0..ma.len()).rev() {
+        for j in (0..mb.len()).rev() {
+            lcs[i][j] = match ma[i] == mb[j] {
                 true => lcs[i + 1][j + 1] + 1,
                 false => lcs[i + 1][j].max(lcs[i][j + 1]),
             };
         }
     }
-    let mut anchors = Vec::new();
+    let mut anchors: Vec<(usize, usize)> = (0..head).map(|k| (k, k)).collect();
     let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if a[i] == b[j] {
-            anchors.push((i, j));
+    while i < ma.len() && j < mb.len() {
+        if ma[i] == mb[j] {
+            anchors.push((head + i, head + j));
             i += 1;
             j += 1;
         } else if lcs[i + 1][j] >= lcs[i][j + 1] {
@@ -456,22 +469,23 @@ fn pair(o: &[Value], w: &[Value]) -> Vec<(usize, usize)> {
             j += 1;
         }
     }
+    anchors.extend((0..tail).map(|k| (a.len() - tail + k, b.len() - tail + k)));
     anchors.push((a.len(), b.len()));
     let kind = |v: &Value| (v.is_object(), v.is_array());
-    let mut pairs = Vec::new();
+    let mut pairs = vec![None; a.len()];
     let (mut pi, mut pj) = (0, 0);
     for (ai, aj) in anchors {
-        pairs.extend(
-            (pi..ai)
-                .zip(pj..aj)
-                .filter(|(i, j)| kind(&o[*i]) == kind(&w[*j])),
-        );
-        if ai < a.len() {
-            pairs.push((ai, aj));
+        for (x, y) in (pi..ai).zip(pj..aj) {
+            if kind(&o[x]) == kind(&w[y]) {
+                pairs[x] = Some(y);
+            }
+        }
+        if let Some(p) = pairs.get_mut(ai) {
+            *p = Some(aj);
         }
         (pi, pj) = (ai + 1, aj + 1);
     }
-    pairs
+    Some(pairs)
 }
 
 /// FILE's indentation: how far a nested mapping's keys and a sequence

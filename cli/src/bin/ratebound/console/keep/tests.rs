@@ -315,3 +315,21 @@ fn anchors_and_aliases_not_touched_are_kept() {
     });
     assert_eq!(out, format!("{text}  - name: b\n"));
 }
+
+#[test]
+fn a_renamed_bound_keeps_its_place_and_comments_beside_a_new_one() {
+    let text = edited(ROUTES, |c| {
+        let bounds = c["routes"][0]["bounds"].as_array_mut().unwrap();
+        bounds[0]["name"] = "partners".into();
+        bounds[0]["limit"] = 2000.into();
+        bounds.push(bound("trial", 60));
+    });
+    let want = ROUTES
+        .replace("- name: partner\n", "- name: partners\n")
+        .replace("limit: 1000   #", "limit: 2000   #")
+        .replace(
+            "        window: PT1M\n  # Sign-in",
+            "        window: PT1M\n      - name: trial\n        per: user\n        limit: 60\n        window: PT1H\n  # Sign-in",
+        );
+    assert_eq!(text, want);
+}
