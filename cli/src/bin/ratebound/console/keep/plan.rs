@@ -41,8 +41,9 @@ impl<'t> Planner<'t> {
     }
 
     /// The edits from `old` to `new` at the root; `None` when they cannot
-    /// be placed (the root changed shape, keys were reordered, a key is
-    /// written twice, an item's `-` is not first on its line…).
+    /// be placed (the root changed shape or was emptied, a key is written
+    /// twice, an item's `-` is not first on its line, a long list changed
+    /// too much to compare cheaply…).
     pub fn plan(&mut self, root: &Node, old: &Value, new: &Value) -> Option<()> {
         match self.node(root, old, new)? {
             Done::Edited => Some(()),
@@ -285,10 +286,11 @@ impl<'t> Planner<'t> {
             return None;
         }
         let col = self.col(items.first()?.dash);
+        // How far an item's mapping stands right of its dash (`- name:`).
         let offset = items
             .iter()
             .find_map(|i| match &i.node.body {
-                Body::Map(Style::Block, m) => Some(self.col(m.first()?.key_start) - col),
+                Body::Map(Style::Block, m) => self.col(m.first()?.key_start).checked_sub(col),
                 _ => None,
             })
             .unwrap_or(2);
