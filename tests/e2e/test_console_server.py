@@ -221,9 +221,9 @@ def test_a_bound_added_to_a_commented_yaml_file_keeps_its_comments(tmp_path):
         status, body = call(c, "GET", "/api/state")
         cfg = json.loads(body)["config"]
         cfg["routes"][0]["bounds"].append(
-            {"name": "partner", "per": "user", "limit": 1000, "window": "PT1M"})
-        added = ("      - name: partner\n"
-                 "        per: user\n"
+            {"name": "whole_route", "per": "route", "limit": 1000, "window": "PT1M"})
+        added = ("      - name: whole_route\n"
+                 "        per: route\n"
                  "        limit: 1000\n"
                  "        window: PT1M\n")
         # The preview's diff: the new bound's lines added, nothing removed.
