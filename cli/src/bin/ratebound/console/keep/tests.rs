@@ -333,3 +333,19 @@ fn a_renamed_bound_keeps_its_place_and_comments_beside_a_new_one() {
         );
     assert_eq!(text, want);
 }
+
+#[test]
+fn a_file_opening_with_dashes_or_ending_without_a_newline_is_edited_in_place() {
+    let text = "---\n# The shop.\ninstance: shop\nroutes:\n- name: api\n  bounds: [{name: a, per: route, limit: 1, window: PT1M}]";
+    let out = edited(text, |c| {
+        c["routes"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"name": "b"}));
+        c.as_object_mut().unwrap().remove("instance");
+    });
+    assert_eq!(
+        out,
+        "---\n# The shop.\nroutes:\n- name: api\n  bounds: [{name: a, per: route, limit: 1, window: PT1M}]\n- name: b\n"
+    );
+}
