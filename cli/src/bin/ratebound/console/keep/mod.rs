@@ -38,8 +38,8 @@ pub fn edit(
 }
 
 /// The edits applied from the end of the text backwards; `None` when two
-/// overlap. At one place, a removal goes before an insertion, and of two
-/// insertions the one planned first comes first.
+/// overlap. At one place, an insertion lands where a removal took its
+/// text out, and of two insertions the one planned first comes first.
 fn apply(before: &str, edits: Vec<plan::Edit>) -> Option<String> {
     let mut edits: Vec<(usize, plan::Edit)> = edits.into_iter().enumerate().collect();
     edits.sort_by_key(|(i, (s, e, _))| std::cmp::Reverse((*s, *e, *i)));
