@@ -200,3 +200,40 @@ def test_a_file_created_behind_the_pages_back_is_not_overwritten(tmp_path):
         assert f.read_text() == "# someone else's\n"
     finally:
         c.stop()
+
+
+def test_a_bound_added_to_a_commented_yaml_file_keeps_its_comments(tmp_path):
+    text = ("# Rate limits of the shop: the platform team's.\n"
+            "instance: shop   # prefixes every counter\n"
+            "routes:\n"
+            "  # The public API.\n"
+            "  - name: api\n"
+            "    bounds:\n"
+            "      # Everyone, by address: raised after the March incident.\n"
+            "      - name: per_address\n"
+            "        per: address\n"
+            "        limit: 100   # was 50\n"
+            "        window: 'PT1M'\n")
+    f = tmp_path / "ratebound.yaml"
+    f.write_text(text)
+    c = Console(f)
+    try:
+        status, body = call(c, "GET", "/api/state")
+        cfg = json.loads(body)["config"]
+        cfg["routes"][0]["bounds"].append(
+            {"name": "whole_route", "per": "route", "limit": 1000, "window": "PT1M"})
+        added = ("      - name: whole_route\n"
+                 "        per: route\n"
+                 "        limit: 1000\n"
+                 "        window: PT1M\n")
+        # The preview's diff: the new bound's lines added, nothing removed.
+        status, body = call(c, "POST", "/api/preview", {"config": cfg})
+        assert status == 200, body
+        changes = json.loads(body)["changes"]
+        assert [[op, line] for op, line in changes if op != " "] == [
+            ["+", line] for line in added.splitlines()], changes
+        status, body = call(c, "POST", "/api/save", {"config": cfg})
+        assert status == 200, body
+        assert f.read_text() == text + added
+    finally:
+        c.stop()

@@ -253,7 +253,8 @@ impl State {
                 t.push('\n');
                 t
             }
-            // Comments, order and quoting kept when only values change.
+            // Comments, order and quoting kept: the changes applied to
+            // FILE's text (whole when they cannot be).
             Format::Yaml => match super::keep::edit(&self.text, &before, &config, |t| {
                 config_value(t, Format::Yaml)
             }) {

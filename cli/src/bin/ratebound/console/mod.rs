@@ -9,7 +9,7 @@
 //! - [`edit`]: FILE, its save (diff, routes reset), the export, the
 //!   OpenAPI inventories;
 //! - [`keep`]: a YAML FILE's comments, order and quoting kept by a save
-//!   that changes only values;
+//!   (its changes applied to FILE's text);
 //! - [`live`]: every `--admin`'s rates, per node and summed;
 //! - [`assets`]: the page, embedded in the binary.
 
