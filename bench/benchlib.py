@@ -191,6 +191,59 @@ def local_ratelimit_filter() -> dict:
     }
 
 
+# The issue's tiers, "10 a second, 300 a minute, 5,000 an hour per address":
+# (name, window in seconds, limit). TIERS_SCALE multiplies every limit for the
+# variants that must never refuse (30,000 requests a second stay far below).
+TIERS = (("second", 1, 10), ("minute", 60, 300), ("hour", 3600, 5000))
+TIERS_SCALE = 100_000
+_ISO_WINDOW = {1: "PT1S", 60: "PT1M", 3600: "PT1H"}
+
+
+def ratebound_tiers(instance: str, scale: int = 1) -> dict:
+    """The tiers as ratebound bounds, all per address on one route (one lane)."""
+    return ratebound_config(instance, [
+        {"name": name, "per": "address", "limit": limit * scale, "window": _ISO_WINDOW[secs]}
+        for name, secs, limit in TIERS])
+
+
+def local_ratelimit_tiers(stat_prefix: str, scale: int = 1) -> dict:
+    """The tiers as Envoy's local_ratelimit: one descriptor per tier, made by
+    the filter's own `rate_limits` (a generic_key naming the tier, then the
+    remote_address), each with a token bucket of `limit` tokens refilled
+    whole every window; a descriptor entry without a value keeps a bucket per
+    address. The route-level `rate_limits` are not read on a direct_response
+    route (it has no route entry), so the filter's own list is used. The
+    default bucket, taken only by a request no descriptor matches, holds 1
+    token a second: a second request in a second that matched nothing would be
+    refused, so the sanity check and `rate_limited` show the descriptors
+    applied."""
+    return {
+        "name": "envoy.filters.http.local_ratelimit",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit",
+            "stat_prefix": stat_prefix,
+            "token_bucket": {"max_tokens": 1, "tokens_per_fill": 1, "fill_interval": "1s"},
+            "always_consume_default_token_bucket": False,
+            "rate_limits": [
+                {"actions": [{"generic_key": {"descriptor_value": name}}, {"remote_address": {}}]}
+                for name, _, _ in TIERS],
+            "descriptors": [
+                {"entries": [{"key": "generic_key", "value": name}, {"key": "remote_address"}],
+                 "token_bucket": {"max_tokens": limit * scale, "tokens_per_fill": limit * scale,
+                                  "fill_interval": f"{secs}s"}}
+                for name, secs, limit in TIERS],
+            "filter_enabled": {
+                "runtime_key": "bench_lrl_enabled",
+                "default_value": {"numerator": 100, "denominator": "HUNDRED"},
+            },
+            "filter_enforced": {
+                "runtime_key": "bench_lrl_enforced",
+                "default_value": {"numerator": 100, "denominator": "HUNDRED"},
+            },
+        },
+    }
+
+
 def jwt_authn_filter(jwks: str, claim_header: str | None = None) -> dict:
     """RS256 tokens from issuer `bench`, verified against an inline JWKS; the payload
     lands in dynamic metadata under `payload` (as Istio does). Verified tokens are

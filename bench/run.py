@@ -48,6 +48,8 @@ class Variant:
     optional: bool = False  # measured only when named in --only
     routes: list | None = None  # the route table (default: `/` answers "ok")
     script: tuple | None = None  # a wrk Lua script and its arguments: (path, [args])
+    sanity_requests: int = 2  # requests of the sanity check; the last must get expect_status
+    lrl_tiers: str | None = None  # local_ratelimit tiers: their stat prefix, checked after the run
     env: bl.Envoy | None = None
     failed: str | None = None
     runs: list = field(default_factory=list)  # per round: dict
@@ -71,7 +73,48 @@ def build_variants(jwks: str, token: str) -> list[Variant]:
         Variant("7", "jwt_noop_wasm", "jwt_authn + do-nothing wasm (baseline of 5)",
                 [bl.jwt_authn_filter(jwks), noop()], headers=auth),
     ] + identity_variants(jwks, auth) + probe_variants(jwks, auth) + compare_variants(jwks, auth) \
-      + profile_variants() + cost_variants() + scale_variants()
+      + profile_variants() + cost_variants() + scale_variants() + tier_variants()
+
+
+def tier_variants() -> list[Variant]:
+    """The issue's tiers side by side (`--only 1,2,3,4,6,70,71,72,73`, issue 41's
+    outcome 4): "10 a second, 300 a minute, 5,000 an hour per address" as Envoy's
+    local_ratelimit (a descriptor per tier, a token bucket per address) and as
+    ratebound (three bounds per address: one lane, one shared write). 70 and 71
+    hold the tiers' limits times bl.TIERS_SCALE, so nothing is refused; 72 and 73
+    the limits as written, so after the first 10 requests of a second every
+    request is refused (by the second's tier)."""
+    rb = lambda cfg: bl.wasm_filter("ratebound", bl.RATEBOUND_WASM, cfg)  # noqa: E731
+    return [
+        Variant("70", "lrl_tiers", "local_ratelimit: 3 tiers per address (×100,000, never refuses)",
+                [bl.local_ratelimit_tiers("bench_lrl_tiers", bl.TIERS_SCALE)], baseline="1",
+                optional=True, lrl_tiers="bench_lrl_tiers"),
+        Variant("71", "ratebound_tiers", "ratebound: 3 tiers per address (×100,000, never refuses)",
+                [rb(bl.ratebound_tiers("benchtiers", bl.TIERS_SCALE))], baseline="4", optional=True),
+        Variant("72", "lrl_tiers_refusing", "local_ratelimit: 3 tiers per address, refusing (10/s)",
+                [bl.local_ratelimit_tiers("bench_lrl_tiers_refusing")], baseline="70",
+                expect_status=429, sanity_requests=25, optional=True,
+                lrl_tiers="bench_lrl_tiers_refusing"),
+        Variant("73", "ratebound_tiers_refusing", "ratebound: 3 tiers per address, refusing (10/s)",
+                [rb(bl.ratebound_tiers("benchtiersrefuse"))], baseline="71",
+                expect_status=429, sanity_requests=25, optional=True),
+    ]
+
+
+def lrl_tiers_check(v: Variant, stats: dict) -> str:
+    """Did every request match a tier's descriptor? The default bucket (1 token
+    a second) takes only requests that match none: with ok in the hundreds of
+    thousands and nothing refused (70), or all but a few per second refused by
+    the descriptors (72), they matched."""
+    pre = f"{v.lrl_tiers}.http_local_rate_limit."
+    ok, limited = stats.get(pre + "ok"), stats.get(pre + "rate_limited")
+    if ok is None or limited is None:
+        return f"variant {v.id}: CHECK FAILED: no local_ratelimit stats under `{pre}`"
+    refusing = v.expect_status == 429
+    applied = (limited > 0 and ok < limited) if refusing else (limited == 0 and ok > 1000)
+    return (f"variant {v.id}: the tiers' descriptors {'applied' if applied else 'CHECK FAILED'}: "
+            f"`ok` {ok:,}, `rate_limited` {limited:,} (a request matching no descriptor takes the "
+            f"default bucket of 1 token a second)")
 
 
 def scale_variants() -> list[Variant]:
@@ -659,7 +702,7 @@ def main() -> int:
                 v.env.stop()
                 continue
             # sanity: the route answers as expected (variant 6: the 2nd request is refused)
-            statuses = [bl.http_get(v.env.port, "/", v.headers) for _ in range(2)]
+            statuses = [bl.http_get(v.env.port, "/", v.headers) for _ in range(v.sanity_requests)]
             if statuses[-1] != v.expect_status:
                 v.failed = f"sanity check: got {statuses}, expected {v.expect_status}"
                 print(f"run: variant {v.id} FAILED {v.failed}", flush=True)
@@ -723,6 +766,8 @@ def main() -> int:
             if keep:
                 meta["notes"].append(f"variant {v.id} stats after the run: "
                                      + ", ".join(f"`{k}` {x}" for k, x in sorted(keep.items())))
+            if v.lrl_tiers:
+                meta["notes"].append(lrl_tiers_check(v, stats))
     finally:
         for v in variants:
             if v.env is not None:

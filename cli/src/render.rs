@@ -89,6 +89,9 @@ fn route(out: &mut String, r: &RouteRow, verbose: bool) {
             }
         }
     }
+    for s in &r.shared_entries {
+        wrap(out, "  ", "    ", s);
+    }
     if let Some(c) = &r.counters {
         let _ = writeln!(
             out,

@@ -340,6 +340,73 @@ route \"hello\"  $.routes[0]
     );
 }
 
+/// Tiers on one key: explain and check say which bounds share one entry
+/// (one write a request) and, verbose, why a bound on the same key keeps
+/// its own.
+const TIERS: &str = r#"{"instance":"shop","routes":[{"name":"api","bounds":[
+  {"name":"second","per":"address","limit":10,"window":"PT1S"},
+  {"name":"minute","per":"address","limit":300,"window":"PT1M"},
+  {"name":"hour","per":"address","limit":5000,"window":"PT1H"},
+  {"name":"trial","per":"address","limit":20,"window":"PT1M","shadow":true}]}]}"#;
+
+#[test]
+fn explain_and_check_say_which_bounds_share_one_entry() {
+    let f = file("tiers.json", TIERS.as_bytes());
+    let r = run(&["explain", &f], None);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let want = "\
+    trial   shadow, per node: 20 a minute per client address; N nodes admit N × 20  $.routes[0].bounds[3]
+  after identity (checked once the caller is known): none
+  `second`, `minute` and `hour` share one entry per client address (one write a request for the 3)
+";
+    assert!(r.out.contains(want), "{}", r.out);
+    let r = run(&["explain", "--verbose", &f], None);
+    assert!(
+        r.out.contains(
+            "
+    minute  per node: 300 a minute per client address; N nodes admit N × 300  $.routes[0].bounds[1]
+      300 a minute per client address
+      per node: each Envoy node counts on its own, so N nodes admit up to N × 300 a minute per
+        client address through the installation
+      shares one entry per client address with `second` and `hour`: the 3 tiers are read once and
+        written by one compare-and-swap a request
+"
+        ),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains(
+            "      its own entry (its own write): a shadow bound is counted apart from the bounds that refuse\n"
+        ),
+        "{}",
+        r.out
+    );
+    let j: Value =
+        serde_json::from_str(&run(&["explain", "--format", "json", &f], None).out).unwrap();
+    assert_eq!(
+        j["routes"][0]["phases"][0]["bounds"][3]["sharing"],
+        "its own entry (its own write): a shadow bound is counted apart from the bounds that refuse"
+    );
+    let r = run(&["check", &f], None);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(
+        r.out.contains(&format!(
+            "{f}: route \"api\": `second`, `minute` and `hour` share one entry per client address \
+             (one write a request for the 3)\n"
+        )),
+        "{}",
+        r.out
+    );
+    let j: Value =
+        serde_json::from_str(&run(&["check", "--format", "json", &f], None).out).unwrap();
+    let doc = &j["files"][0]["documents"][0];
+    assert_eq!(doc["shared_entries"][0]["route"], "api", "{j}");
+    // A route's only bound shares nothing and says nothing of it.
+    let r = run(&["explain", "--verbose", DEMO], None);
+    assert!(!r.out.contains("entry"), "{}", r.out);
+}
+
 #[test]
 fn explain_says_a_fleet_bound_in_one_line_and_its_paragraph_with_verbose() {
     let fleet = "filter-config/examples/fleet.json";

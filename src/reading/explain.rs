@@ -4,10 +4,10 @@
 //! The CLI's `render` (cli/src/render.rs) turns it into text; it
 //! serializes as the JSON of `explain --format json`.
 
-use crate::config::plan::{Bound, BoundScope, Plan, Route};
+use crate::config::plan::{Bound, BoundId, BoundScope, Plan, Route};
 use crate::config::Per;
 use crate::reading::warnings::{warnings_at, Counters, Severity, Warning};
-use crate::reading::{line, words};
+use crate::reading::{line, sharing, words};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -59,6 +59,10 @@ pub struct RouteRow {
     pub phases: Vec<PhaseRows>,
     /// Operations with bounds of their own, with their warnings.
     pub operations: Vec<OperationRow>,
+    /// Its bounds that share one entry per caller, a statement a lane:
+    /// "`second`, `minute` and `hour` share one entry per client address
+    /// (one write a request for the 3)".
+    pub shared_entries: Vec<String>,
     /// The counters the operations' bounds can hold, when there are any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub counters: Option<Counters>,
@@ -150,10 +154,13 @@ pub struct BoundRow {
     /// The full statement the line stands for, one statement a line
     /// (`\n`): its words, what a shadow bound does, then every note about
     /// it (its per-node, fleet or installation reading, a partial
-    /// enforcement).
+    /// enforcement), then whether it shares an entry ([`BoundRow::sharing`]).
     pub detail: String,
     /// Warnings and notes about this bound, the per-node reading among them.
     pub warnings: Vec<Warning>,
+    /// Whether it shares one entry with other bounds on its key (one
+    /// write for all), or why it keeps its own.
+    pub sharing: String,
 }
 
 /// Explains a compiled configuration.
@@ -268,6 +275,7 @@ fn route_row(r: &Route, all: &mut Vec<Warning>, at: Figures) -> RouteRow {
         phases,
         counters: (!operations.is_empty()).then(|| Counters::of(r)),
         operations,
+        shared_entries: sharing::lanes(r),
     }
 }
 
@@ -287,15 +295,19 @@ fn bound_row(
         node_row(route.index, b, operation, all)
     };
     row.line = line::of(b, at.nodes, at.rate, at.sync_ms);
+    let id = route.bounds.iter().position(|o| std::ptr::eq(o, b));
+    row.sharing = id.map_or_else(String::new, |j| sharing::of(route, BoundId(j)));
     let shadow = b.shadow.then(|| line::shadow(&route.name, b));
     let notes = row
         .warnings
         .iter()
         .filter(|w| w.level == Severity::Note)
         .map(|w| w.message.as_str());
+    let shares = Some(row.sharing.as_str()).filter(|s| !s.is_empty());
     row.detail = std::iter::once(row.words.as_str())
         .chain(shadow.as_deref())
         .chain(notes)
+        .chain(shares)
         .collect::<Vec<_>>()
         .join("\n");
     row
@@ -319,6 +331,7 @@ fn node_row(route: usize, b: &Bound, operation: Option<&str>, all: &mut Vec<Warn
         warnings: take(all, |w| {
             w.route == route && w.operation == at.operation && w.bound == Some(at.index)
         }),
+        sharing: String::new(),
     }
 }
 
@@ -351,6 +364,7 @@ fn installation_row(
         warnings: take(all, |w| {
             w.route == route && w.operation == at.operation && w.bound == Some(at.index)
         }),
+        sharing: String::new(),
     }
 }
 
@@ -369,6 +383,62 @@ mod tests {
 
     fn plan(json: &[u8]) -> Plan {
         Plan::compile(&parse(json).unwrap())
+    }
+
+    /// Tiers on one key say they share one entry (one write) and name the
+    /// others; a bound on the same key kept apart says why.
+    #[test]
+    fn bounds_say_which_share_one_entry_and_why_the_others_do_not() {
+        let c = plan(
+            br#"{"identity":{"header":{"user":"x-user"}},"routes":[{"name":"api","bounds":[
+                {"name":"second","per":"address","limit":10,"window":"PT1S"},
+                {"name":"minute","per":"address","limit":300,"window":"PT1M"},
+                {"name":"hour","per":"address","limit":5000,"window":"PT1H"},
+                {"name":"trial","per":"address","limit":20,"window":"PT1M","shadow":true},
+                {"name":"half","per":"address","limit":20,"window":"PT1M","enforce_percent":50},
+                {"name":"users","per":"user","limit":100,"window":"PT1M"}]}]}"#,
+        );
+        let e = explain(&c, None);
+        let api = &e.routes[0];
+        assert_eq!(
+            api.shared_entries,
+            [
+                "`second`, `minute` and `hour` share one entry per client address \
+              (one write a request for the 3)"
+            ]
+        );
+        let rows: Vec<&BoundRow> = api.phases.iter().flat_map(|p| &p.bounds).collect();
+        let sharing = |name: &str| {
+            rows.iter()
+                .find(|r| r.name == name)
+                .map(|r| r.sharing.clone())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            sharing("minute"),
+            "shares one entry per client address with `second` and `hour`: the 3 tiers are \
+             read once and written by one compare-and-swap a request"
+        );
+        assert!(sharing("second").contains("with `minute` and `hour`"));
+        assert_eq!(
+            sharing("trial"),
+            "its own entry (its own write): a shadow bound is counted apart from the bounds \
+             that refuse"
+        );
+        assert!(sharing("half").contains("enforced on 50% (a rollout)"));
+        assert!(sharing("users").contains("no other bound of the route that may share"));
+        // The verbose reading carries it.
+        let minute = rows.iter().find(|r| r.name == "minute").map(|r| &r.detail);
+        assert!(
+            minute.is_some_and(|d| d.contains("shares one entry")),
+            "{minute:?}"
+        );
+        // One bound alone on a route: no shared entry.
+        let one = explain(
+            &plan(br#"{"routes":[{"name":"a","bounds":[{"per":"address","limit":1,"window":"PT1M"}]}]}"#),
+            None,
+        );
+        assert!(one.routes[0].shared_entries.is_empty());
     }
 
     #[test]
@@ -465,7 +535,7 @@ mod tests {
             "on 4 nodes: one budget of 50 a minute per client address; up to ~57 in a burst"
         );
         let detail: Vec<&str> = fleet.detail.split('\n').collect();
-        assert_eq!(detail.len(), 2, "{detail:?}");
+        assert_eq!(detail.len(), 3, "{detail:?}");
         assert_eq!(detail[0], "50 a minute per client address");
         assert!(
             detail[1].starts_with("fleet: one budget of 50 a minute per client address")
@@ -475,6 +545,11 @@ mod tests {
         );
         // The paragraph the line replaces under the number.
         assert!(detail[1].split(' ').count() > 150, "{}", detail[1]);
+        assert_eq!(
+            detail[2],
+            "its own entry (its own write): a fleet bound is synced with the rate-limit service \
+             on its own"
+        );
         let dry = &rows[1];
         assert_eq!(
             dry.line,

@@ -12,6 +12,8 @@
 //! - [`explain`]: every route's bounds grouped by phase, with the warnings
 //!   beside them, as data (and as the JSON of `explain --format json`);
 //! - [`line`]: each bound's reading in one line, the one read while typing;
+//! - [`sharing`]: which bounds share one entry (one write), and why others
+//!   do not;
 //! - [`audience`]: a bound's `applies_to` as people write it ("partner
 //!   and trial", "signed in"), read into the configuration's JSON;
 //! - [`structure`]: every problem at once (the JSON Schema first, then the
@@ -33,6 +35,8 @@ pub mod line;
 #[cfg(feature = "schema")]
 #[allow(clippy::indexing_slicing)]
 pub mod schema;
+#[cfg(feature = "web")]
+pub mod sharing;
 #[cfg(feature = "web")]
 #[allow(clippy::indexing_slicing)]
 pub mod structure;

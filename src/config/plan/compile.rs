@@ -1,7 +1,8 @@
 //! A validated configuration compiled into the [`Plan`].
 
 use super::cost::Cost;
-use super::fingerprint::{bound_fingerprint, route_fingerprint, stable_hash, tier_salt};
+use super::fingerprint::{bound_fingerprint, route_fingerprint, stable_hash};
+use super::tiers::group_tiers;
 use super::*;
 use crate::config::operations::OpTree;
 use crate::config::{
@@ -82,57 +83,6 @@ fn compile_bound(
             window: b.window.clone(),
         },
         tier: Tier::Own,
-    }
-}
-
-/// May `b` count in one lane with other bounds on its key ([`Tier`]).
-fn shares(b: &Bound) -> bool {
-    b.scope == BoundScope::Node && b.cost.is_none() && !b.shadow && b.enforce_percent >= 100
-}
-
-/// Groups a route's bounds on one key into shared lanes ([`Tier`]): in
-/// the route's order, each joins the first group of its key with room.
-fn group_tiers(bounds: &mut [Bound]) {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (j, b) in bounds.iter().enumerate() {
-        if !shares(b) {
-            continue;
-        }
-        let same = |g: &&mut Vec<usize>| {
-            g.len() < crate::count::lane::MAX_TIERS
-                && g.first().and_then(|&f| bounds.get(f)).is_some_and(|f| {
-                    f.per == b.per
-                        && f.applies_to == b.applies_to
-                        && f.written.operation == b.written.operation
-                })
-        };
-        match groups.iter_mut().find(same) {
-            Some(g) => g.push(j),
-            None => groups.push(vec![j]),
-        }
-    }
-    for g in groups.iter().filter(|g| g.len() > 1) {
-        let Some(&lead) = g.first() else {
-            continue;
-        };
-        let salt = tier_salt(g);
-        let rates: Vec<(BoundId, Rate)> = g
-            .iter()
-            .filter_map(|&j| Some((BoundId(j), bounds.get(j)?.rate)))
-            .collect();
-        for (index, &j) in g.iter().enumerate() {
-            if let Some(b) = bounds.get_mut(j) {
-                b.fingerprint ^= salt;
-                b.tier = if index == 0 {
-                    Tier::Leads(rates.clone())
-                } else {
-                    Tier::Joins {
-                        lead: BoundId(lead),
-                        index,
-                    }
-                };
-            }
-        }
     }
 }
 

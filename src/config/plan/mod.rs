@@ -9,7 +9,8 @@
 //! - [`matcher`]: a route's `match` and the request it is compared with;
 //! - [`table`]: one value per bound (a lane, stat slots, a refusal's place);
 //! - [`fingerprint`]: what says a bound's counts carry over;
-//! - [`cost`]: a bound's cost; [`ids`]: handles into the plan.
+//! - [`cost`]: a bound's cost; [`ids`]: handles into the plan;
+//! - [`tiers`]: which bounds share a lane, and why others do not.
 
 mod compile;
 pub mod cost;
@@ -19,11 +20,13 @@ mod matcher;
 mod table;
 #[cfg(test)]
 mod tests;
+mod tiers;
 
 pub use cost::{Cost, CostSource, Prices};
 pub use ids::{BoundId, OpId, RouteId};
 pub use matcher::{Matcher, Normalized, RequestInfo};
 pub use table::BoundTable;
+pub use tiers::{alone, Alone};
 
 use crate::config::operations::OpTree;
 use crate::config::{
@@ -268,7 +271,8 @@ pub struct Bound {
 /// same `per`, `applies_to` and operation (or none); at most
 /// [`crate::count::lane::MAX_TIERS`] in a lane, in the route's order. Any
 /// other bound keeps a lane of its own. A bound that starts or stops
-/// sharing takes a new fingerprint (its count restarts once).
+/// sharing takes a new fingerprint (its count restarts once). The rule is
+/// [`Bound::barrier`] and [`alone`] (`tiers.rs`), which the reading words.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Tier {
     /// Its own lane.

@@ -377,6 +377,51 @@ fn bounds_on_one_key_share_a_lane_and_say_so_in_their_fingerprint() {
     assert_eq!(a[1].fingerprint, b[1].fingerprint);
 }
 
+/// Why a bound keeps a lane of its own, by the rule the plan grouped by:
+/// the reading's words come from here.
+#[test]
+fn a_bound_alone_says_why() {
+    let p = plan(
+        r#"{"identity":{"header":{"user":"x-user"}},"routes":[{"name":"a","bounds":[
+        {"name":"s","per":"address","limit":10,"window":"PT1S"},
+        {"name":"u","per":"user","limit":100,"window":"PT1M"},
+        {"name":"m","per":"address","limit":300,"window":"PT1M"},
+        {"name":"sh","per":"address","limit":300,"window":"PT1M","shadow":true},
+        {"name":"half","per":"address","limit":300,"window":"PT1M","enforce_percent":50},
+        {"name":"c","per":"address","limit":300,"window":"PT1M","cost":{"request_header":"x-cost"}},
+        {"name":"partner","per":"address","limit":300,"window":"PT1M","applies_to":{"anonymous":true}}]}]}"#,
+    );
+    let b = &p.routes[0].bounds;
+    let why = |j: usize| alone(b, BoundId(j));
+    assert_eq!(why(0), None);
+    assert_eq!(why(2), None);
+    assert_eq!(why(1), Some(Alone::OnlyOnKey));
+    assert_eq!(why(3), Some(Alone::Shadow));
+    assert_eq!(why(4), Some(Alone::Rollout(50)));
+    assert_eq!(why(5), Some(Alone::Cost));
+    // The same per, another audience: another key.
+    assert_eq!(why(6), Some(Alone::OnlyOnKey));
+    assert_eq!(why(7), None, "no such bound");
+    // Nine tiers on one key: the ninth finds the first lane full.
+    let bounds: Vec<String> = (0..9)
+        .map(|i| {
+            format!(
+                r#"{{"name":"b{i}","per":"address","limit":5,"window":"PT{}M"}}"#,
+                i + 1
+            )
+        })
+        .collect();
+    let full = plan(&format!(
+        r#"{{"routes":[{{"name":"a","bounds":[{}]}}]}}"#,
+        bounds.join(",")
+    ));
+    assert_eq!(
+        alone(&full.routes[0].bounds, BoundId(8)),
+        Some(Alone::LaneFull)
+    );
+    assert_eq!(alone(&full.routes[0].bounds, BoundId(7)), None);
+}
+
 /// More tiers than a lane carries take another lane.
 #[test]
 fn more_tiers_than_a_lane_carries_take_another() {

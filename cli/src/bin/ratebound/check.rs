@@ -11,7 +11,7 @@ use crate::load::{
 use crate::output::{err, out, plural, pretty, INVALID, USAGE, VALID};
 use ratebound::config::plan::Plan;
 use ratebound::config::{Config, ConfigError, ErrorKind};
-use ratebound::reading::{warnings, words, Severity};
+use ratebound::reading::{sharing, warnings, words, Severity};
 use ratebound_cli::source::Document;
 use ratebound_cli::stream::{cross_check, EnvoyFilter, Plugin, Workloads};
 use ratebound_cli::{input, rls_config};
@@ -375,7 +375,8 @@ fn valid_document(
 ) -> Result<(String, Value, bool), u8> {
     let mut out = String::new();
     let label = name(file, &c.doc);
-    let ws = warnings(&Plan::compile(config), s.nodes);
+    let plan = Plan::compile(config);
+    let ws = warnings(&plan, s.nodes);
     let mut warned = ws.iter().filter(|w| w.level == Severity::Warning).count() + yaml11_json.len();
     for w in &ws {
         out.push_str(&format!("{w}\n"));
@@ -418,6 +419,14 @@ fn valid_document(
         words::number(ratebound::count::budget::TABLE_KEYS),
         plural(singles, "bound"),
     ));
+    // Bounds on one key that share an entry: one write a request for them all.
+    let mut shared = Vec::new();
+    for r in &plan.routes {
+        for lane in sharing::lanes(r) {
+            out.push_str(&format!("{label}: route {:?}: {lane}\n", r.name));
+            shared.push(json!({"route": r.name, "words": lane}));
+        }
+    }
     out.push_str(&format!(
         "{label}: valid ({}, {}{ops_text}), {}, {}\n",
         plural(config.routes.len(), "route"),
@@ -446,6 +455,7 @@ fn valid_document(
     if let Some(m) = d.as_object_mut() {
         m.insert("rls_config_disagreements".into(), json!(disagreements));
         m.insert("failed_on_warnings".into(), json!(failed));
+        m.insert("shared_entries".into(), json!(shared));
     }
     Ok((out, with_warnings(d, yaml11_json), failed))
 }
