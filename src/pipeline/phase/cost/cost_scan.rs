@@ -441,6 +441,7 @@ data: [DONE]\n\n";
 
 // proptest builds natively only (the lib's tests also run as wasm).
 #[cfg(all(test, not(target_arch = "wasm32")))]
+#[allow(clippy::indexing_slicing)]
 mod differential {
     use super::*;
     use proptest::prelude::*;

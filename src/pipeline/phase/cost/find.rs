@@ -60,6 +60,7 @@ pub(crate) fn string_run(bytes: &[u8]) -> usize {
 }
 
 #[cfg(test)]
+#[allow(clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

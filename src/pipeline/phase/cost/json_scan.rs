@@ -6,15 +6,15 @@
 //! estimated. Memory is the nesting depth, whatever the document's size:
 //! no answer is too large to count.
 //!
-//! Why the code is shaped as it is: the module runs under interpreters
-//! that charge a function or a loop iteration for every instruction of its
-//! body outside a nested loop or `if`, whether it runs or not (wasmi's
-//! fuel, the meter's measure, does: a `match` compiles to blocks, and every
-//! arm is charged on entry). So the loop over the bytes is one indirect
+//! Why the code is shaped as it is: the meter runs the module under
+//! wasmi, whose fuel charges a function, or a loop's iteration, for every
+//! instruction of its body outside a nested loop or `if`, run or not (a
+//! `match` compiles to blocks: every arm is charged on entry). So the loop over the bytes is one indirect
 //! call through [`STEPS`], by state, and each state's step is a small
 //! function of its own, its rarer work out of line (`#[inline(never)]`): a
 //! byte pays for its own state's step only (issue 41: a stream's event
-//! went from about 40,000 fuel to a few thousand; docs/cost.md).
+//! went from about 40,000 fuel to under 10,000; BENCHMARKS.md, "Long event
+//! streams"). Envoy compiles the module (V8), where none of this matters.
 
 /// Keys whose string values are text an answer delivers (OpenAI's
 /// `content` and `refusal`, tool-call `arguments`; Anthropic's `text`,
