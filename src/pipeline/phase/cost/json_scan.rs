@@ -753,6 +753,8 @@ mod tests {
             br#"{"usage" {"total_tokens":5}}"#,
             br#"{"usage":{"total_tokens":5,}}"#,
             br#"{"usage":{"total_tokens":tru}}"#,
+            // A form feed is no JSON white space (a parser refuses it).
+            b"{\"usage\":\x0c{\"total_tokens\":5}}",
         ] {
             assert_eq!(
                 scan("/usage/total_tokens", doc).0,
