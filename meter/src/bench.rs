@@ -120,3 +120,21 @@ pub fn chat_stream() -> Vec<Vec<u8>> {
         .map(|e| format!("data: {e}\n\n").into_bytes())
         .collect()
 }
+
+/// The meter's long stream: `n` one-token events (an event a chunk), the
+/// usage, `[DONE]` (meter/tests/budgets.rs, the largest answers).
+pub fn one_token_stream(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{}\"}}}}],\"usage\":null}}\n\n",
+                i % 10
+            )
+            .into_bytes()
+        })
+        .chain([
+            b"data: {\"choices\":[],\"usage\":{\"total_tokens\":1012}}\n\n".to_vec(),
+            b"data: [DONE]\n\n".to_vec(),
+        ])
+        .collect()
+}

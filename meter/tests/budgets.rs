@@ -17,8 +17,8 @@
 //! built first (`./build.sh`); without it every test here fails.
 
 use ratebound_meter::bench::{
-    address_bounds, chat_stream, cost, one_address, refusing, three_bounds, tiers, tiers_refusing,
-    CHAT_JSON,
+    address_bounds, chat_stream, cost, one_address, one_token_stream, refusing, three_bounds,
+    tiers, tiers_refusing, CHAT_JSON,
 };
 use ratebound_meter::{load_module, measure, Measured, Scenario, CALLBACKS};
 
@@ -452,9 +452,10 @@ fn cost_bounds_stay_within_their_budgets() {
             // Issue 37: the usage read as the answer passes, with no cap
             // and nothing kept (src/pipeline/phase/cost/json_scan.rs), the text counted
             // and the request's content-length read for the estimate of a
-            // cut answer: 127,211 fuel and 9 calls before.
+            // cut answer: 127,211 fuel and 9 calls before. Issue 41: the
+            // scanner's steps apart (224,276 before).
             Budget {
-                fuel: 235490,
+                fuel: 149685,
                 calls: &[
                     ("add_header_map_value[response]", 3.16),
                     ("get_buffer_bytes[1]", 1.05),
@@ -471,9 +472,10 @@ fn cost_bounds_stay_within_their_budgets() {
             stream,
             // Issue 37: every event scanned for its text (the estimate of
             // a cut stream) and its usage, none skipped, and the request's
-            // content-length read: 417,430 fuel and 19 calls before.
+            // content-length read: 417,430 fuel and 19 calls before. Issue
+            // 41: streams at the cost of their scan (882,628 before).
             Budget {
-                fuel: 926760,
+                fuel: 330804,
                 calls: &[
                     ("add_header_map_value[response]", 3.16),
                     ("get_buffer_bytes[1]", 11.55),
@@ -493,6 +495,14 @@ fn cost_bounds_stay_within_their_budgets() {
     );
 }
 
+/// Issue 41, outcome 3: the module's work per event of a stream (the
+/// 1,000-event stream's fuel less the 10-event one's, over the 990 events
+/// between): 12,768 measured, 42,717 before (each step of the scanner was
+/// charged for every other's code; src/pipeline/phase/cost/json_scan.rs).
+const EVENT_FUEL: u64 = 13_407;
+/// The 10-event stream's budget (575,148 before issue 41).
+const SHORT_FUEL: u64 = 269_579;
+
 /// Issue 37, outcome 6: what the largest answers cost the module, read as
 /// they pass: an event stream of 1,000 one-token events (an event a chunk,
 /// then the usage) and a 1.5 MB JSON answer (an answer inflated by its own
@@ -501,27 +511,22 @@ fn cost_bounds_stay_within_their_budgets() {
 #[test]
 fn the_largest_answers_stay_within_their_budgets() {
     let usage = r#"{"response_json":"/usage/total_tokens","reserve":500,"unit":"tokens"}"#;
-    let mut stream = scenario(
-        "cost in an event stream (1,000 one-token events)",
-        cost("benchcostsse1k", usage),
-        1,
-        false,
-        5,
-    );
-    stream.response = vec![h("content-type", "text/event-stream")];
-    stream.body = (0..1000)
-        .map(|i| {
-            format!(
-                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{}\"}}}}],\"usage\":null}}\n\n",
-                i % 10
-            )
-            .into_bytes()
-        })
-        .chain([
-            b"data: {\"choices\":[],\"usage\":{\"total_tokens\":1012}}\n\n".to_vec(),
-            b"data: [DONE]\n\n".to_vec(),
-        ])
-        .collect();
+    let events = |n: usize, requests: usize| {
+        let mut s = scenario(
+            &format!("cost in an event stream ({n} one-token events)"),
+            cost("benchcostsse1k", usage),
+            1,
+            false,
+            requests,
+        );
+        s.response = vec![h("content-type", "text/event-stream")];
+        s.body = one_token_stream(n);
+        s
+    };
+    let stream = events(1000, 5);
+    // The same stream of 10 events: what the 990 more cost is the
+    // module's work per event.
+    let short = events(10, 5);
     let entry = r#"{"token":"t","logprob":-0.01,"top_logprobs":[{"token":"t0","logprob":-1.0},{"token":"t1","logprob":-1.0},{"token":"t2","logprob":-1.0},{"token":"t3","logprob":-1.0},{"token":"t4","logprob":-1.0}]}"#;
     let mut inflated = format!(
         r#"{{"choices":[{{"index":0,"message":{{"role":"assistant","content":"{}"}},"logprobs":{{"content":["#,
@@ -546,8 +551,9 @@ fn the_largest_answers_stay_within_their_budgets() {
         .chunks(64 * 1024)
         .map(<[u8]>::to_vec)
         .collect();
-    // About 43,000 fuel an event and 595 a byte of JSON: the scanner's
-    // cost per structural byte under wasmi, the subject of issue 41.
+    // Issue 41: about 12,800 fuel an event (43,000 before) and 126 a byte
+    // of JSON (595 before), the scanner's steps each paying for its own
+    // code only.
     let calls = |chunks: f64| -> Vec<(&'static str, f64)> {
         vec![
             ("add_header_map_value[response]", 3.16),
@@ -560,21 +566,35 @@ fn the_largest_answers_stay_within_their_budgets() {
         ]
     };
     let stream_calls = calls(1052.11);
+    let short_calls = calls(12.60);
     let json_calls = calls(24.15);
-    check(vec![
+    let measured = check(vec![
         (
             stream,
             Budget {
-                fuel: 45_119_432,
+                fuel: 13_541_915,
                 calls: stream_calls.leak(),
+            },
+        ),
+        (
+            short,
+            Budget {
+                fuel: SHORT_FUEL,
+                calls: short_calls.leak(),
             },
         ),
         (
             json,
             Budget {
-                fuel: 936_626_278,
+                fuel: 198_161_228,
                 calls: json_calls.leak(),
             },
         ),
     ]);
+    let per_event = (measured[0].fuel - measured[1].fuel) / 990.0;
+    println!("module work per event: {per_event:.0} fuel");
+    assert!(
+        per_event <= EVENT_FUEL as f64,
+        "{per_event:.0} fuel an event, over its budget {EVENT_FUEL}"
+    );
 }

@@ -6,6 +6,7 @@
 
 pub mod chat_request;
 pub mod cost_scan;
+mod find;
 pub mod json_scan;
 pub mod owed;
 pub mod request;

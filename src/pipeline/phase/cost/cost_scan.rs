@@ -111,7 +111,7 @@ impl CostScan {
         }
         let mut rest = chunk;
         while !rest.is_empty() {
-            let end = rest.iter().position(|b| *b == b'\n');
+            let end = super::find::newline(rest);
             let (part, after) = match end {
                 Some(at) => (rest.get(..at).unwrap_or_default(), rest.get(at + 1..)),
                 None => (rest, None),
@@ -131,7 +131,7 @@ impl CostScan {
     fn feed_lines(&mut self, chunk: &[u8]) {
         let mut rest = chunk;
         loop {
-            let end = rest.iter().position(|b| *b == b'\n');
+            let end = super::find::newline(rest);
             let part = end.map_or(rest, |at| rest.get(..at).unwrap_or_default());
             if !part.is_empty() {
                 if !self.open {
@@ -153,6 +153,15 @@ impl CostScan {
     /// Bytes of the line being read (no newline among them).
     fn line_part(&mut self, mut part: &[u8]) {
         const DATA: &[u8] = b"data:";
+        // A line that starts `data:` in this chunk, as nearly all do: its
+        // field taken at once, not a byte at a time.
+        if self.line == Line::Field(0) {
+            if let Some(value) = part.strip_prefix(DATA) {
+                self.line_len += DATA.len();
+                self.line = Line::Space;
+                part = value;
+            }
+        }
         while let Some((&b, after)) = part.split_first() {
             match self.line {
                 Line::Field(n) => {
@@ -432,6 +441,7 @@ data: [DONE]\n\n";
 
 // proptest builds natively only (the lib's tests also run as wasm).
 #[cfg(all(test, not(target_arch = "wasm32")))]
+#[allow(clippy::indexing_slicing)]
 mod differential {
     use super::*;
     use proptest::prelude::*;
@@ -488,8 +498,157 @@ mod differential {
         })
     }
 
+    /// What an event stream names, read as the event-stream format says
+    /// (lines ended by LF or CRLF; an event's `data` values, one leading
+    /// space off each, joined by newlines; an empty line ends it; other
+    /// fields and comments ignored) and each event's data parsed whole:
+    /// the last event whose data names the cost.
+    fn parsed_stream(stream: &[u8], pointer: &str) -> Option<u32> {
+        let mut last = None;
+        let mut data: Option<Vec<u8>> = None;
+        let mut end = |data: &mut Option<Vec<u8>>| {
+            if let Some(cost) = data.take().and_then(|d| parsed(&d, pointer)) {
+                last = Some(cost);
+            }
+        };
+        for line in stream.split(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() {
+                end(&mut data);
+                continue;
+            }
+            let value = match line.strip_prefix(b"data") {
+                Some([]) => &[][..],
+                Some([b':', v @ ..]) => v.strip_prefix(b" ").unwrap_or(v),
+                _ => continue,
+            };
+            match &mut data {
+                Some(d) => {
+                    d.push(b'\n');
+                    d.extend_from_slice(value);
+                }
+                None => data = Some(value.to_vec()),
+            }
+        }
+        end(&mut data);
+        last
+    }
+
+    /// An event's data: a generated document, or one of the ways a usage
+    /// may be written or hidden (escaped keys, a duplicate, the word in a
+    /// string, a cost that is not a number, spoiled JSON).
+    fn event_data() -> impl Strategy<Value = String> {
+        prop_oneof![
+            json().prop_map(|v| v.to_string()),
+            (0u32..5000).prop_map(|n| format!(r#"{{"choices":[],"usage":{{"total_tokens":{n}}}}}"#)),
+            (0u32..5000).prop_map(|n| format!(r#"{{"us\u0061ge":{{"total_\u0074okens":{n}}}}}"#)),
+            (0u32..5000).prop_map(|n| format!(r#"{{"usage":{{"total_tokens":{n}}},"usage":null}}"#)),
+            (0u32..5000).prop_map(|n| format!(r#"{{"usage":null,"usage":{{"total_tokens":{n}}}}}"#)),
+            (0u32..5000).prop_map(|n| format!(
+                r#"{{"choices":[{{"delta":{{"content":"\"usage\":{{\"total_tokens\":{n}}}"}}}}],"usage":null}}"#
+            )),
+            (0u32..5000).prop_map(|n| format!(r#"{{"usage":{{"total_tokens":"{n}"}}}}"#)),
+            (0u32..5000).prop_map(|n| format!(r#"{{"usage":{{"total_tokens":{n}}}"#)),
+            (0u32..5000).prop_map(|n| format!("{{\"usage\":\t{{\"total_tokens\" : {n}.5 }} }}")),
+            Just("[DONE]".to_string()),
+        ]
+    }
+
+    /// An event's lines: other fields and comments around its data, which
+    /// may be split over several `data` lines at any byte.
+    fn event() -> impl Strategy<Value = Vec<String>> {
+        let other = prop::sample::select(vec![
+            ": keep-alive",
+            "event: message",
+            "id: 7",
+            "retry: 100",
+            "dat: x",
+            "datum: {}",
+            ":",
+        ]);
+        (
+            event_data(),
+            prop::collection::vec(0usize..200, 0..3),
+            prop::collection::vec(any::<bool>(), 4),
+            prop::option::of(other.clone()),
+            prop::option::of(other),
+        )
+            .prop_map(|(data, mut cuts, spaces, before, after)| {
+                let bytes = data.as_bytes();
+                cuts.iter_mut().for_each(|c| *c = (*c).min(bytes.len()));
+                cuts.sort_unstable();
+                cuts.dedup();
+                let mut parts = Vec::new();
+                let mut from = 0;
+                for c in cuts.into_iter().chain([bytes.len()]) {
+                    parts.push(&bytes[from..c]);
+                    from = c;
+                }
+                let mut lines: Vec<String> = before.iter().map(|l| (*l).to_string()).collect();
+                for (i, p) in parts.iter().enumerate() {
+                    let p = String::from_utf8_lossy(p);
+                    let sep = if spaces[i % spaces.len()] {
+                        "data: "
+                    } else {
+                        "data:"
+                    };
+                    lines.push(if p.is_empty() && !spaces[0] {
+                        "data".to_string()
+                    } else {
+                        format!("{sep}{p}")
+                    });
+                }
+                lines.extend(after.iter().map(|l| (*l).to_string()));
+                lines
+            })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Issue 41: an event stream read at the cost of its scan names
+        /// what a JSON parser reads in it (each event's data parsed whole,
+        /// the last that names the cost winning), whatever the line
+        /// endings, the other fields and comments, the data split over
+        /// lines, and wherever the chunks cut the bytes.
+        #[test]
+        fn a_streams_reading_is_its_parsed_events(
+            events in prop::collection::vec(event(), 0..8),
+            crlf in prop::collection::vec(any::<bool>(), 1..4),
+            cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+            ended in any::<bool>(),
+        ) {
+            let mut stream = Vec::new();
+            let mut n = 0;
+            for lines in &events {
+                for line in lines.iter().map(String::as_str).chain([""]) {
+                    stream.extend_from_slice(line.as_bytes());
+                    stream.extend_from_slice(if crlf[n % crlf.len()] { b"\r\n" } else { b"\n" });
+                    n += 1;
+                }
+            }
+            if !ended {
+                // A stream whose last event has no empty line (the body
+                // ended there): that event still counts.
+                while stream.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                    stream.pop();
+                }
+            }
+            let mut at: Vec<usize> = cuts.iter().map(|i| i.index(stream.len() + 1)).collect();
+            at.sort_unstable();
+            let mut s = CostScan::new("/usage/total_tokens", Body::Events);
+            let mut from = 0;
+            for c in at.into_iter().chain([stream.len()]) {
+                s.feed(&stream[from..c]);
+                from = c;
+            }
+            prop_assert_eq!(
+                s.finish(),
+                parsed_stream(&stream, "/usage/total_tokens"),
+                "{}",
+                String::from_utf8_lossy(&stream)
+            );
+        }
 
         /// The cost read without building the document is the parsed
         /// document's, whatever its shape, the pointer, the chunks, and

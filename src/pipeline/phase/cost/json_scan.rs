@@ -6,9 +6,15 @@
 //! estimated. Memory is the nesting depth, whatever the document's size:
 //! no answer is too large to count.
 //!
-//! The steps a byte may take are out of line (`#[inline(never)]`): inlined
-//! into the loop over the bytes they cost the meter's JSON answer 62% more
-//! fuel (meter/, "cost in a JSON answer").
+//! Why the code is shaped as it is: the meter runs the module under
+//! wasmi, whose fuel charges a function, or a loop's iteration, for every
+//! instruction of its body outside a nested loop or `if`, run or not (a
+//! `match` compiles to blocks: every arm is charged on entry). So the loop over the bytes is one indirect
+//! call through [`STEPS`], by state, and each state's step is a small
+//! function of its own, its rarer work out of line (`#[inline(never)]`): a
+//! byte pays for its own state's step only (issue 41: a stream's event
+//! went from about 40,000 fuel to under 10,000; BENCHMARKS.md, "Long event
+//! streams"). Envoy compiles the module (V8), where none of this matters.
 
 /// Keys whose string values are text an answer delivers (OpenAI's
 /// `content` and `refusal`, tool-call `arguments`; Anthropic's `text`,
@@ -37,6 +43,7 @@ const NUMBER_MAX: usize = 40;
 const DEPTH_MAX: usize = 128;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum Lex {
     /// A value may start (after `[`, `:`, `,` in an array, or at the top).
     Value,
@@ -50,8 +57,9 @@ enum Lex {
     Str,
     /// After a backslash in a string.
     Escape,
-    /// In `\uXXXX`: how many hex digits are still to come.
-    Unicode(u8),
+    /// In `\uXXXX` (`JsonScan::hex_left`: how many hex digits are still
+    /// to come).
+    Unicode,
     /// In a number or a literal (`true`, `false`, `null`).
     Bare,
     /// The document is not JSON: nothing more is read.
@@ -63,15 +71,19 @@ struct Frame {
     object: bool,
     /// The array's next index.
     index: usize,
-    /// The current key or index is the pointer's token at this depth (and
-    /// every frame above matched).
-    on_path: bool,
 }
 
 #[derive(Debug)]
 pub(crate) struct JsonScan {
     pointer: Vec<Vec<u8>>,
+    /// Each token as an array index, if it is one (digits without a sign
+    /// or a leading zero, RFC 6901).
+    indices: Vec<Option<usize>>,
     stack: Vec<Frame>,
+    /// How many frames from the top have the pointer's token as their
+    /// current key or index, each under one that has: a count kept as
+    /// keys and indices change, so no step walks the stack.
+    path: usize,
     /// Levels past `DEPTH_MAX`: whether each is an object, a bit each.
     deep: Vec<u64>,
     deep_len: usize,
@@ -87,6 +99,7 @@ pub(crate) struct JsonScan {
     number: Vec<u8>,
     number_long: bool,
     unicode: u32,
+    hex_left: u8,
     /// A complete top-level value was read.
     done: bool,
     /// A `,` was the last token: a closing bracket may not follow.
@@ -100,7 +113,9 @@ impl JsonScan {
     pub fn new(pointer: &[String]) -> JsonScan {
         JsonScan {
             pointer: pointer.iter().map(|t| t.as_bytes().to_vec()).collect(),
+            indices: pointer.iter().map(|t| index_of(t)).collect(),
             stack: Vec::new(),
+            path: 0,
             deep: Vec::new(),
             deep_len: 0,
             lex: Lex::Value,
@@ -112,6 +127,7 @@ impl JsonScan {
             number: Vec::new(),
             number_long: false,
             unicode: 0,
+            hex_left: 0,
             done: false,
             after_comma: false,
             found: None,
@@ -120,41 +136,96 @@ impl JsonScan {
     }
 
     /// The next bytes of the document.
+    #[inline(never)]
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
         let mut rest = chunk;
-        while let Some((&b, after)) = rest.split_first() {
-            match self.lex {
-                Lex::Broken => return,
-                // Most of a document is the inside of strings and the space
-                // between tokens: taken a run at a time.
-                Lex::Str => {
-                    let run = rest
-                        .iter()
-                        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-                        .unwrap_or(rest.len());
-                    if run > 0 {
-                        let (text, tail) = rest.split_at(run);
-                        self.string_run(text);
-                        rest = tail;
-                        continue;
-                    }
-                }
-                Lex::Value | Lex::After | Lex::Key | Lex::Colon if b.is_ascii_whitespace() => {
-                    let run = rest
-                        .iter()
-                        .position(|c| !c.is_ascii_whitespace())
-                        .unwrap_or(rest.len());
-                    rest = rest.get(run..).unwrap_or_default();
-                    continue;
-                }
-                _ => {}
-            }
-            self.byte(b);
-            rest = after;
+        while !rest.is_empty() {
+            let step = STEPS
+                .get(self.lex as usize)
+                .copied()
+                .unwrap_or(JsonScan::broken_step);
+            let used = step(self, rest);
+            rest = rest.get(used..).unwrap_or_default();
         }
     }
 
+    // Each state's step: what it takes of `rest` (never empty), in bytes.
+    // Most of a document is the inside of strings and the space between
+    // tokens: taken a run at a time.
+
+    fn value_step(&mut self, rest: &[u8]) -> usize {
+        match space(rest) {
+            0 => self.value_byte(first(rest)),
+            n => n,
+        }
+    }
+
+    fn after_step(&mut self, rest: &[u8]) -> usize {
+        match space(rest) {
+            0 => self.after_value(first(rest)),
+            n => n,
+        }
+    }
+
+    fn key_step(&mut self, rest: &[u8]) -> usize {
+        match space(rest) {
+            0 => self.key_byte(first(rest)),
+            n => n,
+        }
+    }
+
+    fn colon_step(&mut self, rest: &[u8]) -> usize {
+        match space(rest) {
+            0 => self.colon(first(rest)),
+            n => n,
+        }
+    }
+
+    fn str_step(&mut self, rest: &[u8]) -> usize {
+        let run = super::find::string_run(rest);
+        if run > 0 {
+            self.string_run(rest.get(..run).unwrap_or_default());
+        }
+        // The byte that ended the run (a quote, most often), in this step.
+        match rest.get(run) {
+            Some(&b) => run + self.in_string(b),
+            None => run,
+        }
+    }
+
+    fn escape_step(&mut self, rest: &[u8]) -> usize {
+        self.escaped(first(rest));
+        1
+    }
+
+    fn unicode_step(&mut self, rest: &[u8]) -> usize {
+        self.hex_digit(first(rest));
+        1
+    }
+
+    fn bare_step(&mut self, rest: &[u8]) -> usize {
+        let run = rest.iter().position(|&c| !is_bare(c)).unwrap_or(rest.len());
+        let (bare, tail) = rest.split_at(run);
+        let room = NUMBER_MAX.saturating_sub(self.number.len());
+        if bare.len() > room {
+            self.number_long = true;
+        }
+        self.number
+            .extend_from_slice(bare.get(..room.min(bare.len())).unwrap_or_default());
+        if !tail.is_empty() {
+            // The byte after the value: read again in the state it leaves
+            // (after a value, or broken).
+            self.end_bare();
+        }
+        run
+    }
+
+    fn broken_step(&mut self, rest: &[u8]) -> usize {
+        rest.len()
+    }
+
     /// A run of a string's bytes with no quote, backslash or control.
+    #[inline(never)]
     fn string_run(&mut self, run: &[u8]) {
         if self.in_key {
             let room = KEY_MAX.saturating_sub(self.key.len());
@@ -172,6 +243,7 @@ impl JsonScan {
     /// allocations (an event stream's next event).
     pub fn reset(&mut self) {
         self.stack.clear();
+        self.path = 0;
         self.deep.clear();
         self.deep_len = 0;
         self.lex = Lex::Value;
@@ -215,31 +287,53 @@ impl JsonScan {
 
     /// Every level is a frame, and each is on the pointer's path.
     fn all_on_path(&self) -> bool {
-        self.deep_len == 0 && self.stack.iter().all(|f| f.on_path)
+        self.deep_len == 0 && self.path == self.stack.len()
+    }
+
+    /// Every frame but the innermost is on the pointer's path (and there
+    /// is one).
+    fn above_on_path(&self) -> bool {
+        !self.stack.is_empty() && self.path + 1 >= self.stack.len()
+    }
+
+    /// The innermost frame's current key or index is (`on`) or is not its
+    /// token.
+    fn set_on_path(&mut self, on: bool) {
+        let inner = self.stack.len().saturating_sub(1);
+        if !on {
+            self.path = self.path.min(inner);
+        } else if self.path >= inner {
+            self.path = self.stack.len();
+        }
     }
 
     /// Whether the innermost level is an object (`None` at the top).
     fn top_object(&self) -> Option<bool> {
         if self.deep_len > 0 {
-            let i = self.deep_len - 1;
-            return Some(
-                self.deep
-                    .get(i / 64)
-                    .is_some_and(|w| w >> (i % 64) & 1 == 1),
-            );
+            return Some(self.deep_object());
         }
         self.stack.last().map(|f| f.object)
     }
 
+    /// Whether the innermost of the levels past the frames is an object.
+    #[inline(never)]
+    fn deep_object(&self) -> bool {
+        let i = self.deep_len.saturating_sub(1);
+        self.deep
+            .get(i / 64)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
     fn push_level(&mut self, object: bool) {
         if self.stack.len() < DEPTH_MAX {
-            self.stack.push(Frame {
-                object,
-                index: 0,
-                on_path: false,
-            });
+            self.stack.push(Frame { object, index: 0 });
             return;
         }
+        self.push_deep(object);
+    }
+
+    #[inline(never)]
+    fn push_deep(&mut self, object: bool) {
         let i = self.deep_len;
         if i / 64 >= self.deep.len() {
             self.deep.push(0);
@@ -256,6 +350,7 @@ impl JsonScan {
             self.deep_len -= 1;
         } else {
             self.stack.pop();
+            self.path = self.path.min(self.stack.len());
         }
     }
 
@@ -278,30 +373,36 @@ impl JsonScan {
             self.found = None;
         }
         match b {
-            b'{' | b'[' => {
-                let parent_on_path = self.all_on_path();
-                let object = b == b'{';
-                self.push_level(object);
-                if object {
-                    self.lex = Lex::Key;
-                } else {
-                    self.set_index(parent_on_path);
-                    self.lex = Lex::Value;
-                }
-                self.text_key = false;
-            }
+            b'{' | b'[' => self.open(b == b'{'),
             b'"' => {
                 self.in_key = false;
                 self.lex = Lex::Str;
             }
-            b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
-                self.number.clear();
-                self.number_long = false;
-                self.number.push(b);
-                self.lex = Lex::Bare;
-            }
+            b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => self.start_bare(b),
             _ => self.broken(),
         }
+    }
+
+    /// An object (`object`) or an array opens.
+    #[inline(never)]
+    fn open(&mut self, object: bool) {
+        let parent_on_path = self.all_on_path();
+        self.push_level(object);
+        if object {
+            self.lex = Lex::Key;
+        } else {
+            self.set_index(parent_on_path);
+            self.lex = Lex::Value;
+        }
+        self.text_key = false;
+    }
+
+    #[inline(never)]
+    fn start_bare(&mut self, b: u8) {
+        self.number.clear();
+        self.number_long = false;
+        self.number.push(b);
+        self.lex = Lex::Bare;
     }
 
     /// The current array frame's index is its next element's.
@@ -310,24 +411,16 @@ impl JsonScan {
         if self.deep_len > 0 {
             return;
         }
-        let depth = self.stack.len();
-        let token = depth
-            .checked_sub(1)
-            .and_then(|d| self.pointer.get(d))
-            .map(Vec::as_slice);
-        if let Some(f) = self.stack.last_mut() {
-            // An index is digits without a sign or a leading zero (RFC 6901).
-            f.on_path = parent_on_path
-                && token.is_some_and(|t| {
-                    !t.is_empty()
-                        && t.iter().all(u8::is_ascii_digit)
-                        && (t == b"0" || !t.starts_with(b"0"))
-                        && std::str::from_utf8(t)
-                            .ok()
-                            .and_then(|t| t.parse::<usize>().ok())
-                            == Some(f.index)
-                });
-        }
+        let Some(f) = self.stack.last() else {
+            return;
+        };
+        let token = self
+            .indices
+            .get(self.stack.len().saturating_sub(1))
+            .copied()
+            .flatten();
+        let on = parent_on_path && token == Some(f.index);
+        self.set_on_path(on);
     }
 
     #[inline(never)]
@@ -341,137 +434,155 @@ impl JsonScan {
 
     #[inline(never)]
     fn end_bare(&mut self) {
-        let ok = match self.number.as_slice() {
-            b"true" | b"false" | b"null" => true,
-            n => n.first().is_some_and(|c| *c == b'-' || c.is_ascii_digit()),
+        let ok = match self.number.first() {
+            Some(b'-' | b'0'..=b'9') => true,
+            _ => self.literal(),
         };
         if !ok {
             return self.broken();
         }
         if self.at_pointer {
-            self.found = (!self.number_long)
-                .then(|| std::str::from_utf8(&self.number).ok())
-                .flatten()
-                .and_then(super::units);
+            self.found = self.number_read();
         }
         self.end_value();
     }
 
-    fn byte(&mut self, b: u8) {
-        match self.lex {
-            Lex::Str => match b {
-                b'"' => self.end_string(),
-                b'\\' => self.lex = Lex::Escape,
-                // A control character is no JSON unless escaped.
-                0..=0x1F => self.broken(),
-                _ => self.string_byte(b),
-            },
-            Lex::Escape => {
-                self.lex = Lex::Str;
-                match b {
-                    b'u' => {
-                        self.unicode = 0;
-                        self.lex = Lex::Unicode(4);
-                    }
-                    b'"' | b'\\' | b'/' => self.string_byte(b),
-                    b'b' => self.string_byte(8),
-                    b'f' => self.string_byte(12),
-                    b'n' => self.string_byte(b'\n'),
-                    b'r' => self.string_byte(b'\r'),
-                    b't' => self.string_byte(b'\t'),
-                    _ => self.broken(),
-                }
-            }
-            Lex::Unicode(left) => {
-                let Some(d) = char::from(b).to_digit(16) else {
-                    return self.broken();
-                };
-                self.unicode = self.unicode << 4 | d;
-                if left > 1 {
-                    self.lex = Lex::Unicode(left - 1);
-                } else {
-                    self.lex = Lex::Str;
-                    // A key compares its code points as UTF-8; a surrogate
-                    // half stands for itself (two halves: two bytes each,
-                    // which only text counts).
-                    let mut buf = [0u8; 4];
-                    let bytes = char::from_u32(self.unicode)
-                        .map_or(&b"??"[..], |c| c.encode_utf8(&mut buf).as_bytes());
-                    for &x in bytes {
-                        self.string_byte(x);
-                    }
-                }
-            }
-            Lex::Bare => match b {
-                b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'.' | b'+' | b'-' => {
-                    if self.number.len() < NUMBER_MAX {
-                        self.number.push(b);
-                    } else {
-                        self.number_long = true;
-                    }
-                }
-                _ => {
-                    self.end_bare();
-                    if self.lex != Lex::Broken {
-                        self.byte(b);
-                    }
-                }
-            },
-            _ if b.is_ascii_whitespace() => {}
-            Lex::Value => {
-                if b == b']' && !self.after_comma && self.top_object() == Some(false) {
-                    // An empty array.
-                    self.pop_level();
-                    return self.end_value();
-                }
-                self.start_value(b);
-            }
-            Lex::Key => match b {
-                b'"' => {
-                    self.after_comma = false;
-                    self.in_key = true;
-                    self.key.clear();
-                    self.key_long = false;
-                    self.lex = Lex::Str;
-                }
-                b'}' if !self.after_comma => {
-                    self.pop_level();
-                    self.end_value();
-                }
-                _ => self.broken(),
-            },
-            Lex::Colon => match b {
-                b':' => self.lex = Lex::Value,
-                _ => self.broken(),
-            },
-            Lex::After => match (b, self.top_object()) {
-                (b',', Some(true)) => {
-                    self.after_comma = true;
-                    self.lex = Lex::Key;
-                }
-                (b',', Some(false)) => {
-                    self.after_comma = true;
-                    if self.deep_len == 0 {
-                        let parent_on_path = self
-                            .stack
-                            .split_last()
-                            .is_some_and(|(_, up)| up.iter().all(|f| f.on_path));
-                        if let Some(f) = self.stack.last_mut() {
-                            f.index += 1;
-                        }
-                        self.set_index(parent_on_path);
-                    }
-                    self.text_key = false;
-                    self.lex = Lex::Value;
-                }
-                (b'}', Some(true)) | (b']', Some(false)) => {
-                    self.pop_level();
-                    self.end_value();
-                }
-                _ => self.broken(),
-            },
-            Lex::Broken => {}
+    /// The bare value read is `true`, `false` or `null`.
+    #[inline(never)]
+    fn literal(&self) -> bool {
+        matches!(self.number.as_slice(), b"true" | b"false" | b"null")
+    }
+
+    /// The number just read, as a cost.
+    #[inline(never)]
+    fn number_read(&self) -> Option<u32> {
+        (!self.number_long)
+            .then(|| std::str::from_utf8(&self.number).ok())
+            .flatten()
+            .and_then(super::units)
+    }
+
+    #[inline(never)]
+    fn in_string(&mut self, b: u8) -> usize {
+        match b {
+            b'"' => self.end_string(),
+            b'\\' => self.lex = Lex::Escape,
+            // A control character is no JSON unless escaped.
+            0..=0x1F => self.broken(),
+            _ => self.string_byte(b),
         }
+        1
+    }
+
+    #[inline(never)]
+    fn escaped(&mut self, b: u8) {
+        self.lex = Lex::Str;
+        match b {
+            b'u' => {
+                self.unicode = 0;
+                self.hex_left = 4;
+                self.lex = Lex::Unicode;
+            }
+            b'"' | b'\\' | b'/' => self.string_byte(b),
+            b'b' => self.string_byte(8),
+            b'f' => self.string_byte(12),
+            b'n' => self.string_byte(b'\n'),
+            b'r' => self.string_byte(b'\r'),
+            b't' => self.string_byte(b'\t'),
+            _ => self.broken(),
+        }
+    }
+
+    #[inline(never)]
+    fn hex_digit(&mut self, b: u8) {
+        let Some(d) = char::from(b).to_digit(16) else {
+            return self.broken();
+        };
+        self.unicode = self.unicode << 4 | d;
+        if self.hex_left > 1 {
+            self.hex_left -= 1;
+            return;
+        }
+        self.lex = Lex::Str;
+        // A key compares its code points as UTF-8; a surrogate half stands
+        // for itself (two halves: two bytes each, which only text counts).
+        let mut buf = [0u8; 4];
+        let bytes =
+            char::from_u32(self.unicode).map_or(&b"??"[..], |c| c.encode_utf8(&mut buf).as_bytes());
+        for &x in bytes {
+            self.string_byte(x);
+        }
+    }
+
+    #[inline(never)]
+    fn value_byte(&mut self, b: u8) -> usize {
+        if b == b']' && !self.after_comma && self.top_object() == Some(false) {
+            // An empty array.
+            self.pop_level();
+            self.end_value();
+        } else {
+            self.start_value(b);
+        }
+        1
+    }
+
+    #[inline(never)]
+    fn key_byte(&mut self, b: u8) -> usize {
+        match b {
+            b'"' => {
+                self.after_comma = false;
+                self.in_key = true;
+                self.key.clear();
+                self.key_long = false;
+                self.lex = Lex::Str;
+            }
+            b'}' if !self.after_comma => {
+                self.pop_level();
+                self.end_value();
+            }
+            _ => self.broken(),
+        }
+        1
+    }
+
+    fn colon(&mut self, b: u8) -> usize {
+        match b {
+            b':' => self.lex = Lex::Value,
+            _ => self.broken(),
+        }
+        1
+    }
+
+    #[inline(never)]
+    fn after_value(&mut self, b: u8) -> usize {
+        match (b, self.top_object()) {
+            (b',', Some(true)) => {
+                self.after_comma = true;
+                self.lex = Lex::Key;
+            }
+            (b',', Some(false)) => self.next_element(),
+            (b'}', Some(true)) | (b']', Some(false)) => {
+                self.pop_level();
+                self.end_value();
+            }
+            _ => self.broken(),
+        }
+        1
+    }
+
+    /// A `,` in an array: its next element.
+    #[inline(never)]
+    fn next_element(&mut self) {
+        self.after_comma = true;
+        if self.deep_len == 0 {
+            let parent_on_path = self.above_on_path();
+            if let Some(f) = self.stack.last_mut() {
+                f.index += 1;
+            }
+            self.set_index(parent_on_path);
+        }
+        self.text_key = false;
+        self.lex = Lex::Value;
     }
 
     #[inline(never)]
@@ -495,24 +606,77 @@ impl JsonScan {
             }
             return self.end_value();
         }
+        self.end_key();
+    }
+
+    #[inline(never)]
+    fn end_key(&mut self) {
         self.in_key = false;
         let key = (!self.key_long).then_some(self.key.as_slice());
-        self.text_key = key.is_some_and(|k| TEXT_KEYS.contains(&k));
+        self.text_key = key.is_some_and(is_text_key);
         self.lex = Lex::Colon;
         if self.deep_len > 0 {
             return; // never on the pointer's path
         }
-        let depth = self.stack.len();
-        let above = self
-            .stack
-            .split_last()
-            .is_some_and(|(_, up)| up.iter().all(|f| f.on_path));
-        let token = depth.checked_sub(1).and_then(|d| self.pointer.get(d));
-        let on_path = above && key.is_some() && key == token.map(Vec::as_slice);
-        if let Some(f) = self.stack.last_mut() {
-            f.on_path = on_path;
+        if self.stack.is_empty() {
+            return;
         }
+        let token = self.pointer.get(self.stack.len().saturating_sub(1));
+        let on = self.above_on_path() && key.is_some() && key == token.map(Vec::as_slice);
+        self.set_on_path(on);
     }
+}
+
+/// Each state's step, by its `Lex` (in the enum's order).
+const STEPS: [fn(&mut JsonScan, &[u8]) -> usize; 9] = [
+    JsonScan::value_step,
+    JsonScan::after_step,
+    JsonScan::key_step,
+    JsonScan::colon_step,
+    JsonScan::str_step,
+    JsonScan::escape_step,
+    JsonScan::unicode_step,
+    JsonScan::bare_step,
+    JsonScan::broken_step,
+];
+
+/// How many bytes of JSON white space `rest` starts with.
+fn space(rest: &[u8]) -> usize {
+    rest.iter()
+        .position(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+        .unwrap_or(rest.len())
+}
+
+/// `rest`'s first byte (a step is never given none).
+fn first(rest: &[u8]) -> u8 {
+    rest.first().copied().unwrap_or(0)
+}
+
+/// A byte of a number or a literal (`true`, `false`, `null`), as read
+/// until the next token shows it ended.
+fn is_bare(b: u8) -> bool {
+    matches!(b, b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'.' | b'+' | b'-')
+}
+
+/// A pointer token as an array index: digits without a sign or a leading
+/// zero (RFC 6901), as `usize`'s parser alone would not say.
+fn index_of(token: &str) -> Option<usize> {
+    let t = token.as_bytes();
+    let digits = !t.is_empty() && t.iter().all(u8::is_ascii_digit);
+    (digits && (t == b"0" || !t.starts_with(b"0")))
+        .then(|| token.parse().ok())
+        .flatten()
+}
+
+/// A key whose string value is text: compared by length first, so most
+/// keys are ruled out by one comparison.
+fn is_text_key(key: &[u8]) -> bool {
+    matches!(key.len(), 4 | 5 | 7 | 8 | 9 | 12 | 17) && text_key(key)
+}
+
+#[inline(never)]
+fn text_key(key: &[u8]) -> bool {
+    TEXT_KEYS.contains(&key)
 }
 
 #[cfg(test)]
@@ -589,6 +753,8 @@ mod tests {
             br#"{"usage" {"total_tokens":5}}"#,
             br#"{"usage":{"total_tokens":5,}}"#,
             br#"{"usage":{"total_tokens":tru}}"#,
+            // A form feed is no JSON white space (a parser refuses it).
+            b"{\"usage\":\x0c{\"total_tokens\":5}}",
         ] {
             assert_eq!(
                 scan("/usage/total_tokens", doc).0,
