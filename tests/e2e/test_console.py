@@ -358,8 +358,8 @@ def test_everything_a_configuration_needs_is_on_the_page(page, tmp_path):
         page.get_by_test_id("identity-header").check()
         field(page, "$.identity.header.user").fill("x-user")
         note = page.locator('[data-notes-for="$.identity.header"] [data-code="trusted-headers"]')
-        expect(note).to_contain_text("request headers x-user")
-        expect(note).to_contain_text("must remove them from client requests")
+        expect(note).to_contain_text("the request header x-user says")
+        expect(note).to_contain_text("must remove it from client requests")
         page.get_by_test_id("identity-header").uncheck()
         expect(note).to_have_count(0)
         # A second route, matched by Envoy's route name, with an

@@ -642,6 +642,12 @@ fn a_header_identity_is_noted_with_the_headers_to_strip() {
             )
         });
     assert_eq!(w, Some((Severity::Note, "$.identity.header", true)));
+    let one = from_json(&json(r#"{"header":{"user":"x-user"}}"#), None);
+    assert!(
+        one.iter().any(|w| w.code == WarningCode::TrustedHeaders
+            && w.message.contains("the request header x-user says")),
+        "{one:#?}"
+    );
     let jwt = from_json(&json(r#"{"jwt":{"user_claim":"sub"}}"#), None);
     assert!(codes(&jwt, WarningCode::TrustedHeaders).is_empty());
 }

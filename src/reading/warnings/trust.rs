@@ -18,16 +18,20 @@ pub(crate) fn trusted_headers(plan: &Plan) -> Option<Warning> {
     }
     // Said about the first route, as the other configuration-wide notes.
     let route = plan.routes.first()?;
+    let (noun, verb, them) = match names.len() {
+        1 => ("header", "says", "it"),
+        _ => ("headers", "say", "them"),
+    };
     Some(about_route(
         WarningCode::TrustedHeaders,
         "$.identity.header".into(),
         route,
         format!(
-            "the caller is whoever the request headers {} say: any client can send them, so \
-             Envoy must remove them from client requests before any filter runs (the \
+            "the caller is whoever the request {noun} {} {verb}: any client can send {them}, so \
+             Envoy must remove {them} from client requests before any filter runs (the \
              HttpConnectionManager's early_header_mutation_extensions) and only a filter you \
-             trust set them (jwt_authn's claim_to_headers, ext_authz); else anyone can claim to \
-             be anyone (docs/identity.md)",
+             trust set {them} (jwt_authn's claim_to_headers, ext_authz); else anyone can claim \
+             to be anyone (docs/identity.md)",
             names.join(", ")
         ),
     ))
