@@ -64,6 +64,144 @@ function fieldText(field, bound) {
   return v === undefined || v === null ? "" : String(v);
 }
 
+// ---- fields drawn from the configuration's JSON Schema (the core's) ----
+
+const forms = new Map();
+function form(def) {
+  if (!forms.has(def)) forms.set(def, JSON.parse(core.fields(def)));
+  return forms.get(def);
+}
+
+// The object at `keys` in the configuration (undefined if absent).
+function getIn(keys) {
+  let o = config;
+  for (const k of keys) { if (o === undefined || o === null) return undefined; o = o[k]; }
+  return o;
+}
+
+// Sets (or, for undefined, deletes) `name` of the object at `keys`,
+// creating the objects on the way; `prune` objects left empty are taken
+// out again (an empty match or service says nothing).
+function setIn(keys, name, value, prune) {
+  let o = config;
+  for (const k of keys) o = (o[k] ??= {});
+  if (value === undefined) delete o[name]; else o[name] = value;
+  for (let n = keys.length; n > 0; n -= 1) {
+    const parent = getIn(keys.slice(0, n - 1));
+    const key = keys[n - 1];
+    if (!prune.includes(key) || Object.keys(parent[key] || {}).length) break;
+    delete parent[key];
+  }
+}
+
+function idOf(path) { return "f" + path.replace(/[^A-Za-z0-9]+/g, "_"); }
+
+// As typed: a number when it is one, else the text (the core says why it
+// is no number); an empty field is an absent one.
+function typed(kind, input, dflt) {
+  const v = input.value;
+  switch (kind) {
+    case "flag": return input.checked === (dflt ?? false) ? undefined : input.checked;
+    case "number": return v.trim() === "" ? undefined : /^\s*-?\d+\s*$/.test(v) ? Number(v) : v;
+    case "list": { const xs = v.split(/[\s,]+/).filter(Boolean); return xs.length ? xs : undefined; }
+    default: return v === "" ? undefined : v;
+  }
+}
+
+// The fields of definition `def` for the object at `keys` (path `path`):
+// a label, the input, the schema's description, and where its errors go.
+function schemaFields(keys, path, def, prune, depth = 0, compact = false) {
+  const obj = getIn(keys) || {};
+  const out = [];
+  for (const f of form(def).fields) {
+    const p = `${path}.${f.name}`;
+    const label = f.name.replace(/_/g, " ");
+    if (f.kind === "object") {
+      if (depth > 0) continue; // nested twice (a key secret's also_read): not on the page
+      out.push(el("fieldset", { class: "nested", "data-path": p }, el("legend", { text: label }),
+        f.description ? el("div", { class: "hint", text: f.description }) : null,
+        ...schemaFields([...keys, f.name], p, f.object, [...prune, f.name], depth + 1, compact),
+        el("div", { class: "field-error", "data-error-for": p })));
+      continue;
+    }
+    const id = idOf(p);
+    const hint = f.description ? `${id}-hint` : undefined;
+    const v = obj[f.name];
+    let input;
+    if (f.kind === "choice") {
+      input = el("select", { id, "data-path": p });
+      input.append(el("option", { value: "", text: f.default !== null && f.default !== undefined ? `(${f.default})` : "(none)" }));
+      for (const o of f.options) input.append(el("option", { value: o.value, text: o.value, title: o.description }));
+      input.value = v ?? "";
+    } else if (f.kind === "flag") {
+      input = el("input", { id, type: "checkbox", "data-path": p });
+      input.checked = v ?? f.default ?? false;
+    } else {
+      input = el("input", { id, "data-path": p, spellcheck: "false", autocomplete: "off",
+        inputmode: f.kind === "number" ? "numeric" : undefined,
+        placeholder: f.default !== null && f.default !== undefined && !(Array.isArray(f.default) && !f.default.length) ? String(f.default) : f.kind === "list" ? "any" : undefined,
+        value: v === undefined || v === null ? "" : Array.isArray(v) ? v.join(", ") : String(v) });
+    }
+    if (hint) input.setAttribute("aria-describedby", hint);
+    if (compact && f.description) input.title = f.description;
+    input.addEventListener(f.kind === "flag" || f.kind === "choice" ? "change" : "input", () => {
+      setIn(keys, f.name, f.kind === "choice" ? (input.value || undefined) : typed(f.kind, input, f.default), prune);
+      update();
+    });
+    out.push(el("div", { class: `form-field ${f.kind}` },
+      el("label", { for: id, text: label + (f.required ? " (required)" : "") }), input,
+      hint ? el("div", { class: compact ? "hint visually-hidden" : "hint", id: hint, text: f.description }) : null,
+      el("div", { class: "field-error", "data-error-for": p })));
+  }
+  return out;
+}
+
+// Who the caller is: each source of the identity, chosen by its box, with
+// its fields once chosen; its notes (a header source's) under it.
+function identityPart() {
+  const part = $("identity");
+  const top = form("IdentityConfig");
+  part.replaceChildren(el("h2", { id: "identity-title", text: "Who is the caller: identity" }),
+    el("p", { class: "hint", text: top.description }),
+    el("div", { class: "field-error", "data-error-for": "$.identity" }));
+  for (const f of top.fields) {
+    const p = `$.identity.${f.name}`;
+    const chosen = getIn(["identity", f.name]) !== undefined && getIn(["identity", f.name]) !== null;
+    const box = el("input", { type: "checkbox", id: idOf(p), "data-path": p, "data-testid": `identity-${f.name}` });
+    box.checked = chosen;
+    box.addEventListener("change", () => {
+      if (box.checked) (config.identity ??= {})[f.name] = {};
+      else {
+        delete config.identity[f.name];
+        if (!Object.keys(config.identity).length) delete config.identity;
+      }
+      identityPart();
+      update();
+      // Drawn anew: the focus stays on the box.
+      document.querySelector(`[data-path="${CSS.escape(p)}"]`)?.focus();
+    });
+    const src = form(f.object);
+    part.append(el("fieldset", { class: "source", "data-source": f.name },
+      el("legend", {}, box, el("label", { for: box.id, text: ` ${f.name}` })),
+      el("div", { class: "hint", text: src.description }),
+      ...(chosen ? schemaFields(["identity", f.name], p, f.object, []) : []),
+      el("div", { class: "field-error", "data-error-for": p }),
+      el("div", { class: "notes", "data-notes-for": p })));
+  }
+}
+
+// The rate-limit service installation and fleet bounds are counted by:
+// shown once a bound needs it (the core says which do) or it is written.
+function servicePart() {
+  const part = $("service");
+  part.replaceChildren(el("h2", { id: "service-title", text: "Rate-limit service (installation and fleet bounds)" }),
+    el("p", { class: "hint", text: form("RateLimitServiceConfig").description }),
+    el("div", { class: "form", "data-path": "$.rate_limit_service" },
+      ...schemaFields(["rate_limit_service"], "$.rate_limit_service", "RateLimitServiceConfig", ["rate_limit_service"])),
+    el("div", { class: "field-error", "data-error-for": "$.rate_limit_service" }),
+    el("div", { class: "notes", "data-notes-for": "$.rate_limit_service" }));
+}
+
 // ---- the screen ----
 
 function suggest(input, list) {
@@ -176,15 +314,23 @@ function render() {
     route.bounds ||= [];
     const name = el("input", { class: "route-name", "data-path": `${path}.name`, "aria-label": `name of route ${i + 1}`, value: route.name ?? "", spellcheck: "false", autocomplete: "off" });
     name.addEventListener("input", () => { route.name = name.value; update(); });
+    const remove = el("button", { class: "remove-route", "data-testid": `remove-route-${i}`, "aria-label": `remove route ${i + 1}`, text: "remove route", onclick: () => {
+      config.routes.splice(i, 1);
+      render();
+    } });
     main.append(el("section", { class: "route", "data-path": path, "data-route": route.name },
-      el("h2", {}, name),
+      el("h2", {}, name, " ", remove),
       el("div", { class: "field-error", "data-error-for": `${path}.name` }),
+      el("fieldset", { class: "match", "data-path": `${path}.match` }, el("legend", { text: `match of route ${i + 1}` }),
+        ...schemaFields(["routes", i, "match"], `${path}.match`, "MatchConfig", ["match"], 0, true)),
       el("div", { class: "matches", "data-matches": path }),
       el("div", { class: "field-error", "data-error-for": path }),
       el("div", { "data-route-warnings": path, "data-testid": `route-warnings-${i}` }),
       ...boundsTable(route.bounds, path, "+ bound"),
       operationsPart(route, i)));
   });
+  identityPart();
+  servicePart();
   update();
 }
 
@@ -219,12 +365,24 @@ function update() {
   $("timing").textContent = `read and shown in ${ms.toFixed(1)} ms`;
 }
 
+// Where a note about the identity or the service goes: the deepest
+// data-notes-for that holds its path (none: it is the route's).
+function notesFor(path) {
+  let best = null;
+  for (const e of document.querySelectorAll("[data-notes-for]")) {
+    const p = e.getAttribute("data-notes-for");
+    if ((path === p || path.startsWith(p + ".")) && (!best || p.length > best.getAttribute("data-notes-for").length)) best = e;
+  }
+  return best;
+}
+
 function show(r) {
+  $("service").hidden = !(r.needs_service || config.rate_limit_service);
   for (const e of document.querySelectorAll("[data-error-for]")) e.textContent = "";
   for (const e of document.querySelectorAll(".invalid")) e.classList.remove("invalid");
   const unplaced = [];
   for (const e of r.errors) {
-    const at = placeFor(e.path);
+    const at = placeFor(e.at || e.path);
     if (!at) { unplaced.push(e); continue; }
     at.append(el("div", { "data-error-path": e.path, text: e.text }));
     const input = document.querySelector(`[data-path="${CSS.escape(at.getAttribute("data-error-for"))}"]`);
@@ -238,11 +396,19 @@ function show(r) {
   }
   setStatus(`valid: ${r.explanation.summary.routes} routes, ${r.explanation.summary.bounds} bounds, ${r.explanation.summary.warnings} warnings`, false);
   $("budget").textContent = r.budget.words;
+  for (const e of document.querySelectorAll("[data-notes-for]")) e.replaceChildren();
   r.explanation.routes.forEach((route, i) => {
     const m = document.querySelector(`[data-matches="${route.path}"]`);
     if (m) m.textContent = `match: ${route.matches}`;
     const w = document.querySelector(`[data-route-warnings="${route.path}"]`);
-    if (w) w.replaceChildren(...route.warnings.map((x) => el("div", { class: x.level === "warning" ? "route-warning" : "hint", "data-code": x.code, text: `${x.level}: ${x.message}` })));
+    const said = (x) => el("div", { class: x.level === "warning" ? "route-warning" : "hint", "data-code": x.code, text: `${x.level}: ${x.message}` });
+    const own = [];
+    // A note about the identity or the service is said there, not here.
+    for (const x of route.warnings) {
+      const at = notesFor(x.path);
+      if (at) at.append(said(x)); else own.push(x);
+    }
+    if (w) w.replaceChildren(...own.map(said));
     for (const o of route.operations) {
       const at = document.querySelector(`[data-error-for="${o.path}"]`);
       if (at) at.replaceChildren(...o.warnings.map((x) => el("div", { class: "route-warning", "data-code": x.code, text: `${x.level}: ${x.message}` })));

@@ -10,12 +10,22 @@
 //! strings; no rule is written there.
 
 use ratebound::config::plan::Plan;
-use ratebound::config::{bound_kinds, Per};
+use ratebound::config::{bound_kinds, ConfigError, ErrorKind, Per, Scope};
 use ratebound::count::budget::{keys_of, CONFIG_KEYS, TABLE_KEYS};
 use ratebound::reading::explain::explain;
 use ratebound::reading::{audience, structure, words};
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::wasm_bindgen;
+
+mod form;
+
+/// The fields of the configuration's definition `name` (`JwtSource`,
+/// `RateLimitServiceConfig`, `MatchConfig`…) as the page draws them, from
+/// the JSON Schema: `{description, fields: [{name, kind, default, …}]}`.
+#[wasm_bindgen]
+pub fn fields(name: &str) -> String {
+    form::form(name).to_string()
+}
 
 /// The page's reading of `text` on `nodes` nodes (0: not said), as JSON.
 #[wasm_bindgen]
@@ -47,8 +57,61 @@ pub fn version() -> String {
     env!("CARGO_PKG_VERSION").to_string()
 }
 
-/// [`read`] as a value: `{valid, nodes, errors, explanation, budget, costs}`.
+/// [`read`] as a value: `{valid, nodes, errors, explanation, budget, costs,
+/// needs_service}`.
 pub fn reading(text: &str, nodes: Option<u32>) -> Value {
+    let mut r = checked(text, nodes);
+    if let Some(m) = r.as_object_mut() {
+        m.insert("needs_service".into(), needs_service(text).into());
+    }
+    r
+}
+
+/// Whether a bound, valid or not yet, is counted by the rate-limit service
+/// (an installation or fleet bound): the page then shows the service.
+fn needs_service(text: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<Value>(text) else {
+        return false;
+    };
+    let routes = v.get("routes").and_then(Value::as_array);
+    let bounds = routes.into_iter().flatten().flat_map(|r| {
+        let own = r
+            .get("bounds")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten();
+        let ops = r
+            .get("operations")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .flat_map(|o| {
+                o.get("bounds")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+            });
+        own.chain(ops)
+    });
+    bounds
+        .filter_map(|b| b.get("scope").cloned())
+        .filter_map(|s| serde_json::from_value::<Scope>(s).ok())
+        .any(|s| s != Scope::Node)
+}
+
+/// Where the page shows an error: a missing field at the field itself
+/// (`check` says it at the object that lacks it).
+fn at_field(e: &ConfigError) -> String {
+    let missing = (e.kind == ErrorKind::MissingField)
+        .then(|| e.message.strip_prefix("missing field `")?.split('`').next())
+        .flatten();
+    match missing {
+        Some(field) => format!("{}.{field}", e.path),
+        None => e.path.clone(),
+    }
+}
+
+fn checked(text: &str, nodes: Option<u32>) -> Value {
     // "applies to" as typed ("partner and trial") is read into its JSON
     // first; what does not read is said at the field, in the page's words.
     let (text, mut word_errors) = match serde_json::from_str::<Value>(text) {
@@ -72,7 +135,7 @@ pub fn reading(text: &str, nodes: Option<u32>) -> Value {
             "nodes": nodes,
             "errors": errors
                 .iter()
-                .map(|e| json!({"path": e.path, "message": e.message, "text": e.to_string()}))
+                .map(|e| json!({"path": e.path, "at": at_field(e), "message": e.message, "text": e.to_string()}))
                 .collect::<Vec<_>>(),
         }),
         Ok(config) => {

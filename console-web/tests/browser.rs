@@ -41,3 +41,31 @@ fn a_bad_window_is_said_in_checks_words_in_the_browser() {
         "$.routes[0].bounds[0].window: \"1m\" is not an ISO-8601 duration; write \"PT1M\""
     );
 }
+
+#[wasm_bindgen_test]
+fn the_pages_forms_are_read_from_the_schema_in_the_browser() {
+    let f: Value = serde_json::from_str(&ratebound_console_web::fields("MatchConfig")).unwrap();
+    let names: Vec<&str> = f["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["route_name", "host", "path_prefix", "methods"]);
+    let s: Value = serde_json::from_str(&ratebound_console_web::fields("SessionSource")).unwrap();
+    let on_error = &s["fields"][8];
+    assert_eq!(
+        (on_error["name"].as_str(), on_error["kind"].as_str()),
+        (Some("on_error"), Some("choice"))
+    );
+    // A bound counted by the service, though not valid yet: the page shows it.
+    let r: Value = serde_json::from_str(&ratebound_console_web::read(
+        r#"{"routes":[{"name":"a","bounds":[{"per":"route","limit":5,"window":"PT1M","scope":"fleet"}]}]}"#,
+        0,
+    ))
+    .unwrap();
+    assert_eq!(
+        (r["valid"].as_bool(), r["needs_service"].as_bool()),
+        (Some(false), Some(true))
+    );
+}

@@ -13,6 +13,7 @@ use crate::config::{self, Config, ConfigError, ErrorKind, WrittenConfig};
 use crate::reading::{schema, words};
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::paths::LocationSegment;
+use jsonschema::ValidationError;
 use serde_json::Value;
 use std::sync::OnceLock;
 
@@ -297,6 +298,36 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
     };
     let mut out: Vec<(ConfigError, Option<Vec<String>>)> = Vec::new();
     for e in v.iter_errors(value) {
+        say(&e, value, root, &mut out);
+    }
+    out
+}
+
+/// Of an `anyOf` an optional member fails (`[definition, null]`), the
+/// alternative it was meant as: the one that failed for more than not
+/// being null. Its errors say what is wrong inside (a missing `domain`).
+fn meant<'e>(
+    e: &ValidationError<'_>,
+    alternatives: &'e [Vec<ValidationError<'static>>],
+) -> Option<&'e [ValidationError<'static>]> {
+    let mut tried = alternatives.iter().filter(|errors| {
+        !matches!(errors.as_slice(), [one] if matches!(one.kind(), ValidationErrorKind::Type { .. })
+            && one.instance_path() == e.instance_path())
+    });
+    match (tried.next(), tried.next()) {
+        (Some(one), None) => Some(one.as_slice()),
+        _ => None,
+    }
+}
+
+/// One schema error as configuration errors, in `out`.
+fn say(
+    e: &ValidationError<'_>,
+    value: &Value,
+    root: &Value,
+    out: &mut Vec<(ConfigError, Option<Vec<String>>)>,
+) {
+    {
         let segments: Vec<String> = e
             .instance_path()
             .segments()
@@ -334,7 +365,7 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
                         Some(seg),
                     ));
                 }
-                continue;
+                return;
             }
             ValidationErrorKind::Required { property } => (
                 ErrorKind::MissingField,
@@ -375,6 +406,14 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
                 ),
                 Some(segments.clone()),
             ),
+            ValidationErrorKind::AnyOf { context }
+                if !instance.is_null() && meant(e, context).is_some() =>
+            {
+                for i in meant(e, context).unwrap_or_default() {
+                    say(i, value, root, out);
+                }
+                return;
+            }
             ValidationErrorKind::OneOfNotValid { .. } | ValidationErrorKind::AnyOf { .. } => {
                 let consts = sub.map(consts_of).unwrap_or_default();
                 // A word none of the allowed ones is a wrong shape; a value
@@ -420,7 +459,6 @@ fn schema_errors(value: &Value) -> Vec<(ConfigError, Option<Vec<String>>)> {
         let remove = remove.filter(|seg| is_member(value, seg));
         out.push((config_error(&path, kind, message), remove));
     }
-    out
 }
 
 fn config_error(path: &str, kind: ErrorKind, message: String) -> ConfigError {

@@ -290,11 +290,120 @@ def test_from_an_empty_file_to_a_saved_one_check_passes(page, tmp_path):
         page.get_by_test_id("dialog-ok").click()
         expect(page.locator("#status")).to_contain_text("saved")
         expect(page.get_by_test_id("note")).to_be_hidden()
-        page.screenshot(path=str(SHOTS / "saved.png"))
         written = f.read_text()
         assert "limit: 60" in written and "name: api" in written, written
         r = check(f)
         assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        c.stop()
+
+
+def test_everything_a_configuration_needs_is_on_the_page(page, tmp_path):
+    """From nothing to a file `check` passes without leaving the page: a
+    bound per user says at its field that it needs an identity, JWT chosen
+    takes the error away, a header identity brings check's note on the
+    headers to strip; routes added, matched and removed; an installation
+    bound brings the rate-limit service's fields, with the error at the
+    bound until they are filled. Every word from the core."""
+    f = tmp_path / "rate-limits.yaml"
+    c = Console(f)
+    status = page.locator("#status")
+    try:
+        open_console(page, c)
+        expect(page.get_by_test_id("service")).to_be_hidden()
+        page.get_by_test_id("add-route").click()
+        field(page, "$.routes[0].name").fill("api")
+        b0, b1 = "$.routes[0].bounds[0]", "$.routes[0].bounds[1]"
+        field(page, f"{b0}.per").select_option("user")
+        per_error = page.locator(f'[data-error-for="{b0}.per"]')
+        expect(per_error).to_contain_text('needs a caller identity, and "identity" configures no source')
+        expect(status).to_contain_text("invalid")
+        # JWT chosen (its defaults: the claim "sub" is the user): valid.
+        page.get_by_test_id("identity-jwt").check()
+        expect(per_error).to_have_text("")
+        expect(status).to_have_text(re.compile(r"^valid: "))
+        expect(field(page, "$.identity.jwt.user_claim")).to_have_attribute("placeholder", "sub")
+        claim = field(page, "$.identity.jwt.roles_claim")
+        claim.fill("realm..roles")
+        expect(page.locator('[data-error-for="$.identity.jwt.roles_claim"]')).to_contain_text(
+            "must be a claim name, dotted for nested claims")
+        claim.fill("roles")
+        expect(status).to_have_text(re.compile(r"^valid: "))
+        # The seed's two tiers, typed in.
+        field(page, f"{b0}.limit").fill("1000")
+        field(page, f"{b0}.applies_to").fill("partner")
+        page.get_by_test_id("add-bound-$.routes[0]").click()
+        field(page, f"{b1}.per").select_option("user")
+        field(page, f"{b1}.limit").fill("60")
+        field(page, f"{b1}.applies_to").fill("for trial")
+        expect(line(page, b0)).to_have_text(
+            "per node: 1,000 a minute per user, for anyone holding partner; N nodes admit N × 1,000")
+        expect(line(page, b1)).to_have_text(
+            "per node: 60 a minute per user, for anyone holding trial; N nodes admit N × 60")
+        # The route's match, field by field, in the core's words.
+        field(page, "$.routes[0].match.path_prefix").fill("api")
+        expect(page.locator('[data-error-for="$.routes[0].match.path_prefix"]')).not_to_be_empty()
+        field(page, "$.routes[0].match.path_prefix").fill("/api")
+        field(page, "$.routes[0].match.methods").fill("GET, post")
+        expect(page.locator('[data-error-for="$.routes[0].match.methods"]')).not_to_be_empty()
+        field(page, "$.routes[0].match.methods").fill("GET, POST")
+        field(page, "$.routes[0].match.host").fill("shop.example")
+        expect(status).to_have_text(re.compile(r"^valid: "))
+        matches = page.locator('[data-matches="$.routes[0]"]')
+        expect(matches).to_contain_text("/api")
+        expect(matches).to_contain_text("shop.example")
+        page.screenshot(path=str(SHOTS / "identity.png"), full_page=True)
+        # A header identity: check's note on the headers Envoy must strip,
+        # under the source; gone with the source.
+        page.get_by_test_id("identity-header").check()
+        field(page, "$.identity.header.user").fill("x-user")
+        note = page.locator('[data-notes-for="$.identity.header"] [data-code="trusted-headers"]')
+        expect(note).to_contain_text("the request header x-user says")
+        expect(note).to_contain_text("must remove it from client requests")
+        page.get_by_test_id("identity-header").uncheck()
+        expect(note).to_have_count(0)
+        # A second route, matched by Envoy's route name, with an
+        # installation bound: the service's fields appear, the error stays
+        # at the bound until they are filled.
+        page.get_by_test_id("add-route").click()
+        field(page, "$.routes[1].name").fill("login")
+        field(page, "$.routes[1].match.route_name").fill("sign-in")
+        field(page, "$.routes[1].bounds[0].scope").select_option("installation")
+        expect(page.get_by_test_id("service")).to_be_visible()
+        scope_error = page.locator('[data-error-for="$.routes[1].bounds[0].scope"]')
+        expect(scope_error).to_contain_text("counted by the rate-limit service")
+        field(page, "$.rate_limit_service.cluster").fill("ratelimit")
+        expect(page.locator('[data-error-for="$.rate_limit_service.domain"]')).to_contain_text(
+            "missing field `domain`")
+        expect(status).to_contain_text("invalid")
+        field(page, "$.rate_limit_service.domain").fill("shop")
+        expect(scope_error).to_have_text("")
+        expect(status).to_have_text(re.compile(r"^valid: 2 routes"))
+        expect(page.locator('[data-notes-for="$.rate_limit_service"] [data-code="no-key-secret"]')).to_be_visible()
+        field(page, "$.rate_limit_service.key_secret.env").fill("RATEBOUND_KEY_SECRET")
+        expect(page.locator('[data-notes-for="$.rate_limit_service"] [data-code="no-key-secret"]')).to_have_count(0)
+        field(page, "$.rate_limit_service.on_error").select_option("allow")
+        # A route added, then removed.
+        page.get_by_test_id("add-route").click()
+        expect(page.locator("section.route")).to_have_count(3)
+        page.get_by_test_id("remove-route-2").click()
+        expect(page.locator("section.route")).to_have_count(2)
+        expect(status).to_have_text(re.compile(r"^valid: 2 routes"))
+        page.locator("#save").click()
+        page.get_by_test_id("dialog-ok").click()
+        expect(status).to_contain_text("saved")
+        page.screenshot(path=str(SHOTS / "saved.png"), full_page=True)
+        r = check(f)
+        assert r.returncode == 0, r.stdout + r.stderr
+        saved = subprocess.run([str(CLI), "explain", "--format", "json", str(f)], capture_output=True,
+                               text=True, timeout=30)
+        assert saved.returncode == 0, saved.stderr
+        written = f.read_text()
+        for want in ("roles_claim: roles", "path_prefix: /api", "host: shop.example", "route_name: sign-in",
+                     "cluster: ratelimit", "domain: shop", "env: RATEBOUND_KEY_SECRET", "on_error: allow",
+                     "scope: installation"):
+            assert want in written, (want, written)
+        assert "header" not in written and "route3" not in written, written
     finally:
         c.stop()
 
@@ -471,12 +580,16 @@ def axe_scan(pg) -> dict:
 
 
 def test_the_page_passes_axe_and_works_from_the_keyboard(browser, console, tmp_path):
-    cfg = {"identity": {"header": {"user": "x-user", "roles": "x-roles"}}, "routes": [
+    # The identity (a header source, with its note) and the rate-limit
+    # service sections are scanned with the routes.
+    cfg = {"identity": {"header": {"user": "x-user", "roles": "x-roles"}},
+           "rate_limit_service": {"cluster": "rls", "domain": "shop"}, "routes": [
         {"name": "api", "match": {"path_prefix": "/api"}, "bounds": [
             {"name": "partner", "per": "user", "limit": 1000, "window": "PT1M",
              "applies_to": {"roles": ["partner"]}},
             {"name": "trial", "per": "user", "limit": 60, "window": "PT1M",
-             "applies_to": {"roles": ["trial"]}}]}]}
+             "applies_to": {"roles": ["trial"]}},
+            {"name": "all", "per": "route", "limit": 5000, "window": "PT1M", "scope": "installation"}]}]}
     # Its own context: axe is injected past the page's Content-Security-Policy
     # (which allows only the page's scripts), for the scan only.
     context = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True)
@@ -489,6 +602,8 @@ def test_the_page_passes_axe_and_works_from_the_keyboard(browser, console, tmp_p
                 open_console(pg, c)
                 # An error shown at its field is scanned too.
                 if name == "configured":
+                    expect(pg.get_by_test_id("service")).to_be_visible()
+                    expect(pg.locator('[data-code="trusted-headers"]')).to_be_visible()
                     field(pg, "$.routes[0].bounds[1].applies_to").fill("partnr")
                     expect(pg.locator('[data-error-for="$.routes[0].bounds[1].applies_to"]')).to_contain_text("unknown word")
                 scans[name] = axe_scan(pg)
@@ -509,14 +624,16 @@ def test_keyboard_only_tab_order_and_enter_adds_a_bound(console, page):
     c = console(API)
     open_console(page, c)
     order = []
-    for _ in range(20):
+    for _ in range(30):
         page.keyboard.press("Tab")
         order.append(page.evaluate("""() => { const e = document.activeElement;
             return e.getAttribute("data-path") || e.getAttribute("data-testid") || e.id || e.tagName; }"""))
         if order[-1] == "add-bound-$.routes[0]":
             break
     b = "$.routes[0].bounds[0]"
-    want = ["nodes", "save", "export", "$.routes[0].name", f"{b}.name", f"{b}.per",
+    m = "$.routes[0].match"
+    want = ["nodes", "save", "export", "$.routes[0].name", "remove-route-0", f"{m}.route_name",
+            f"{m}.host", f"{m}.path_prefix", f"{m}.methods", f"{b}.name", f"{b}.per",
             f"{b}.applies_to", f"{b}.limit", f"{b}.window", f"{b}.scope"]
     assert order[:len(want)] == want, order
     assert order[-1] == "add-bound-$.routes[0]", order

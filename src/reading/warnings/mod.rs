@@ -10,7 +10,8 @@
 //! - [`bounds`]: a bound another always refuses before, and the per-node note;
 //! - [`operations`]: an operation its route's `match` never lets through;
 //! - [`counters`]: how many counters a route's operation bounds can hold;
-//! - [`signin`]: sign-in routes, and keys sent to the service without a secret.
+//! - [`signin`]: sign-in routes, and keys sent to the service without a secret;
+//! - [`trust`]: identity headers Envoy must strip from clients.
 
 mod bounds;
 mod counters;
@@ -19,6 +20,7 @@ mod routes;
 mod signin;
 #[cfg(test)]
 mod tests;
+mod trust;
 
 pub use counters::{Counters, MANY_COUNTERS};
 pub use operations::template_reachable;
@@ -80,6 +82,8 @@ pub enum WarningCode {
     /// `hold_sign_in_headers`: a refused attempt still opens an upstream
     /// request.
     SignInHeadsGoOn,
+    /// A `header` identity: the headers must be stripped from clients.
+    TrustedHeaders,
 }
 
 impl WarningCode {
@@ -102,6 +106,7 @@ impl WarningCode {
             WarningCode::PartlyEnforced => "partly-enforced",
             WarningCode::CostReserve => "cost-reserve",
             WarningCode::SignInHeadsGoOn => "sign-in-heads-go-on",
+            WarningCode::TrustedHeaders => "trusted-headers",
         }
     }
 
@@ -111,7 +116,8 @@ impl WarningCode {
             | WarningCode::Installation
             | WarningCode::Fleet
             | WarningCode::PartlyEnforced
-            | WarningCode::SignInHeadsGoOn => Severity::Note,
+            | WarningCode::SignInHeadsGoOn
+            | WarningCode::TrustedHeaders => Severity::Note,
             _ => Severity::Warning,
         }
     }
@@ -179,6 +185,7 @@ pub(crate) fn warnings_at(plan: &Plan, nodes: Option<u32>, rate: Option<u32>) ->
                 .into(),
         });
     }
+    out.extend(trust::trusted_headers(plan));
     out.extend(signin::no_key_secret(plan));
     out.extend(plan.routes.iter().filter_map(signin::any_method));
     if !plan.hold_sign_in_headers {

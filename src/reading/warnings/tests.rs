@@ -614,3 +614,40 @@ fn a_sign_in_whose_heads_go_on_is_noted() {
     let header = from_json(&json(false, r#"{"header":"x-login"}"#), None);
     assert!(codes(&header, WarningCode::SignInHeadsGoOn).is_empty());
 }
+
+/// A `header` identity is believed as it arrives: the note names the
+/// headers Envoy must strip; the other sources get no such note.
+#[test]
+fn a_header_identity_is_noted_with_the_headers_to_strip() {
+    let json = |identity: &str| {
+        format!(
+            r#"{{"identity":{identity},"routes":[{{"name":"api",
+            "bounds":[{{"per":"user","limit":5,"window":"PT1M"}}]}}]}}"#
+        )
+    };
+    let ws = from_json(
+        &json(r#"{"header":{"user":"x-user","roles":"x-roles"}}"#),
+        None,
+    );
+    let noted = codes(&ws, WarningCode::TrustedHeaders);
+    assert_eq!(noted.len(), 1, "{ws:#?}");
+    let w = ws
+        .iter()
+        .find(|w| w.code == WarningCode::TrustedHeaders)
+        .map(|w| {
+            (
+                w.level,
+                w.path.as_str(),
+                w.message.contains("x-user, x-roles"),
+            )
+        });
+    assert_eq!(w, Some((Severity::Note, "$.identity.header", true)));
+    let one = from_json(&json(r#"{"header":{"user":"x-user"}}"#), None);
+    assert!(
+        one.iter().any(|w| w.code == WarningCode::TrustedHeaders
+            && w.message.contains("the request header x-user says")),
+        "{one:#?}"
+    );
+    let jwt = from_json(&json(r#"{"jwt":{"user_claim":"sub"}}"#), None);
+    assert!(codes(&jwt, WarningCode::TrustedHeaders).is_empty());
+}
