@@ -533,7 +533,14 @@ def main() -> int:
                 print(f"signin: variant {v.id} FAILED: {failed}\n{v.env.log_tail(10)}", flush=True)
                 v.env.stop()
                 return
+            # The previous variant's warm-up may still have requests in
+            # flight (wrk stops without waiting for them): let Redis settle.
             calls0 = redis.commandstats().get("incrby", 0)
+            for _ in range(20):
+                time.sleep(0.25)
+                settled, calls0 = calls0, redis.commandstats().get("incrby", 0)
+                if settled == calls0:
+                    break
             status = post_login(v.env.port)
             calls = redis.commandstats().get("incrby", 0) - calls0
             want_calls = v.incrby
