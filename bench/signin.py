@@ -17,6 +17,19 @@ CPU 0 (--concurrency 1), a fresh one each round:
        envoyproxy/ratelimit over a real Redis per request
     C  as B, the account read from the header X-Login (no body held)
 
+and the call alone, each with one descriptor [("bound", "login.attempts"),
+("account", X-Login)] to the same service and domain:
+
+    N  Envoy's own ratelimit filter (envoy.filters.http.ratelimit), the
+       descriptor from the route's rate_limits (request_headers action)
+    G  bench/grpc-filter: a minimal wasm filter making one gRPC call
+    H  the same over an HTTP/2 call-out framed as gRPC (ratebound's way)
+    F  ratebound, the installation bound alone, "shape": "fixed" (one
+       descriptor; the account hashed, the limit sent as an override)
+    S  as F, "shape": "sliding" (four descriptors)
+
+B and C are sliding (the default).
+
 wrk (-t1, --connections, default 8), the upstream Envoy, the service and
 Redis share CPU 1. Per measured run:
 
@@ -79,6 +92,46 @@ def signin_config(instance: str, account: dict | None) -> dict:
     return cfg
 
 
+def installation_only(instance: str, shape: str) -> dict:
+    """The sign-in route with the installation bound alone, the account from
+    X-Login: what Envoy's own ratelimit filter does on the same route."""
+    return {"instance": instance, "rate_limit_service": SERVICE,
+            "routes": [{"name": "login", "match": {"path_prefix": PATH},
+                        "account": {"header": "x-login"},
+                        "bounds": [dict(ACCOUNT, shape=shape)]}]}
+
+
+# The descriptor every call counts under, whoever sends it: what
+# `ratebound rls-config` gives the bound login.attempts (its YAML rule).
+BOUND = "login.attempts"
+
+
+def native_filter() -> dict:
+    """Envoy's own rate-limit filter, calling the same service for the same
+    domain; the descriptor comes from the route's rate_limits (native_routes)."""
+    return {"name": "envoy.filters.http.ratelimit",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit",
+                "domain": SERVICE["domain"], "timeout": "1s", "failure_mode_deny": True,
+                "rate_limit_service": {"grpc_service": {"envoy_grpc": {"cluster_name": SERVICE["cluster"]}},
+                                       "transport_api_version": "V3"}}}
+
+
+def native_routes() -> list[dict]:
+    """The launcher's /up route with one rate limit: [("bound", BOUND),
+    ("account", X-Login)], the limit from the service's YAML."""
+    return [{"name": "upstream", "match": {"prefix": "/up"},
+             "route": {"cluster": "upstream", "rate_limits": [{"actions": [
+                 {"generic_key": {"descriptor_key": "bound", "descriptor_value": BOUND}},
+                 {"request_headers": {"header_name": "x-login", "descriptor_key": "account"}}]}]}}]
+
+
+def grpc_filter(transport: str) -> dict:
+    """bench/grpc-filter: one ShouldRateLimit call, the native filter's descriptor."""
+    words = f"{transport} {SERVICE['cluster']} {SERVICE['domain']} {BOUND} x-login"
+    return bl.wasm_filter(f"grpc_{transport}", bl.GRPC_WASM, words)
+
+
 @dataclass
 class Variant:
     id: str
@@ -89,6 +142,9 @@ class Variant:
     env: bl.Envoy | None = None
     failed: str | None = None
     runs: list = field(default_factory=list)
+    # Redis INCRBY per sign-in (the sanity check)
+    incrby: int = 0
+    routes: list | None = None
 
 
 def build_variants() -> list[Variant]:
@@ -96,13 +152,25 @@ def build_variants() -> list[Variant]:
     a = signin_config("signinA", None)
     b = signin_config("signinB", {"json": "username"})
     c = signin_config("signinC", {"header": "x-login"})
+    f = installation_only("signinF", "fixed")
+    s = installation_only("signinS", "sliding")
     return [
         Variant("0", "proxy", "no filter (proxying alone)", [], None),
+        Variant("N", "native", "Envoy's ratelimit filter, account from X-Login", [native_filter()],
+                None, incrby=1, routes=native_routes()),
+        Variant("G", "wasm_grpc", "minimal wasm filter, one gRPC call (proxy_grpc_call)",
+                [grpc_filter("grpc")], None, incrby=1),
+        Variant("H", "wasm_http", "minimal wasm filter, the same call over an HTTP/2 call-out",
+                [grpc_filter("http")], None, incrby=1),
+        Variant("F", "ratebound_fixed", "ratebound: installation bound alone, fixed (1 descriptor)",
+                [rb(f)], f, incrby=1),
+        Variant("S", "ratebound_sliding", "ratebound: installation bound alone, sliding (4 descriptors)",
+                [rb(s)], s, incrby=4),
         Variant("A", "node_only", "ratebound: node bound per address only", [rb(a)], a),
         Variant("B", "installation_json",
-                "A + installation bound per account from the JSON body", [rb(b)], b),
+                "A + installation bound per account from the JSON body (sliding)", [rb(b)], b, incrby=4),
         Variant("C", "installation_header",
-                "A + installation bound per account from a header", [rb(c)], c),
+                "A + installation bound per account from a header (sliding)", [rb(c)], c, incrby=4),
     ]
 
 
@@ -242,8 +310,8 @@ def summarize(variants: list[Variant]) -> list[dict]:
             row["all_us_med"], row["all_us_min"], row["all_us_max"] = run.med_min_max(sums)
             if len(ok) < len(v.runs) or v.failed:
                 row["status"] = "partial"
-        # paired with A and 0, same round
-        for ref in ("A", "0"):
+        # paired with A, 0 and the native filter, same round
+        for ref in ("A", "0", "N"):
             if ref == v.id or ref not in by_id or not ok:
                 continue
             theirs = {r["round"]: r for r in by_id[ref].runs if "envoy_us" in r}
@@ -262,6 +330,12 @@ def summarize(variants: list[Variant]) -> list[dict]:
                 if diffs:
                     row[f"{c}_vs{ref}_med"], row[f"{c}_vs{ref}_min"], row[f"{c}_vs{ref}_max"] = \
                         run.med_min_max(diffs)
+            # Envoy CPU as a multiple of the reference's, per round
+            ratios = [r["envoy_us"] / theirs[r["round"]]["envoy_us"] for r in ok
+                      if r["round"] in theirs and theirs[r["round"]]["envoy_us"] > 0]
+            if ratios:
+                row[f"ratio_vs{ref}_med"], row[f"ratio_vs{ref}_min"], row[f"ratio_vs{ref}_max"] = \
+                    run.med_min_max(ratios)
         rows.append(row)
     return rows
 
@@ -300,35 +374,44 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"wall time {meta['wall_s']:.0f} s")
     L.append("")
     L.append("CPU µs/req = the process's utime+stime delta over the measured run ÷ requests wrk "
-             "completed. Medians over rounds, (min–max); \"vs A\" columns are medians (min…max) of "
-             "per-round paired differences with variant A.")
+             "completed. Medians over rounds, (min–max); \"vs\" columns are medians (min…max) of "
+             "per-round paired differences (or ratios: × N) with that variant.")
     L.append("")
     L.append(f"**CPU per request** (at {meta['connections']} connections)")
     L.append("")
-    L.append("| # | variant | req/s | Envoy CPU µs/req | +µs vs A | Envoy busy | upstream Envoy µs/req | "
-             "service µs/req | Redis µs/req | all four µs/req | +all vs A | non-2xx |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("| # | variant | req/s | Envoy CPU µs/req | +µs vs 0 | +µs vs N | × N (Envoy CPU) | Envoy busy | "
+             "upstream Envoy µs/req | service µs/req | Redis µs/req | all four µs/req | +all vs 0 | non-2xx |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["status"] == "failed":
-            L.append(f"| {r['id']} | {r['label']} | **failed** | | | | | | | | | {r['note']} |")
+            L.append(f"| {r['id']} | {r['label']} | **failed** | | | | | | | | | | | {r['note']} |")
             continue
         L.append(f"| {r['id']} | {r['label']} | {mmm(r, 'rps', 0)} | {mmm(r, 'envoy_us', bold=True)} | "
-                 f"{diff(r, 'envoy_us_vsA')} | {mmm(r, 'envoy_util_pct', 0, '%')} | {mmm(r, 'upstream_us')} | {mmm(r, 'service_us')} | "
-                 f"{mmm(r, 'redis_us')} | {mmm(r, 'all_us')} | {diff(r, 'all_us_vsA')} | "
+                 f"{diff(r, 'envoy_us_vs0')} | {diff(r, 'envoy_us_vsN')} | {mmm(r, 'ratio_vsN', 2)} | "
+                 f"{mmm(r, 'envoy_util_pct', 0, '%')} | {mmm(r, 'upstream_us')} | {mmm(r, 'service_us')} | "
+                 f"{mmm(r, 'redis_us')} | {mmm(r, 'all_us')} | {diff(r, 'all_us_vs0')} | "
                  f"{r['non2xx_pct']:.1f}% |")
     L.append("")
+    by = {r["id"]: r for r in rows if r["status"] != "failed"}
+    if "N" in by and "0" in by and "envoy_us_vs0_med" in by["N"]:
+        call = by["N"]["envoy_us_vs0_med"]
+        added = [f"{i} {by[i]['envoy_us_vs0_med'] / call:.2f}×" for i in by
+                 if i not in ("0", "N") and "envoy_us_vs0_med" in by[i] and call > 0]
+        L.append(f"What each filter adds to the proxying (+µs vs 0), as a multiple of what Envoy's own "
+                 f"filter adds ({call:+.1f} µs): " + ", ".join(added) + ".")
+        L.append("")
     L.append("**Latency** (ms, wrk's percentiles)")
     L.append("")
     L.append(f"| # | p50 at {meta['connections']} conn. | p99 at {meta['connections']} conn. | "
-             f"+p50 vs A | 1 conn.: req/s | 1 conn.: p50 | 1 conn.: p99 | +p50 vs A (1 conn.) | "
-             f"+p99 vs A (1 conn.) |")
+             f"+p50 vs N | 1 conn.: req/s | 1 conn.: p50 | 1 conn.: p99 | +p50 vs N (1 conn.) | "
+             f"+p99 vs N (1 conn.) |")
     L.append("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["status"] == "failed":
             continue
-        L.append(f"| {r['id']} | {mmm(r, 'p50_ms', 3)} | {mmm(r, 'p99_ms', 3)} | {diff(r, 'p50_ms_vsA', 3)} | "
+        L.append(f"| {r['id']} | {mmm(r, 'p50_ms', 3)} | {mmm(r, 'p99_ms', 3)} | {diff(r, 'p50_ms_vsN', 3)} | "
                  f"{mmm(r, 'c1_rps', 0)} | {mmm(r, 'c1_p50_ms', 3)} | {mmm(r, 'c1_p99_ms', 3)} | "
-                 f"{diff(r, 'c1_p50_ms_vsA', 3)} | {diff(r, 'c1_p99_ms_vsA', 3)} |")
+                 f"{diff(r, 'c1_p50_ms_vsN', 3)} | {diff(r, 'c1_p99_ms_vsN', 3)} |")
     L.append("")
     util = [r for r in rows if "cpu1_busy_pct_med" in r]
     if util:
@@ -368,7 +451,7 @@ def rewrite(path: Path) -> int:
 
 def start_front(v: Variant, work: Path, suffix: str, upstream_port: int, rls_port: int) -> None:
     v.env = bl.bench_envoy(f"v{v.id}-{v.key}{suffix}", v.filters, work, cpu=ENVOY_CPU,
-                           upstream_port=upstream_port,
+                           upstream_port=upstream_port, routes=v.routes,
                            clusters=[grpc_cluster("rls", rls_port)]).start(wait=False)
 
 
@@ -384,7 +467,7 @@ def main() -> int:
     ap.add_argument("--accounts", type=int, default=100_000, help="distinct usernames, cycled")
     ap.add_argument("--redis-aof", choices=sorted(AOF), default="everysec",
                     help="Redis persistence (the e2e tests use always)")
-    ap.add_argument("--only", default="", help="comma-separated variant ids (default: 0,A,B,C)")
+    ap.add_argument("--only", default="", help="comma-separated variant ids (default: 0,N,G,H,F,S,A,B,C)")
     ap.add_argument("--out", default=str(bl.BENCH / "results"))
     ap.add_argument("--tag", default="")
     ap.add_argument("--rewrite", metavar="RESULT.json",
@@ -450,10 +533,17 @@ def main() -> int:
                 print(f"signin: variant {v.id} FAILED: {failed}\n{v.env.log_tail(10)}", flush=True)
                 v.env.stop()
                 return
+            # The previous variant's warm-up may still have requests in
+            # flight (wrk stops without waiting for them): let Redis settle.
             calls0 = redis.commandstats().get("incrby", 0)
+            for _ in range(20):
+                time.sleep(0.25)
+                settled, calls0 = calls0, redis.commandstats().get("incrby", 0)
+                if settled == calls0:
+                    break
             status = post_login(v.env.port)
             calls = redis.commandstats().get("incrby", 0) - calls0
-            want_calls = 1 if v.config and "rate_limit_service" in v.config else 0
+            want_calls = v.incrby
             if status != 200 or calls != want_calls:
                 v.failed = f"round {rnd}: sanity check: status {status}, {calls} INCRBY (want 200, {want_calls})"
                 print(f"signin: variant {v.id} FAILED {v.failed}", flush=True)

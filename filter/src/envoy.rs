@@ -88,7 +88,11 @@ impl Host for Envoy<'_> {
     }
 
     fn request_header_values(&self, name: &str) -> Vec<Vec<u8>> {
-        shared::map_values(MapType::HttpRequestHeaders, name)
+        shared::map_values(MapType::HttpRequestHeaders, &[name])
+    }
+
+    fn request_headers_named(&self, names: &[&str]) -> Vec<Vec<u8>> {
+        shared::map_values(MapType::HttpRequestHeaders, names)
     }
 
     fn request_body(&self, size: usize) -> Option<Vec<u8>> {

@@ -98,10 +98,12 @@ pub fn map_value(map: MapType, name: &str) -> Option<String> {
     })
 }
 
-/// Every value of header `name` in `map`, in order (a repeated header has
-/// several), through the raw host call: the SDK's `get_map` panics on a
-/// value that is not UTF-8, and `map_value` returns only the first copy.
-pub fn map_values(map: MapType, name: &str) -> Vec<Vec<u8>> {
+/// Every value of each header of `names` in `map`, in order (a repeated
+/// header has several), the first name's then the next one's, from one
+/// read of the map, through the raw host call: the SDK's `get_map` panics
+/// on a value that is not UTF-8, and `map_value` returns only the first
+/// copy.
+pub fn map_values(map: MapType, names: &[&str]) -> Vec<Vec<u8>> {
     let mut data: *mut u8 = std::ptr::null_mut();
     let mut size: usize = 0;
     // SAFETY: as in `map_value`: on Ok the host hands over `size` bytes it
@@ -112,9 +114,13 @@ pub fn map_values(map: MapType, name: &str) -> Vec<Vec<u8>> {
         }
         Vec::from_raw_parts(data, size, size)
     };
-    header_map::pairs(&bytes)
-        .filter(|(k, _)| k.eq_ignore_ascii_case(name.as_bytes()))
-        .map(|(_, v)| v.to_vec())
+    names
+        .iter()
+        .flat_map(|name| {
+            header_map::pairs(&bytes)
+                .filter(|(k, _)| k.eq_ignore_ascii_case(name.as_bytes()))
+                .map(|(_, v)| v.to_vec())
+        })
         .collect()
 }
 

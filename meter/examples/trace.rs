@@ -1,12 +1,12 @@
-//! Where a request's fuel goes: one steady request of variants 4, 5 and 6
-//! traced, the fuel the module spent from each callback's start or host
-//! call to the next.
+//! Where a request's fuel goes: one steady request of variants 4, 5 and 6,
+//! and of the sign-in call (bench/signin.sh F, fixed), traced: the fuel the
+//! module spent from each callback's start or host call to the next.
 //!
 //! `cargo run -p ratebound-meter --example trace` (after `./build.sh`);
 //! `-- stream`: one request of the meter's 1,000-event stream instead, its
 //! spans summed by label (where an event's fuel goes).
 
-use ratebound_meter::bench::{cost, one_address, refusing, three_bounds};
+use ratebound_meter::bench::{cost, one_address, refusing, rls_answer, signin, three_bounds};
 use ratebound_meter::{address, load_module, token, Meter, JWT_SUB};
 
 fn main() -> Result<(), String> {
@@ -18,6 +18,7 @@ fn main() -> Result<(), String> {
         ("4: one address bound", one_address(), false),
         ("5: route + address + JWT user", three_bounds(), true),
         ("6: refusing", refusing(), false),
+        ("F: sign-in call, fixed", signin("fixed"), false),
     ];
     for (name, config, jwt) in variants {
         let mut m = Meter::new(&wasm, &config, |h| {
@@ -29,6 +30,13 @@ fn main() -> Result<(), String> {
                     .push(("authorization".into(), bearer.into_bytes()));
                 h.properties.insert(JWT_SUB.into(), b"bench-user".to_vec());
             }
+            h.request_headers
+                .push(("x-login".into(), b"bench-1".to_vec()));
+            // The service's answer to a sign-in's call, framed.
+            let msg = rls_answer(&[(1_000_000_000, 999_999_999)]);
+            h.answer_headers = vec![(":status".into(), b"200".to_vec())];
+            h.answer_body = [&[0u8][..], &(msg.len() as u32).to_be_bytes(), &msg].concat();
+            h.answer_trailers = vec![("grpc-status".into(), b"0".to_vec())];
         })?;
         for _ in 0..10 {
             m.request()?;

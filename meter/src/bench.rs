@@ -138,3 +138,46 @@ pub fn one_token_stream(n: usize) -> Vec<Vec<u8>> {
         ])
         .collect()
 }
+
+/// bench/signin.py's variants F and S: the sign-in route with an
+/// installation bound alone (`shape` fixed or sliding), the account from
+/// the header X-Login, counted by the rate-limit service `rls`.
+pub fn signin(shape: &str) -> String {
+    format!(
+        r#"{{"instance":"signin","rate_limit_service":{{"cluster":"rls","domain":"benchsignin","timeout_ms":1000,"on_error":"deny"}},"routes":[{{"name":"login","account":{{"header":"x-login"}},"bounds":[{{"name":"attempts","per":"account","scope":"installation","shape":"{shape}","limit":1000000000,"window":"PT1M"}}]}}]}}"#
+    )
+}
+
+/// A length-delimited protobuf field.
+fn field(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+    out.push(tag);
+    varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+fn varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// envoyproxy/ratelimit's answer admitting a call: overall OK, and per
+/// descriptor OK with its limit (per minute), what remains and 30 s to the
+/// window's end, as the service writes them.
+pub fn rls_answer(statuses: &[(u32, u32)]) -> Vec<u8> {
+    let mut msg = vec![0x08, 1];
+    for &(limit, remaining) in statuses {
+        let mut rate = vec![0x08];
+        varint(&mut rate, u64::from(limit));
+        rate.extend([0x10, 2]);
+        let mut status = vec![0x08, 1];
+        field(&mut status, 0x12, &rate);
+        status.push(0x18);
+        varint(&mut status, u64::from(remaining));
+        field(&mut status, 0x22, &[0x08, 30]);
+        field(&mut msg, 0x12, &status);
+    }
+    msg
+}

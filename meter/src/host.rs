@@ -69,6 +69,16 @@ pub struct Host {
     /// Fuel the module spent in its allocator when the host handed it a
     /// buffer (part of the module's own work, counted here too).
     pub alloc_fuel: u64,
+    /// The answer a call-out gets (`Meter::request` delivers it when the
+    /// request dispatched one): its headers, body and trailers.
+    pub answer_headers: Vec<(String, Vec<u8>)>,
+    pub answer_body: Vec<u8>,
+    pub answer_trailers: Vec<(String, Vec<u8>)>,
+    /// The token of the last call-out dispatched, until its answer.
+    pub pending_call: Option<u32>,
+    /// What the module sent in call-outs, since cleared: bytes of the
+    /// headers (names and values) and of the body.
+    pub call_bytes: (u64, u64),
     random: u64,
     next_token: u32,
     pub(crate) memory: Option<Memory>,
@@ -98,6 +108,8 @@ impl Host {
         match map {
             0 => Some(&mut self.request_headers),
             2 => Some(&mut self.response_headers),
+            6 => Some(&mut self.answer_headers),
+            7 => Some(&mut self.answer_trailers),
             _ => None,
         }
     }
@@ -276,6 +288,7 @@ fn proxy_get_buffer_bytes(
     tally(&mut c, &format!("get_buffer_bytes[{ty}]"));
     let all = match ty {
         1 => c.data().body_chunk.clone(),
+        4 => c.data().answer_body.clone(),
         7 => c.data().plugin_config.clone(),
         _ => return Ok(NOT_FOUND),
     };
@@ -472,20 +485,38 @@ fn proxy_http_call(
     mut c: C,
     _up: i32,
     _us: i32,
-    _hp: i32,
-    _hs: i32,
+    hp: i32,
+    hs: i32,
     _bp: i32,
-    _bs: i32,
+    bs: i32,
     _tp: i32,
     _ts: i32,
     _timeout: i32,
     token: i32,
 ) -> Result<i32, Error> {
     tally(&mut c, "http_call");
-    c.data_mut().next_token += 1;
-    let t = c.data().next_token;
+    let headers = header_bytes(&read(&c, hp, hs)?);
+    let h = c.data_mut();
+    h.call_bytes.0 += headers;
+    h.call_bytes.1 += bs as u32 as u64;
+    h.next_token += 1;
+    let t = h.next_token;
+    h.pending_call = Some(t);
     write_u32(&mut c, token, t)?;
     Ok(OK)
+}
+
+/// The bytes of names and values in a serialized header map (the SDK's
+/// layout: a count, then each pair's sizes, then the pairs, each string
+/// followed by a NUL).
+fn header_bytes(map: &[u8]) -> u64 {
+    let word = |i: usize| {
+        map.get(i * 4..i * 4 + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, |b| u64::from(u32::from_le_bytes(b)))
+    };
+    let n = word(0) as usize;
+    (0..2 * n).map(|i| word(1 + i)).sum()
 }
 
 fn proxy_set_effective_context(mut c: C, _ctx: i32) -> i32 {

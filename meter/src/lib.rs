@@ -68,12 +68,14 @@ pub struct Cost {
     pub calls: BTreeMap<String, u64>,
     /// The status of the local reply sent, if one was.
     pub reply: Option<u32>,
+    /// Bytes the module sent in call-outs: headers, body.
+    pub call_bytes: (u64, u64),
 }
 
 /// A request's callbacks, in the order Envoy calls them (`Cost::by_callback`).
 pub const CALLBACKS: [&str; 6] = [
     "context_create",
-    "request_headers",
+    "request_headers",  // and a call-out's answer, if it made one
     "response_headers", // and the response body's chunks, if any
     "log",
     "done",
@@ -87,6 +89,7 @@ pub struct Meter {
     request_headers: TypedFunc<(i32, i32, i32), i32>,
     response_headers: TypedFunc<(i32, i32, i32), i32>,
     response_body: TypedFunc<(i32, i32, i32), i32>,
+    call_answer: TypedFunc<(i32, i32, i32, i32, i32), ()>,
     log: TypedFunc<i32, ()>,
     done: TypedFunc<i32, i32>,
     delete: TypedFunc<i32, ()>,
@@ -179,6 +182,7 @@ impl Meter {
             request_headers: export!("proxy_on_request_headers"),
             response_headers: export!("proxy_on_response_headers"),
             response_body: export!("proxy_on_response_body"),
+            call_answer: export!("proxy_on_http_call_response"),
             log: export!("proxy_on_log"),
             done: export!("proxy_on_done"),
             delete: export!("proxy_on_delete"),
@@ -277,8 +281,9 @@ impl Meter {
     }
 
     /// One whole request as Envoy runs it through the filter: a context,
-    /// its request headers (the whole request: end of stream), the
-    /// response headers (the upstream's ":status: 200", or the local
+    /// its request headers (the whole request: end of stream), the answer
+    /// to the call-out they made, if they made one (the host's
+    /// `answer_*`), the response headers (the upstream's ":status: 200", or the local
     /// reply's), the access log, done and delete.
     pub fn request(&mut self) -> Result<Cost, String> {
         let ctx = self.next_context;
@@ -287,6 +292,9 @@ impl Meter {
         h.calls.clear();
         h.replies.clear();
         h.alloc_fuel = 0;
+        h.call_bytes = (0, 0);
+        // A root context's call (a tick's) is never answered here.
+        h.pending_call = None;
         h.response_headers = vec![(":status".into(), b"200".to_vec())];
         h.response_headers.extend(self.response.iter().cloned());
         let body = self.body.clone();
@@ -299,10 +307,24 @@ impl Meter {
             let s = &mut self.store;
             match i {
                 0 => self.context_create.call(&mut *s, (ctx, ROOT)),
-                1 => self
-                    .request_headers
-                    .call(&mut *s, (ctx, n_headers, 1))
-                    .map(drop),
+                1 => {
+                    let r = self.request_headers.call(&mut *s, (ctx, n_headers, 1));
+                    match (r, s.data_mut().pending_call.take()) {
+                        (Ok(_), Some(token)) => {
+                            self.mark("proxy_on_http_call_response");
+                            let s = &mut self.store;
+                            let h = s.data();
+                            let sizes = (
+                                h.answer_headers.len() as i32,
+                                h.answer_body.len() as i32,
+                                h.answer_trailers.len() as i32,
+                            );
+                            self.call_answer
+                                .call(&mut *s, (ctx, token as i32, sizes.0, sizes.1, sizes.2))
+                        }
+                        (r, _) => r.map(drop),
+                    }
+                }
                 2 => {
                     let n = s.data().response_headers.len() as i32;
                     let eos = i32::from(body.is_empty());
@@ -334,6 +356,7 @@ impl Meter {
         cost.alloc_fuel = h.alloc_fuel;
         cost.calls = std::mem::take(&mut h.calls);
         cost.reply = h.replies.first().copied();
+        cost.call_bytes = h.call_bytes;
         Ok(cost)
     }
 }
@@ -385,6 +408,9 @@ pub struct Scenario {
     /// The upstream's answer: headers besides `:status`, body chunks.
     pub response: Vec<(String, Vec<u8>)>,
     pub body: Vec<Vec<u8>>,
+    /// The rate-limit service's answer to every call (a `RateLimitResponse`,
+    /// unframed; [`bench::rls_answer`]): gRPC OK over HTTP/2 200.
+    pub answer: Option<Vec<u8>>,
 }
 
 /// What a scenario's requests cost, on average.
@@ -398,6 +424,8 @@ pub struct Measured {
     pub calls: BTreeMap<String, f64>,
     /// Share of the measured requests that were refused (a local reply).
     pub refused: f64,
+    /// Bytes sent in call-outs per request: headers, body.
+    pub call_bytes: (f64, f64),
     pub start_fuel: u64,
     pub ticks: u64,
     pub tick_fuel: u64,
@@ -448,6 +476,16 @@ pub fn measure(wasm: &[u8], s: &Scenario) -> Result<Measured, String> {
     })?;
     m.response.clone_from(&s.response);
     m.body.clone_from(&s.body);
+    if let Some(msg) = &s.answer {
+        let h = m.host_mut();
+        h.answer_headers = vec![
+            (":status".into(), b"200".to_vec()),
+            ("content-type".into(), b"application/grpc".to_vec()),
+        ];
+        // One uncompressed gRPC frame.
+        h.answer_body = [&[0u8][..], &(msg.len() as u32).to_be_bytes(), msg].concat();
+        h.answer_trailers = vec![("grpc-status".into(), b"0".to_vec())];
+    }
     let callers = s.callers.max(1);
     let run = |m: &mut Meter, i: usize| -> Result<Cost, String> {
         let addr = address(i % callers).into_bytes();
@@ -468,8 +506,10 @@ pub fn measure(wasm: &[u8], s: &Scenario) -> Result<Measured, String> {
     let mut by = [0u64; 6];
     let mut calls: BTreeMap<String, u64> = BTreeMap::new();
     let mut refused = 0usize;
+    let mut sent = (0u64, 0u64);
     for i in warm..warm + s.requests {
         let c = run(&mut m, i)?;
+        sent = (sent.0 + c.call_bytes.0, sent.1 + c.call_bytes.1);
         fuel += c.fuel;
         alloc += c.alloc_fuel;
         for (b, f) in by.iter_mut().zip(c.by_callback) {
@@ -489,6 +529,7 @@ pub fn measure(wasm: &[u8], s: &Scenario) -> Result<Measured, String> {
         by_callback: by.map(|f| f as f64 / n),
         calls: calls.into_iter().map(|(k, v)| (k, v as f64 / n)).collect(),
         refused: refused as f64 / n,
+        call_bytes: (sent.0 as f64 / n, sent.1 as f64 / n),
         start_fuel: m.start_fuel,
         ticks: m.ticks - ticks,
         tick_fuel: m.tick_fuel - tick_fuel,

@@ -17,8 +17,8 @@
 //! built first (`./build.sh`); without it every test here fails.
 
 use ratebound_meter::bench::{
-    address_bounds, chat_stream, cost, one_address, one_token_stream, refusing, three_bounds,
-    tiers, tiers_refusing, CHAT_JSON,
+    address_bounds, chat_stream, cost, one_address, one_token_stream, refusing, rls_answer, signin,
+    three_bounds, tiers, tiers_refusing, CHAT_JSON,
 };
 use ratebound_meter::{load_module, measure, Measured, Scenario, CALLBACKS};
 
@@ -34,6 +34,7 @@ fn scenario(name: &str, config: String, callers: usize, jwt: bool, requests: usi
         headers: Vec::new(),
         response: Vec::new(),
         body: Vec::new(),
+        answer: None,
     }
 }
 
@@ -597,4 +598,85 @@ fn the_largest_answers_stay_within_their_budgets() {
         per_event <= EVENT_FUEL as f64,
         "{per_event:.0} fuel an event, over its budget {EVENT_FUEL}"
     );
+}
+
+/// The sign-in call (bench/signin.sh, variants F and S): an installation
+/// bound alone, the account from a header; every request dispatches one
+/// call to the rate-limit service, which admits it, and goes on. The fuel
+/// and host calls are the request's and its answer's, as Envoy runs them.
+#[test]
+fn the_sign_in_call_stays_within_its_budgets() {
+    let call = |name: &str, shape: &str, statuses: &[(u32, u32)]| {
+        let mut s = scenario(name, signin(shape), 1, false, 200);
+        s.headers = vec![h("x-login", "bench-1")];
+        s.answer = Some(rls_answer(statuses));
+        s
+    };
+    let max = u32::MAX;
+    let measured = check(vec![
+        (
+            call(
+                "sign-in: installation bound, fixed",
+                "fixed",
+                &[(1_000_000_000, 999_999_999)],
+            ),
+            // Before the account's one read of the headers, its ASCII fold
+            // and the request written from borrowed descriptors (issue 41):
+            // 256,132 fuel, 2 header-map reads.
+            Budget {
+                fuel: 168132,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("continue_stream", 1.05),
+                    ("get_buffer_bytes[4]", 1.05),
+                    ("get_current_time", 4.20),
+                    ("get_header_map_pairs[request]", 1.05),
+                    ("get_header_map_value[call-out answer :status]", 1.05),
+                    ("get_header_map_value[call-out trailers grpc-status]", 1.05),
+                    ("get_header_map_value[request content-type]", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("get_shared_data", 1.05),
+                    ("http_call", 1.05),
+                    ("record_metric", 1.05),
+                    ("set_effective_context", 1.05),
+                ],
+            },
+        ),
+        (
+            call(
+                "sign-in: installation bound, sliding",
+                "sliding",
+                &[(max, max - 1), (max, max), (max, max), (max, max)],
+            ),
+            // Before: 380,391 fuel, 2 header-map reads.
+            Budget {
+                fuel: 226652,
+                calls: &[
+                    ("add_header_map_value[response]", 3.16),
+                    ("continue_stream", 1.05),
+                    ("get_buffer_bytes[4]", 1.05),
+                    ("get_current_time", 4.20),
+                    ("get_header_map_pairs[request]", 1.05),
+                    ("get_header_map_value[call-out answer :status]", 1.05),
+                    ("get_header_map_value[call-out trailers grpc-status]", 1.05),
+                    ("get_header_map_value[request content-type]", 1.05),
+                    ("get_property[source.address]", 1.05),
+                    ("get_shared_data", 1.05),
+                    ("http_call", 1.05),
+                    ("record_metric", 1.05),
+                    ("set_effective_context", 1.05),
+                ],
+            },
+        ),
+    ]);
+    for m in &measured {
+        println!(
+            "{}: call-out headers {:.0} bytes, body {:.0} bytes",
+            m.name, m.call_bytes.0, m.call_bytes.1
+        );
+        // One call, answered, the request let on: none refused.
+        assert_eq!(m.calls.get("http_call"), Some(&1.0), "{}", m.name);
+        assert_eq!(m.calls.get("continue_stream"), Some(&1.0), "{}", m.name);
+        assert_eq!(m.refused, 0.0, "{}", m.name);
+    }
 }

@@ -105,6 +105,15 @@ pub trait Host: Base {
     /// Every value of a request header, in order, as sent (a repeated
     /// header has several).
     fn request_header_values(&self, name: &str) -> Vec<Vec<u8>>;
+    /// Every value of each of the request headers `names`, the first
+    /// name's in order, then the next one's: one read of the headers
+    /// where the host can.
+    fn request_headers_named(&self, names: &[&str]) -> Vec<Vec<u8>> {
+        names
+            .iter()
+            .flat_map(|n| self.request_header_values(n))
+            .collect()
+    }
     /// The first `size` bytes of the request body buffered so far.
     fn request_body(&self, size: usize) -> Option<Vec<u8>>;
     /// How long the rate-limit service took to answer (or fail).

@@ -275,17 +275,14 @@ impl Host for MockHost {
     }
 
     fn request_header_values(&self, name: &str) -> Vec<Vec<u8>> {
+        self.request_headers_named(&[name])
+    }
+
+    /// One read of the headers, as Envoy's host does it.
+    fn request_headers_named(&self, names: &[&str]) -> Vec<Vec<u8>> {
         self.reads.set(self.reads.get() + 1);
         self.header_reads.set(self.header_reads.get() + 1);
-        let first = self.request_headers.get(name);
-        let more = self.repeated_headers.iter().filter(|(k, _)| k == name);
-        let bytes = self.byte_headers.iter().filter(|(k, _)| k == name);
-        first
-            .into_iter()
-            .chain(more.map(|(_, v)| v))
-            .map(|v| v.as_bytes().to_vec())
-            .chain(bytes.map(|(_, v)| v.clone()))
-            .collect()
+        names.iter().flat_map(|n| self.values_of(n)).collect()
     }
 
     fn request_body(&self, size: usize) -> Option<Vec<u8>> {
@@ -559,5 +556,20 @@ impl CountingService {
             statuses,
         }
         .encode_to_vec()
+    }
+}
+
+impl MockHost {
+    /// Every value of request header `name`, uncounted.
+    fn values_of(&self, name: &str) -> Vec<Vec<u8>> {
+        let first = self.request_headers.get(name);
+        let more = self.repeated_headers.iter().filter(|(k, _)| k == name);
+        let bytes = self.byte_headers.iter().filter(|(k, _)| k == name);
+        first
+            .into_iter()
+            .chain(more.map(|(_, v)| v))
+            .map(|v| v.as_bytes().to_vec())
+            .chain(bytes.map(|(_, v)| v.clone()))
+            .collect()
     }
 }

@@ -10,6 +10,7 @@
 //! with 0 remaining, OVER_LIMIT only above it, every call counted) is
 //! described, with where it was checked, in docs/rate-limit-service.md.
 
+mod encode;
 pub mod proto;
 #[cfg(test)]
 mod recorded;
@@ -99,31 +100,7 @@ pub(crate) struct DescriptorSpec<'a> {
 
 /// A `RateLimitRequest` for `domain`, encoded.
 pub(crate) fn encode_request(domain: &str, descriptors: &[DescriptorSpec<'_>]) -> Vec<u8> {
-    let request = proto::RateLimitRequest {
-        domain: domain.to_owned(),
-        descriptors: descriptors
-            .iter()
-            .map(|d| proto::RateLimitDescriptor {
-                entries: d
-                    .entries
-                    .iter()
-                    .map(|(key, value)| proto::DescriptorEntry {
-                        key: (*key).to_owned(),
-                        value: (*value).to_owned(),
-                    })
-                    .collect(),
-                limit: d.limit.map(|o| proto::RateLimitOverride {
-                    requests_per_unit: o.requests_per_unit,
-                    unit: wire(o.unit),
-                }),
-                hits_addend: Some(proto::UInt64Value {
-                    value: d.hits_addend,
-                }),
-            })
-            .collect(),
-        hits_addend: 0,
-    };
-    request.encode_to_vec()
+    encode::request(domain, descriptors)
 }
 
 /// A code of the answer, overall or per descriptor.

@@ -134,6 +134,10 @@ pub struct Route {
     pub asks_usage: Option<String>,
     /// Where requests name the account they try (`per: account`).
     pub account: Option<AccountSource>,
+    /// An account carried in a header: its name, then the other spellings
+    /// servers read as it (`account::header_spellings`), spelled out once
+    /// here rather than for every sign-in.
+    pub account_headers: Vec<String>,
 }
 
 #[derive(Debug, Clone)]

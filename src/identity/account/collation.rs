@@ -62,8 +62,18 @@ pub fn unsettled(c: char) -> bool {
 
 /// The key of a folded name (`normalize`'s output): see the module.
 pub fn collate(folded: &str) -> String {
-    let mut mapped = String::with_capacity(folded.len());
-    for c in folded.nfd() {
+    // ASCII is its own NFD: no decomposer for it.
+    if folded.is_ascii() {
+        collate_nfd(folded)
+    } else {
+        collate_nfd(&folded.nfd().collect::<String>())
+    }
+}
+
+/// [`collate`] of a name in NFD: steps 2 to 7.
+fn collate_nfd(nfd: &str) -> String {
+    let mut mapped = String::with_capacity(nfd.len());
+    for c in nfd.chars() {
         map_char(c, &mut mapped);
     }
     let trimmed = mapped.trim();
@@ -153,6 +163,21 @@ mod tests {
 
     fn key(raw: &str) -> String {
         collate(&normalize(raw).unwrap_or_default())
+    }
+
+    #[test]
+    fn ascii_collates_as_its_nfd_does() {
+        let all: Vec<char> = (0u8..128).map(char::from).collect();
+        for a in &all {
+            for b in &all {
+                let s: String = [*a, 's', *b, ' '].iter().collect();
+                assert_eq!(
+                    collate(&s),
+                    collate_nfd(&s.nfd().collect::<String>()),
+                    "{s:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -64,12 +64,15 @@ impl<'p> Worker<'p> {
             return Ok(None);
         };
         let (content_type, content_encoding, path, header) = match place {
-            Place::Header(h) => {
-                let mut values = host.request_header_values(h);
-                for other in account::header_spellings(h) {
-                    values.extend(host.request_header_values(&other));
-                }
-                (Vec::new(), Vec::new(), None, values)
+            Place::Header(_) => {
+                // The header and its other spellings (compiled with the plan).
+                let names: Vec<&str> = route.account_headers.iter().map(String::as_str).collect();
+                (
+                    Vec::new(),
+                    Vec::new(),
+                    None,
+                    host.request_headers_named(&names),
+                )
             }
             _ => (
                 host.request_header_values("content-type"),

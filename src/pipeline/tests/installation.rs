@@ -1198,3 +1198,29 @@ fn the_remaining_shown_is_what_is_left_of_both_counts() {
         .iter()
         .any(|(k, v)| k == "ratelimit-remaining" && v == "0"));
 }
+
+#[test]
+fn a_header_account_and_its_other_spellings_take_one_read_of_the_headers() {
+    let f_of = |host: &MockHost| {
+        Filter::new(&host.store, &login("deny", r#"{"header":"x-login"}"#)).unwrap()
+    };
+    // `x_login` is the account `x-login` carries to a CGI-style server:
+    // another account under it is a decoy, read in the same read.
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.9")
+        .header("x-login", "alice")
+        .header("x_login", "bob");
+    let f = f_of(&host);
+    assert_eq!(refused_unread(&f, &mut host), (400, "ambiguous".into()));
+    assert!(host.service_calls.is_empty());
+
+    let mut host = MockHost::new(T0)
+        .from_address("10.0.0.9")
+        .header("x-login", "alice");
+    host.service_answer = Some((0, answer(&[(1, 4)])));
+    let f = f_of(&host);
+    f.request(&mut host);
+    assert_eq!(host.service_calls.len(), 1);
+    // The account's one read, and the content type's (a gRPC caller?).
+    assert_eq!(host.header_reads.get(), 2);
+}

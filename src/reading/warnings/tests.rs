@@ -54,6 +54,7 @@ fn route(bounds: Vec<Bound>) -> Route {
         plain_answers: false,
         reads_request: None,
         asks_usage: None,
+        account_headers: Vec::new(),
         account: None,
     }
 }
