@@ -145,23 +145,6 @@ fn rate(b: &Bound) -> String {
     format!("{} per {}", b.rate.limit, b.written.window)
 }
 
-/// The names of the bounds `b` (of route `r`) keeps one entry with, itself
-/// among them, in order ([`Tier`]); none for a bound with a lane of its own.
-fn tiers_of(r: &Route, b: &Bound) -> Vec<String> {
-    let lead = match &b.tier {
-        Tier::Own => return Vec::new(),
-        Tier::Leads(_) => Some(b),
-        Tier::Joins { lead, .. } => r.bound(*lead),
-    };
-    match lead.map(|l| &l.tier) {
-        Some(Tier::Leads(tiers)) => tiers
-            .iter()
-            .filter_map(|(id, _)| Some(r.bound(*id)?.name.clone()))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// Why bound `b` of route `r` (new) no longer has the fingerprint of its
 /// namesake `ob` of route `or` (old).
 fn why_reset(or: &Route, ob: &Bound, r: &Route, b: &Bound, instance: bool) -> Vec<String> {
@@ -208,7 +191,10 @@ fn why_reset(or: &Route, ob: &Bound, r: &Route, b: &Bound, instance: bool) -> Ve
     if ob.written.index != b.written.index || ob.written.operation != b.written.operation {
         why.push(format!("moved: {} → {}", ob.written.path, b.written.path));
     }
-    let (was, now) = (tiers_of(or, ob), tiers_of(r, b));
+    let names = |r: &Route, b: &Bound| -> Vec<String> {
+        r.lane_of(b).iter().map(|t| t.name.clone()).collect()
+    };
+    let (was, now) = (names(or, ob), names(r, b));
     if was != now {
         // Bounds on one key keep their windows in one entry: another set
         // of them is another entry (`config::plan::Tier`).

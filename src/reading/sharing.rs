@@ -7,23 +7,6 @@ use crate::config::plan::{alone, Alone, Bound, BoundId, Route, Tier};
 use crate::count::lane::MAX_TIERS;
 use crate::reading::words;
 
-/// The bounds sharing the lane `b` is counted in, `b` among them (empty:
-/// a lane of its own).
-fn lane_of<'a>(route: &'a Route, b: &'a Bound) -> Vec<&'a Bound> {
-    let lead = match &b.tier {
-        Tier::Own => return Vec::new(),
-        Tier::Leads(_) => Some(b),
-        Tier::Joins { lead, .. } => route.bound(*lead),
-    };
-    match lead.map(|l| &l.tier) {
-        Some(Tier::Leads(tiers)) => tiers
-            .iter()
-            .filter_map(|(id, _)| route.bound(*id))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// "`a`, `b` and `c`".
 fn names(bounds: &[&Bound]) -> String {
     let quoted: Vec<String> = bounds.iter().map(|b| format!("`{}`", b.name)).collect();
@@ -46,7 +29,7 @@ pub fn of(route: &Route, i: BoundId) -> String {
     if route.bounds.iter().filter(|o| o.in_shared_data()).count() < 2 {
         return String::new();
     }
-    let lane = lane_of(route, b);
+    let lane = route.lane_of(b);
     if !lane.is_empty() {
         let others: Vec<&Bound> = lane
             .iter()
@@ -96,7 +79,7 @@ pub fn lanes(route: &Route) -> Vec<String> {
         .iter()
         .filter(|b| matches!(b.tier, Tier::Leads(_)))
         .map(|b| {
-            let lane = lane_of(route, b);
+            let lane = route.lane_of(b);
             format!(
                 "{} share one entry {} (one write a request for the {})",
                 names(&lane),

@@ -218,7 +218,7 @@ impl Plan {
                     plain_answers,
                     reads_request,
                     asks_usage,
-                    account_headers: account_headers(r.account.as_ref()),
+                    account_headers: account::headers(r.account.as_ref()),
                     account: r.account.clone(),
                 }
             })
@@ -259,17 +259,5 @@ impl Plan {
                 .map(|v| Secret(v.as_bytes().to_vec())),
             hash: stable_hash(&format!("{:?}", c.written())),
         }
-    }
-}
-
-/// The header an account is read from and its other spellings, in the
-/// order they are read (none when the account is not in a header).
-fn account_headers(source: Option<&AccountSource>) -> Vec<String> {
-    use crate::identity::account::{self, Place};
-    match source.and_then(account::place) {
-        Some(Place::Header(h)) => std::iter::once(h.to_string())
-            .chain(account::header_spellings(h))
-            .collect(),
-        _ => Vec::new(),
     }
 }

@@ -12,6 +12,7 @@
 //! - [`cost`]: a bound's cost; [`ids`]: handles into the plan;
 //! - [`tiers`]: which bounds share a lane, and why others do not.
 
+pub mod account;
 mod compile;
 pub mod cost;
 mod fingerprint;
@@ -167,6 +168,22 @@ impl Route {
 
     pub fn operation(&self, id: OpId) -> Option<&Operation> {
         self.operations.get(id.0)
+    }
+
+    /// The bounds sharing the lane `b` is counted in, in their order, `b`
+    /// among them ([`Tier`]); empty for a bound with a lane of its own.
+    pub fn lane_of<'a>(&'a self, b: &'a Bound) -> Vec<&'a Bound> {
+        let lead = match &b.tier {
+            Tier::Own => return Vec::new(),
+            Tier::Leads(_) => Some(b),
+            Tier::Joins { lead, .. } => self.bound(*lead),
+        };
+        match lead.map(|l| &l.tier) {
+            Some(Tier::Leads(tiers)) => {
+                tiers.iter().filter_map(|(id, _)| self.bound(*id)).collect()
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// Every bound with its handle.

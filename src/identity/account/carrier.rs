@@ -56,38 +56,6 @@ pub fn read(place: Place, head: &Head) -> Result<Seen, Unreadable> {
     Ok(seen)
 }
 
-/// The other spellings of a carrier header's name that servers read as it:
-/// Rack and CGI-style servers (Puma, WEBrick) turn `-` and `_` alike into
-/// `_` (`HTTP_X_LOGIN`), so `x_login` names the account `x-login` carries.
-/// Every mix of the two for up to four separators; past that, the
-/// all-`-` and all-`_` spellings.
-pub fn header_spellings(name: &str) -> Vec<String> {
-    let seps: Vec<usize> = name
-        .bytes()
-        .enumerate()
-        .filter(|(_, b)| matches!(b, b'-' | b'_'))
-        .map(|(i, _)| i)
-        .collect();
-    let mut out: Vec<String> = if seps.len() <= 4 {
-        (0u32..1 << seps.len())
-            .map(|mask| {
-                let mut b = name.as_bytes().to_vec();
-                for (bit, &i) in seps.iter().enumerate() {
-                    if let Some(c) = b.get_mut(i) {
-                        *c = if mask >> bit & 1 == 1 { b'_' } else { b'-' };
-                    }
-                }
-                String::from_utf8_lossy(&b).into_owned()
-            })
-            .collect()
-    } else {
-        vec![name.replace('_', "-"), name.replace('-', "_")]
-    };
-    out.retain(|n| n != name);
-    out.dedup();
-    out
-}
-
 /// `value` is the media type `want`, with no charset or `charset=utf-8`
 /// (quoted or not, any case) and no other parameter twice.
 fn is_media(value: &[u8], want: &str) -> bool {
@@ -218,18 +186,6 @@ mod tests {
         ] {
             assert_eq!(at(two), Ok(Err(Unreadable::Ambiguous)), "{two}");
         }
-    }
-
-    #[test]
-    fn a_header_name_in_every_spelling_of_its_separators() {
-        assert_eq!(header_spellings("x-login"), ["x_login"]);
-        assert_eq!(header_spellings("x_login"), ["x-login"]);
-        assert_eq!(
-            header_spellings("x-user-name"),
-            ["x_user-name", "x-user_name", "x_user_name"]
-        );
-        assert!(header_spellings("login").is_empty());
-        assert_eq!(header_spellings("a-b-c-d-e-f").len(), 1);
     }
 
     #[test]

@@ -23,27 +23,10 @@ mod carrier;
 mod collation;
 mod normalize;
 
-pub use carrier::{header_spellings, Head};
+pub use crate::config::plan::account::{header_spellings, place, Place};
+pub use carrier::Head;
 pub use collation::{collate, unsettled};
 pub use normalize::{fold, key, normalize};
-
-use crate::config::AccountSource;
-
-/// Where the account is, once the route's source is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Place<'a> {
-    Json(&'a str),
-    Form(&'a str),
-    Header(&'a str),
-}
-
-pub fn place(s: &AccountSource) -> Option<Place<'_>> {
-    s.json
-        .as_deref()
-        .map(Place::Json)
-        .or_else(|| s.form.as_deref().map(Place::Form))
-        .or_else(|| s.header.as_deref().map(Place::Header))
-}
 
 /// Why a sign-in's account cannot be read with certainty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
