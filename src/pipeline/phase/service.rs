@@ -429,9 +429,9 @@ impl<'p> Worker<'p> {
         host: &mut H,
         route: &'p Route,
         ready: &Flight,
+        now: u64,
     ) -> Option<Decision<'p>> {
         let plan = &self.limiter.plan;
-        let now = host.now_ms();
         for (b, caller) in self.bounds_of(route, ready) {
             if b.bound.shadow {
                 continue;
