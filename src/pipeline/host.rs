@@ -52,18 +52,18 @@ pub trait Base {
 /// framed here (the SDK's gRPC call panics on a status Envoy returns, and
 /// the raw import's answer never reaches the context: docs/envoy-host.md).
 pub fn dispatch_rls<H: Base + ?Sized>(host: &mut H, call: &ServiceCall) -> Result<u32, String> {
-    let timeout = format!("{}m", call.timeout_ms);
-    let path = format!("/{}/{}", crate::rls::SERVICE, crate::rls::METHOD);
+    let mut digits = [0; 21];
+    let timeout = crate::rls::grpc_timeout(call.timeout_ms, &mut digits);
     let body = crate::rls::frame(&call.message);
     host.dispatch(&CallOut {
         cluster: call.cluster,
         headers: &[
             (":method", "POST"),
-            (":path", &path),
+            (":path", crate::rls::PATH),
             (":authority", call.cluster),
             ("content-type", "application/grpc"),
             ("te", "trailers"),
-            ("grpc-timeout", &timeout),
+            ("grpc-timeout", timeout),
         ],
         body: Some(&body),
         timeout_ms: call.timeout_ms,

@@ -194,7 +194,7 @@ impl<'p> Worker<'p> {
         f.identity = identity;
         f.bounds = bounds;
         match self.account_from_head(host, r.route, &mut f) {
-            Ok(None) => self.service(host, r, f),
+            Ok(None) => self.service(host, r, f, now),
             Ok(Some(wait)) => Next::Wait(r, f, wait),
             Err(refused) => Next::Decided(refused.decision(r.route)),
         }
@@ -210,25 +210,35 @@ impl<'p> Worker<'p> {
         size: usize,
     ) -> Next<'p> {
         match self.account_from_body(host, r.route, &mut f, size) {
-            Ok(()) => self.service(host, r, f),
+            Ok(()) => {
+                let now = host.now_ms();
+                self.service(host, r, f, now)
+            }
             Err(refused) => Next::Decided(refused.decision(r.route)),
         }
     }
 
     /// The caller's keys for each installation bound; refused here if one
-    /// of them is locked, else the call to the service.
-    fn service<H: Host>(&self, host: &mut H, r: RouteLanes<'p>, mut f: Box<Flight>) -> Next<'p> {
+    /// of them is locked, else the call to the service. `now`: this
+    /// callback's clock, read once by whoever called (a host call each).
+    fn service<H: Host>(
+        &self,
+        host: &mut H,
+        r: RouteLanes<'p>,
+        mut f: Box<Flight>,
+        now: u64,
+    ) -> Next<'p> {
         let route = r.route;
         f.callers = self.callers(self.limiter.service_keys, route, &f);
         if let Some(keys) = self.limiter.also_service_keys {
             f.also = self.callers(keys, route, &f);
         }
-        if let Some(d) = self.locked(host, route, &f) {
+        if let Some(d) = self.locked(host, route, &f, now) {
             return Next::Decided(d);
         }
         // The windows a sliding bound's descriptors name, and the estimate
         // its answer is judged with, are both of this moment.
-        f.sent_ms = host.now_ms();
+        f.sent_ms = now;
         match self.service_call(route, &f) {
             Some(call) => Next::Call(r, f, call),
             // Validated: installation bounds come with a service.

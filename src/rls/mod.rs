@@ -21,9 +21,39 @@ use core::fmt;
 
 use prost::Message;
 
-/// The gRPC service and method: the call's `:path` is `/SERVICE/METHOD`.
+/// The gRPC service and method: the call's `:path` is `/SERVICE/METHOD`
+/// ([`PATH`], which the filter sends; this spelling is its tests').
+#[cfg(test)]
 pub(crate) const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 pub const METHOD: &str = "ShouldRateLimit";
+/// `/SERVICE/METHOD`, spelled out: a constant, not a string built per call
+/// (`the_path_is_service_then_method`).
+pub(crate) const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+
+/// The call's `grpc-timeout` for `ms` (`{ms}m`), written into `buf`: the
+/// same text `format!` builds, without its machinery per call
+/// (`the_timeout_is_the_one_format_writes`).
+pub(crate) fn grpc_timeout(ms: u64, buf: &mut [u8; 21]) -> &str {
+    let mut rest = ms;
+    let mut len = 1;
+    let mut slots = buf.iter_mut().rev();
+    if let Some(m) = slots.next() {
+        *m = b'm';
+    }
+    // 21 bytes: u64::MAX has 20 digits.
+    for slot in slots {
+        *slot = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        len += 1;
+        if rest == 0 {
+            break;
+        }
+    }
+    let start = buf.len().saturating_sub(len);
+    buf.get(start..)
+        .and_then(|b| core::str::from_utf8(b).ok())
+        .unwrap_or_default()
+}
 
 pub use crate::config::Unit;
 /// The service's calls end in a gRPC status.

@@ -497,3 +497,25 @@ fn answer_units_beyond_day_have_the_services_lengths() {
     assert_eq!(answer_unit_seconds(0), None);
     assert_eq!(answer_unit_seconds(8), None);
 }
+
+#[test]
+fn the_path_is_service_then_method() {
+    assert_eq!(
+        super::PATH,
+        format!("/{}/{}", super::SERVICE, super::METHOD)
+    );
+}
+
+#[test]
+fn the_timeout_is_the_one_format_writes() {
+    let mut buf = [0; 21];
+    let mut cases: Vec<u64> = (0..=1_100).collect();
+    for p in 1..20u32 {
+        let t = 10u64.pow(p);
+        cases.extend([t - 1, t, t + 1, t.saturating_mul(3).saturating_add(7)]);
+    }
+    cases.extend([u64::MAX, u64::MAX - 1, u64::MAX / 2]);
+    for ms in cases {
+        assert_eq!(super::grpc_timeout(ms, &mut buf), format!("{ms}m"));
+    }
+}
