@@ -268,6 +268,15 @@ def shaped(victim: str, decoy: str) -> list[Case]:
     return cases
 
 
+def ascii_sweep(name: str = "Victim") -> list[tuple[str, str]]:
+    """Every ASCII character at the end and in the middle of an ASCII name:
+    the names the filter folds and collates on its ASCII path (issue 41: no
+    Unicode normalizer for an ASCII name), each read by the frameworks."""
+    mid = len(name) // 2
+    return [(f"ascii U+{c:04X} at {where}", s) for c in range(0x80)
+            for where, s in (("end", name + chr(c)), ("middle", name[:mid] + chr(c) + name[mid:]))]
+
+
 def corpus(seed: int = 36, generated: int = 600) -> list[Case]:
     """The fixed shapes, every spelling in every carrier, and `generated`
     random combinations."""
@@ -283,6 +292,11 @@ def corpus(seed: int = 36, generated: int = 600) -> list[Case]:
             h = as_header(label, s)
             if h:
                 cases.append(h)
+    for label, s in ascii_sweep():
+        cases.append(as_json(label + " (escaped)", s, escape=True))
+        h = as_header(label, s)
+        if h:
+            cases.append(h)
     pool = [s for v in VICTIMS for _, s in spellings(v, rng)]
     ctypes_json = [JSON_T, "application/json; charset=utf-8", "application/json;charset=UTF-8",
                    "Application/JSON", "application/json; charset=latin-1", "text/json"]
