@@ -168,28 +168,27 @@ CFG_REFUSING = ratebound_config(
 )
 
 
-def local_ratelimit_filter() -> dict:
-    """Envoy's native token bucket, enabled and enforced, that never runs dry."""
+def _local_ratelimit(stat_prefix: str, bucket: dict, **more) -> dict:
+    """Envoy's local_ratelimit, enabled and enforced on every request, with
+    `bucket` as its default token bucket and `more` fields of its config."""
+    every = {"numerator": 100, "denominator": "HUNDRED"}
     return {
         "name": "envoy.filters.http.local_ratelimit",
         "typed_config": {
             "@type": "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit",
-            "stat_prefix": "bench_local_ratelimit",
-            "token_bucket": {
-                "max_tokens": 1_000_000_000,
-                "tokens_per_fill": 1_000_000_000,
-                "fill_interval": "1s",
-            },
-            "filter_enabled": {
-                "runtime_key": "bench_lrl_enabled",
-                "default_value": {"numerator": 100, "denominator": "HUNDRED"},
-            },
-            "filter_enforced": {
-                "runtime_key": "bench_lrl_enforced",
-                "default_value": {"numerator": 100, "denominator": "HUNDRED"},
-            },
+            "stat_prefix": stat_prefix,
+            "token_bucket": bucket,
+            **more,
+            "filter_enabled": {"runtime_key": "bench_lrl_enabled", "default_value": every},
+            "filter_enforced": {"runtime_key": "bench_lrl_enforced", "default_value": every},
         },
     }
+
+
+def local_ratelimit_filter() -> dict:
+    """Envoy's native token bucket, enabled and enforced, that never runs dry."""
+    return _local_ratelimit("bench_local_ratelimit", {
+        "max_tokens": 1_000_000_000, "tokens_per_fill": 1_000_000_000, "fill_interval": "1s"})
 
 
 # The issue's tiers, "10 a second, 300 a minute, 5,000 an hour per address":
@@ -218,31 +217,18 @@ def local_ratelimit_tiers(stat_prefix: str, scale: int = 1) -> dict:
     token a second: a second request in a second that matched nothing would be
     refused, so the sanity check and `rate_limited` show the descriptors
     applied."""
-    return {
-        "name": "envoy.filters.http.local_ratelimit",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit",
-            "stat_prefix": stat_prefix,
-            "token_bucket": {"max_tokens": 1, "tokens_per_fill": 1, "fill_interval": "1s"},
-            "always_consume_default_token_bucket": False,
-            "rate_limits": [
-                {"actions": [{"generic_key": {"descriptor_value": name}}, {"remote_address": {}}]}
-                for name, _, _ in TIERS],
-            "descriptors": [
-                {"entries": [{"key": "generic_key", "value": name}, {"key": "remote_address"}],
-                 "token_bucket": {"max_tokens": limit * scale, "tokens_per_fill": limit * scale,
-                                  "fill_interval": f"{secs}s"}}
-                for name, secs, limit in TIERS],
-            "filter_enabled": {
-                "runtime_key": "bench_lrl_enabled",
-                "default_value": {"numerator": 100, "denominator": "HUNDRED"},
-            },
-            "filter_enforced": {
-                "runtime_key": "bench_lrl_enforced",
-                "default_value": {"numerator": 100, "denominator": "HUNDRED"},
-            },
-        },
-    }
+    return _local_ratelimit(
+        stat_prefix,
+        {"max_tokens": 1, "tokens_per_fill": 1, "fill_interval": "1s"},
+        always_consume_default_token_bucket=False,
+        rate_limits=[
+            {"actions": [{"generic_key": {"descriptor_value": name}}, {"remote_address": {}}]}
+            for name, _, _ in TIERS],
+        descriptors=[
+            {"entries": [{"key": "generic_key", "value": name}, {"key": "remote_address"}],
+             "token_bucket": {"max_tokens": limit * scale, "tokens_per_fill": limit * scale,
+                              "fill_interval": f"{secs}s"}}
+            for name, secs, limit in TIERS])
 
 
 def jwt_authn_filter(jwks: str, claim_header: str | None = None) -> dict:
