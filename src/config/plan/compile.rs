@@ -238,6 +238,11 @@ impl Plan {
             },
             shadow_headers: c.shadow_headers,
             would_refuse_header: c.would_refuse_header.clone(),
+            would_refuse_spellings: c
+                .would_refuse_header
+                .as_deref()
+                .map(account::header_spellings)
+                .unwrap_or_default(),
             hold_sign_in_headers: c.hold_sign_in_headers,
             routes,
             needs,

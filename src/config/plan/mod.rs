@@ -62,6 +62,9 @@ pub struct Plan {
     pub shadow_headers: bool,
     /// The request header naming the bound that would have refused.
     pub would_refuse_header: Option<String>,
+    /// Its other spellings servers read as it (`account::header_spellings`),
+    /// spelled out once: a client's copy of any is removed.
+    pub would_refuse_spellings: Vec<String>,
     /// Sign-ins read from the body hold their headers until decided.
     pub hold_sign_in_headers: bool,
     pub routes: Vec<Route>,

@@ -3,7 +3,6 @@
 //! the caller's address.
 
 use crate::config::plan::{OpId, RequestInfo};
-use crate::identity::account;
 use crate::identity::address::strip_port;
 use crate::pipeline::limiter::RouteLanes;
 use crate::pipeline::{Host, Worker};
@@ -35,8 +34,8 @@ impl<'p> Worker<'p> {
         if let Some(h) = &plan.would_refuse_header {
             host.remove_request_header(h);
             // Rack and CGI-style servers read `x_mark` as `x-mark`.
-            for other in account::header_spellings(h) {
-                host.remove_request_header(&other);
+            for other in &plan.would_refuse_spellings {
+                host.remove_request_header(other);
             }
         }
         let needs = plan.needs;
